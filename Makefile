@@ -1,0 +1,34 @@
+# Two commands do all set-up on a fresh machine: `make run` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: install run demo test test-postgres bench lint clean node-app
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check uv
+	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev,engine]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## make run: the coordinator on its embedded default (SQLite under var/), http://127.0.0.1:8080
+run: install
+	$(BIN)/sis serve
+
+## make demo: the same, with sources answered from bundled recorded samples (offline)
+demo: install
+	$(BIN)/sis serve --demo
+
+## make test: the whole suite; PostgreSQL tests run where SIS_TEST_DATABASE_URL names a server
+test: install
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python bench/api.py
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

@@ -1,0 +1,89 @@
+"""Domain errors and the one error body shape.
+
+Domain code raises these without knowing about HTTP; the single table
+``STATUS_BY_CODE`` maps each error code to its status, and ``error_body`` is
+the only place an error body is shaped:
+``{"error": {"code": ..., "message": ..., "details": {...}}}``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    """Base of every error a client may see. ``message`` is user-facing text."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None,
+                 *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+        self.headers = headers or {}
+
+    @property
+    def status(self) -> int:
+        return STATUS_BY_CODE.get(self.code, 500)
+
+
+class BadParameter(ServiceError):
+    code = "bad_parameter"
+
+
+class NotFound(ServiceError):
+    code = "not_found"
+
+
+class MethodNotAllowed(ServiceError):
+    code = "method_not_allowed"
+
+
+class Unauthorized(ServiceError):
+    code = "unauthorized"
+
+
+class Forbidden(ServiceError):
+    code = "forbidden"
+
+
+class Gone(ServiceError):
+    code = "gone"
+
+
+class Conflict(ServiceError):
+    code = "conflict"
+
+
+class PayloadTooLarge(ServiceError):
+    code = "payload_too_large"
+
+
+class RateLimited(ServiceError):
+    code = "rate_limited"
+
+
+class Unavailable(ServiceError):
+    code = "unavailable"
+
+
+STATUS_BY_CODE: dict[str, int] = {
+    "bad_parameter": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "conflict": 409,
+    "gone": 410,
+    "payload_too_large": 413,
+    "rate_limited": 429,
+    "internal_error": 500,
+    "unavailable": 503,
+}
+
+# Codes used when Tornado itself raises an HTTPError with only a status.
+CODE_BY_STATUS: dict[int, str] = {v: k for k, v in STATUS_BY_CODE.items()}
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}

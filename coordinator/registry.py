@@ -1,0 +1,289 @@
+"""One declaration per tool.
+
+A tool is a plain async function ``(ctx, params) -> Answer`` declared once with
+its parameters (types, bounds, defaults), scopes, cache policy and the route it
+takes in each family. The REST routes of every family, the OpenAPI document and
+the MCP tool list are generated from these declarations, and parameters are
+validated here, once, with the one error shape.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
+
+from .errors import BadParameter
+from .honesty import Answer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .context import ToolContext
+
+FAMILIES = ("earth", "legacy", "public")
+
+NUMBER, INTEGER, STRING, BBOX, LONLAT_LIST = "number", "integer", "string", "bbox", "lonlat_list"
+
+
+@dataclass(frozen=True)
+class Param:
+    """A declared parameter. Bounds are inclusive and named in the error message."""
+
+    name: str
+    kind: str
+    description: str
+    required: bool = False
+    default: Any = None
+    minimum: float | None = None
+    maximum: float | None = None
+    max_side_deg: float | None = None       # bbox: each side at most this many degrees
+    enum: tuple[str, ...] | None = None
+    pattern: str | None = None
+    max_length: int | None = None
+    max_points: int | None = None           # lonlat_list
+    location: str = "query"                 # "query" or "path"
+
+    def json_schema(self) -> dict[str, Any]:
+        s: dict[str, Any]
+        if self.kind in (NUMBER, INTEGER):
+            s = {"type": self.kind}
+            if self.minimum is not None:
+                s["minimum"] = self.minimum
+            if self.maximum is not None:
+                s["maximum"] = self.maximum
+        elif self.kind == BBOX:
+            s = {"type": "string", "pattern": r"^-?[0-9.]+,-?[0-9.]+,-?[0-9.]+,-?[0-9.]+$",
+                 "description": "w,s,e,n in degrees"}
+        elif self.kind == LONLAT_LIST:
+            s = {"type": "string", "description": "semicolon-separated lon,lat pairs"}
+        else:
+            s = {"type": "string"}
+            if self.enum:
+                s["enum"] = list(self.enum)
+            if self.pattern:
+                s["pattern"] = self.pattern
+            if self.max_length:
+                s["maxLength"] = self.max_length
+        if self.default is not None:
+            s["default"] = self.default
+        s["description"] = self.description + self.bound_text()
+        return s
+
+    def bound_text(self) -> str:
+        parts = []
+        if self.minimum is not None and self.maximum is not None:
+            parts.append(f"{_fmt(self.minimum)} to {_fmt(self.maximum)}")
+        elif self.minimum is not None:
+            parts.append(f"at least {_fmt(self.minimum)}")
+        elif self.maximum is not None:
+            parts.append(f"at most {_fmt(self.maximum)}")
+        if self.max_side_deg is not None:
+            parts.append(f"each side at most {_fmt(self.max_side_deg)} deg")
+        if self.default is not None:
+            parts.append(f"default {self.default}")
+        return f" ({'; '.join(parts)})" if parts else ""
+
+    def parse(self, raw: Any) -> Any:
+        """Turn one raw value (text from a query, or JSON from MCP) into its typed form."""
+        if self.kind in (NUMBER, INTEGER):
+            value = _number(self, raw)
+            if self.minimum is not None and value < self.minimum or \
+               self.maximum is not None and value > self.maximum:
+                raise BadParameter(
+                    f"'{self.name}' must be between {_fmt(self.minimum)} and {_fmt(self.maximum)}"
+                    if self.minimum is not None and self.maximum is not None else
+                    f"'{self.name}' must be at least {_fmt(self.minimum)}" if self.minimum is not None
+                    else f"'{self.name}' must be at most {_fmt(self.maximum)}",
+                    {"parameter": self.name, "value": raw, "minimum": self.minimum,
+                     "maximum": self.maximum})
+            return value
+        if self.kind == BBOX:
+            return parse_bbox(self, raw)
+        if self.kind == LONLAT_LIST:
+            return parse_lonlat_list(self, raw)
+        if not isinstance(raw, str):
+            raise BadParameter(f"'{self.name}' must be text", {"parameter": self.name})
+        if self.max_length is not None and len(raw) > self.max_length:
+            raise BadParameter(f"'{self.name}' must be at most {self.max_length} characters",
+                               {"parameter": self.name, "maxLength": self.max_length})
+        if self.enum and raw not in self.enum:
+            raise BadParameter(f"'{self.name}' must be one of {', '.join(self.enum)}",
+                               {"parameter": self.name, "value": raw, "allowed": list(self.enum)})
+        if self.pattern:
+            import re
+            if not re.fullmatch(self.pattern, raw):
+                raise BadParameter(f"'{self.name}' does not match the pattern {self.pattern}",
+                                   {"parameter": self.name, "value": raw, "pattern": self.pattern})
+        return raw
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return ""
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _number(p: Param, raw: Any) -> float | int:
+    if isinstance(raw, bool):
+        raise BadParameter(f"'{p.name}' must be a number", {"parameter": p.name, "value": raw})
+    try:
+        value = float(raw) if not isinstance(raw, (int, float)) else raw
+    except (TypeError, ValueError):
+        raise BadParameter(f"'{p.name}' must be a number", {"parameter": p.name, "value": raw}) from None
+    if not math.isfinite(value):
+        raise BadParameter(f"'{p.name}' must be a finite number", {"parameter": p.name, "value": raw})
+    if p.kind == INTEGER:
+        if float(value) != int(value):
+            raise BadParameter(f"'{p.name}' must be a whole number", {"parameter": p.name, "value": raw})
+        return int(value)
+    return float(value)
+
+
+def parse_bbox(p: Param, raw: Any) -> tuple[float, float, float, float]:
+    parts = raw.split(",") if isinstance(raw, str) else raw
+    try:
+        w, s, e, n = (float(x) for x in parts)
+    except (TypeError, ValueError):
+        raise BadParameter(f"'{p.name}' must be four numbers w,s,e,n",
+                           {"parameter": p.name, "value": raw}) from None
+    if not all(math.isfinite(v) for v in (w, s, e, n)):
+        raise BadParameter(f"'{p.name}' must hold finite numbers", {"parameter": p.name})
+    if not (-180 <= w <= 180 and -180 <= e <= 180 and -90 <= s <= 90 and -90 <= n <= 90):
+        raise BadParameter(f"'{p.name}' must lie within lon -180..180 and lat -90..90",
+                           {"parameter": p.name, "value": raw})
+    if w >= e or s >= n:
+        raise BadParameter(f"'{p.name}' must have west < east and south < north",
+                           {"parameter": p.name, "value": raw})
+    if p.max_side_deg is not None and (e - w > p.max_side_deg + 1e-9 or n - s > p.max_side_deg + 1e-9):
+        raise BadParameter(f"'{p.name}' sides must be at most {_fmt(p.max_side_deg)} deg",
+                           {"parameter": p.name, "value": raw, "maxSideDeg": p.max_side_deg})
+    return (w, s, e, n)
+
+
+def parse_lonlat_list(p: Param, raw: Any) -> list[tuple[float, float]]:
+    if not isinstance(raw, str) or not raw.strip():
+        raise BadParameter(f"'{p.name}' must be semicolon-separated lon,lat pairs", {"parameter": p.name})
+    pts = []
+    for pair in raw.strip().strip(";").split(";"):
+        try:
+            lon, lat = (float(x) for x in pair.split(","))
+        except ValueError:
+            raise BadParameter(f"'{p.name}' has a malformed pair '{pair}'", {"parameter": p.name}) from None
+        if not (-180 <= lon <= 180 and -90 <= lat <= 90):
+            raise BadParameter(f"'{p.name}' has a point outside lon -180..180, lat -90..90",
+                               {"parameter": p.name, "pair": pair})
+        pts.append((lon, lat))
+    if p.max_points is not None and len(pts) > p.max_points:
+        raise BadParameter(f"'{p.name}' must have at most {p.max_points} points",
+                           {"parameter": p.name, "maxPoints": p.max_points})
+    return pts
+
+
+# Common parameters, declared once.
+def lat(desc: str = "Latitude in degrees") -> Param:
+    return Param("lat", NUMBER, desc, required=True, minimum=-90, maximum=90)
+
+
+def lon(desc: str = "Longitude in degrees") -> Param:
+    return Param("lon", NUMBER, desc, required=True, minimum=-180, maximum=180)
+
+
+def radius(lo: float, hi: float, default: float | None = None, name: str = "radius") -> Param:
+    return Param(name, NUMBER, "Radius in metres", required=default is None,
+                 default=default, minimum=lo, maximum=hi)
+
+
+def bbox(max_side: float | None = None, required: bool = True) -> Param:
+    return Param("bbox", BBOX, "Bounding box w,s,e,n in degrees", required=required,
+                 max_side_deg=max_side)
+
+
+Handler = Callable[["ToolContext", dict[str, Any]], Awaitable[Answer]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    title: str
+    description: str
+    handler: Handler
+    params: tuple[Param, ...] = ()
+    routes: Mapping[str, str] = field(default_factory=dict)   # family -> path under the family prefix
+    method: str = "GET"
+    scopes: tuple[str, ...] = ()              # scopes needed on the credentialed family
+    cache_ttl_s: int = 0                      # server cache for a healthy answer; 0 = none
+    http_max_age_s: int = 60                  # Cache-Control max-age for a healthy keyless answer
+    cold_bound_s: float | None = None         # longest a cold computation is waited for
+    output_schema: dict[str, Any] | None = None
+    mcp: bool = True                          # exposed as an MCP tool
+    keyless: bool = True
+    tags: tuple[str, ...] = ()
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        return tuple(f for f in FAMILIES if f in self.routes)
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def input_schema(self) -> dict[str, Any]:
+        props = {p.name: p.json_schema() for p in self.params}
+        req = [p.name for p in self.params if p.required]
+        s: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+        if req:
+            s["required"] = req
+        return s
+
+    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate raw parameters (query text or MCP JSON) into typed values."""
+        known = {p.name for p in self.params}
+        unknown = sorted(k for k in raw if k not in known)
+        if unknown:
+            raise BadParameter(f"unknown parameter '{unknown[0]}' for {self.name}",
+                               {"parameter": unknown[0], "allowed": sorted(known)})
+        out: dict[str, Any] = {}
+        for p in self.params:
+            value = raw.get(p.name)
+            if value is None or value == "":
+                if p.required:
+                    raise BadParameter(f"'{p.name}' is required", {"parameter": p.name})
+                out[p.name] = p.default
+                continue
+            out[p.name] = p.parse(value)
+        return out
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, tool: Tool) -> Tool:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} declared twice")
+        for fam in tool.routes:
+            if fam not in FAMILIES:
+                raise ValueError(f"tool {tool.name!r}: unknown family {fam!r}")
+        self._tools[tool.name] = tool
+        return tool
+
+    def __iter__(self):
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def in_family(self, family: str) -> list[Tool]:
+        return [t for t in self._tools.values() if family in t.routes]
+
+
+def tool(registry_list: list[Tool], **decl: Any) -> Callable[[Handler], Handler]:
+    """Decorator: declare ``fn`` as a tool and append the declaration to ``registry_list``."""
+
+    def wrap(fn: Handler) -> Handler:
+        registry_list.append(Tool(handler=fn, **decl))
+        return fn
+
+    return wrap
