@@ -1,0 +1,2 @@
+"""The coordinator: the public API, the sweep queue, the node protocol and reviews."""
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Access: the limits contract as data, and (later) its enforcement."""

@@ -1,0 +1,55 @@
+"""The Tornado application: routes from the registry plus a few operator routes."""
+from __future__ import annotations
+
+from typing import Any
+
+import tornado.web
+
+from .openapi import openapi_document
+from .rest import BaseHandler, NotFoundHandler, tool_routes
+from .services import Services
+
+OPERATOR_PATHS = {
+    "/healthz": {"get": {"operationId": "healthz", "summary": "Liveness and readiness for operators",
+                         "tags": ["operator"], "responses": {"200": {"description": "Up"},
+                                                             "503": {"description": "Database unreachable"}}}},
+    "/openapi.json": {"get": {"operationId": "openapi", "summary": "This document", "tags": ["operator"],
+                              "responses": {"200": {"description": "OpenAPI 3.1 document"}}}},
+}
+
+
+class HealthzHandler(BaseHandler):
+    async def get(self) -> None:
+        svc: Services = self.application.services  # type: ignore[attr-defined]
+        from sqlalchemy import text
+        db_ok = True
+        try:
+            async with svc.db.read() as s:
+                await s.execute(text("SELECT 1"))
+        except Exception:  # report, do not raise: this is the operator's probe
+            db_ok = False
+        body = {"status": "ok" if db_ok else "degraded", "database": "ok" if db_ok else "unreachable",
+                "poller": "running" if svc.poller.running else "stopped", "demo": svc.settings.demo,
+                "tools": len(svc.registry)}
+        self.send_json(body, 200 if db_ok else 503)
+
+
+class OpenApiHandler(BaseHandler):
+    def get(self) -> None:
+        svc: Services = self.application.services  # type: ignore[attr-defined]
+        self.send_json(openapi_document(svc.registry, OPERATOR_PATHS), cache_control="public, max-age=300")
+
+
+class Application(tornado.web.Application):
+    def __init__(self, services: Services, **settings: Any) -> None:
+        self.services = services
+        routes: list[Any] = [
+            (r"/healthz", HealthzHandler),
+            (r"/openapi.json", OpenApiHandler),
+            *tool_routes(services.registry),
+        ]
+        super().__init__(routes, default_handler_class=NotFoundHandler, compress_response=True, **settings)
+
+
+def make_app(services: Services) -> Application:
+    return Application(services)

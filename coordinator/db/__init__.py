@@ -1,0 +1,72 @@
+"""Database access: SQLAlchemy 2 asyncio on SQLite (embedded) or PostgreSQL.
+
+SQLite runs in WAL mode and every write transaction starts with
+``BEGIN IMMEDIATE``: with SQLite's default deferred BEGIN two writers can both
+read a row as free and then both claim it. Writes therefore go through
+``Database.write()``, reads through ``Database.read()``. On PostgreSQL both are
+the same engine; row claims there use ``FOR UPDATE SKIP LOCKED``.
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import AsyncIterator
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+
+def _sqlite_engine(url: str, immediate: bool) -> AsyncEngine:
+    engine = create_async_engine(url, connect_args={"timeout": 30})
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_conn, _record):  # noqa: ANN001
+        # Let SQLAlchemy's begin event, not the driver, open transactions.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn):  # noqa: ANN001
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+class Database:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        parsed = make_url(url)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        if self.is_sqlite:
+            if parsed.database and parsed.database != ":memory:":
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            self.engine = _sqlite_engine(url, immediate=False)
+            self.write_engine = _sqlite_engine(url, immediate=True)
+        else:
+            self.engine = create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+            self.write_engine = self.engine
+        self._read = async_sessionmaker(self.engine, expire_on_commit=False)
+        self._write = async_sessionmaker(self.write_engine, expire_on_commit=False)
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        async with self._read() as session:
+            yield session
+
+    @contextlib.asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        """A write transaction: committed on success, rolled back on error."""
+        async with self._write() as session:
+            async with session.begin():
+                yield session
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+        if self.write_engine is not self.engine:
+            await self.write_engine.dispose()

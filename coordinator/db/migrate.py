@@ -1,0 +1,51 @@
+"""Applying and checking Alembic migrations from the program (no ini file needed)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def head_revisions(url: str) -> set[str]:
+    return set(ScriptDirectory.from_config(alembic_config(url)).get_heads())
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Apply pending migrations (runs its own event loop: call it outside one)."""
+    command.upgrade(alembic_config(url), revision)
+
+
+async def upgrade_async(engine: AsyncEngine, url: str, revision: str = "head") -> None:
+    cfg = alembic_config(url)
+
+    def _run(conn) -> None:  # noqa: ANN001
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+    async with engine.begin() as conn:
+        await conn.run_sync(_run)
+
+
+async def current_revisions(engine: AsyncEngine) -> set[str]:
+    def _get(conn) -> set[str]:  # noqa: ANN001
+        return set(MigrationContext.configure(conn).get_current_heads())
+
+    async with engine.connect() as conn:
+        return await conn.run_sync(_get)
+
+
+async def pending(engine: AsyncEngine, url: str) -> bool:
+    return await current_revisions(engine) != head_revisions(url)

@@ -1,0 +1,1 @@
+"""Hazard events: the merged live feed and its polled history."""

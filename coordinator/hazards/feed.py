@@ -1,0 +1,110 @@
+"""Reading the event sources, merging them and de-duplicating earthquakes.
+
+GDACS relays earthquakes from the USGS NEIC, so the same quake arrives twice.
+A GDACS earthquake and a USGS one are the same event when they are within
+``MATCH_KM`` and ``MATCH_S`` of each other and their magnitudes differ by at
+most ``MATCH_MAG``; the GDACS record is kept (it carries the impact alert), the
+USGS one becomes part of its provenance.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..honesty import Health
+from ..sources import Sources
+from ..sources.events import EVENT_TYPES, EventRecord
+
+MATCH_KM = 100.0
+MATCH_S = 180.0
+MATCH_MAG = 0.5
+
+
+@dataclass
+class Feed:
+    events: list[EventRecord]
+    health: Health
+
+
+def _km(a: EventRecord, b: EventRecord) -> float:
+    la1, la2 = math.radians(a.lat), math.radians(b.lat)
+    dla, dlo = la2 - la1, math.radians(b.lon - a.lon)
+    h = math.sin(dla / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin(dlo / 2) ** 2
+    return 2 * 6371.0 * math.asin(min(1.0, math.sqrt(h)))
+
+
+def _ts(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _same_quake(g: EventRecord, u: EventRecord) -> bool:
+    tg, tu = _ts(g.from_time), _ts(u.from_time)
+    if tg is None or tu is None or abs(tg - tu) > MATCH_S or _km(g, u) > MATCH_KM:
+        return False
+    mg = (g.severity or {}).get("value")
+    mu = (u.severity or {}).get("value")
+    return mg is None or mu is None or abs(float(mg) - float(mu)) <= MATCH_MAG
+
+
+def merge(gdacs: list[EventRecord], usgs: list[EventRecord]) -> list[EventRecord]:
+    merged = list(gdacs)
+    quakes = [e for e in gdacs if e.event_type == "EQ"]
+    for u in usgs:
+        match = next((g for g in quakes if _same_quake(g, u)), None)
+        if match is None:
+            merged.append(u)
+        else:
+            match.also.append(u)
+    return merged
+
+
+async def read_feed(sources: Sources) -> Feed:
+    gdacs, usgs = await asyncio.gather(sources["gdacs"].read(), sources["usgs"].read())
+    health = Health([gdacs.report, usgs.report])
+    return Feed(merge(gdacs.records, usgs.records), health)
+
+
+def square(lon: float, lat: float, side_deg: float) -> list[float]:
+    h = side_deg / 2
+    return [round(max(-180.0, lon - h), 6), round(max(-90.0, lat - h), 6),
+            round(min(180.0, lon + h), 6), round(min(90.0, lat + h), 6)]
+
+
+def event_json(e: EventRecord, *, square_deg: float, extent_bbox: bool = False) -> dict[str, Any]:
+    """An event as served. The direct family serves a fixed square around the
+    event's point; ``extent_bbox`` (the legacy family) serves the upstream's own
+    rectangle where it has one with an extent."""
+    bbox = square(e.lon, e.lat, square_deg)
+    bbox_kind = "fixed-square"
+    if extent_bbox and e.upstream_bbox and (e.upstream_bbox[0] < e.upstream_bbox[2]
+                                           and e.upstream_bbox[1] < e.upstream_bbox[3]):
+        bbox, bbox_kind = [round(x, 6) for x in e.upstream_bbox], "upstream-extent"
+    out: dict[str, Any] = {
+        "id": e.id,
+        "type": e.event_type,
+        "typeName": EVENT_TYPES.get(e.event_type, e.event_type),
+        "title": e.title,
+        "alertLevel": e.alert_level,
+        "alertScore": e.alert_score,
+        "point": {"type": "Point", "coordinates": [e.lon, e.lat]},
+        "bbox": bbox,
+        "posQuality": "modeled-bbox",
+        "bboxKind": bbox_kind,
+        "country": e.country,
+        "from": e.from_time,
+        "to": e.to_time,
+        "updated": e.updated,
+        "severity": e.severity,
+        "episode": e.episode,
+        "license": e.license,
+        "provenance": e.provenance(),
+    }
+    if e.also:
+        out["alsoKnownAs"] = [a.id for a in e.also]
+    out.update({k: v for k, v in e.extra.items() if v is not None})
+    return out

@@ -1,0 +1,186 @@
+"""The hazard-event history: polled snapshots and the changes derived from them.
+
+GDACS has no escalation field. Each poll compares what a source lists now
+with the stored state of each event (its last episode and alert level):
+
+- an id not seen before, or seen before and since resolved, is ``new``;
+- a rise in alert level is ``escalated``, a fall ``deescalated``
+  (a level that is unknown on either side is neither);
+- an active event that a source which *answered* no longer lists is
+  ``resolved``. A source that did not answer resolves nothing: its silence is
+  unknown, not an all-clear.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy import delete, func, select
+
+from ..db import Database
+from ..db.models import EventChange, EventPoll, HazardEvent
+from ..sources import Sources
+from ..sources.events import EventRecord, rank
+from .feed import Feed, read_feed
+
+log = logging.getLogger("sis.history")
+
+CHANGE_KINDS = ("new", "escalated", "deescalated", "resolved")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _aware(dt: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; everything stored here is UTC."""
+    if dt is not None and dt.tzinfo is None:
+        return dt.replace(tzinfo=timezone.utc)
+    return dt
+
+
+def iso(dt: datetime | None) -> str | None:
+    dt = _aware(dt)
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ") if dt else None
+
+
+@dataclass
+class PollOutcome:
+    poll_id: int
+    changes: list[tuple[str, str]]  # (event id, kind)
+    feed: Feed
+
+
+async def record_poll(db: Database, feed: Feed, *, started: datetime, keep: int) -> PollOutcome:
+    now = utcnow()
+    answered = {s.name for s in feed.health.sources if s.ok}
+    changes: list[tuple[str, str]] = []
+    async with db.write() as s:
+        poll = EventPoll(started_at=started, finished_at=now, sources_queried=feed.health.queried,
+                         sources_usable=feed.health.usable, events_seen=len(feed.events),
+                         health=feed.health.as_json())
+        s.add(poll)
+        await s.flush()
+        known = {e.id: e for e in (await s.scalars(select(HazardEvent))).all()}
+        seen: set[str] = set()
+
+        def change(ev: EventRecord | HazardEvent, kind: str, **kw: Any) -> None:
+            eid = ev.id
+            title = ev.title
+            etype = ev.event_type
+            s.add(EventChange(event_id=eid, kind=kind, at=now, poll_id=poll.id, title=title,
+                              event_type=etype, **kw))
+            changes.append((eid, kind))
+
+        for rec in feed.events:
+            seen.add(rec.id)
+            seen.update(a.id for a in rec.also)
+            row = known.get(rec.id)
+            data = {"lon": rec.lon, "lat": rec.lat, "country": rec.country}
+            if row is None:
+                s.add(HazardEvent(id=rec.id, source=rec.source, event_type=rec.event_type, title=rec.title,
+                                  alert_level=rec.alert_level, episode=rec.episode, active=True,
+                                  first_seen=now, last_seen=now, data=data))
+                change(rec, "new", to_level=rec.alert_level, to_episode=rec.episode)
+                continue
+            if not row.active:
+                change(rec, "new", from_level=row.alert_level, to_level=rec.alert_level,
+                       from_episode=row.episode, to_episode=rec.episode)
+            else:
+                old, new = rank(row.alert_level), rank(rec.alert_level)
+                if old is not None and new is not None and new != old:
+                    change(rec, "escalated" if new > old else "deescalated", from_level=row.alert_level,
+                           to_level=rec.alert_level, from_episode=row.episode, to_episode=rec.episode)
+            row.active, row.alert_level, row.episode = True, rec.alert_level, rec.episode
+            row.title, row.last_seen, row.data = rec.title, now, data
+
+        for row in known.values():
+            if row.active and row.id not in seen and row.source in answered:
+                row.active = False
+                change(row, "resolved", from_level=row.alert_level, from_episode=row.episode)
+
+        # Keep the newest `keep` polls; changes outlive them (their poll_id goes null).
+        cutoff = await s.scalar(select(EventPoll.id).order_by(EventPoll.id.desc()).offset(keep).limit(1))
+        if cutoff is not None:
+            await s.execute(delete(EventPoll).where(EventPoll.id <= cutoff))
+        poll_id = poll.id
+    return PollOutcome(poll_id, changes, feed)
+
+
+async def poll_once(db: Database, sources: Sources, *, keep: int = 2016) -> PollOutcome:
+    started = utcnow()
+    feed = await read_feed(sources)
+    return await record_poll(db, feed, started=started, keep=keep)
+
+
+async def recent_changes(db: Database, limit: int = 200) -> list[dict[str, Any]]:
+    async with db.read() as s:
+        rows = (await s.scalars(select(EventChange).order_by(EventChange.at.desc(), EventChange.id.desc())
+                                .limit(limit))).all()
+    return [{"eventId": r.event_id, "kind": r.kind, "at": iso(r.at), "type": r.event_type,
+             "title": r.title, "fromLevel": r.from_level, "toLevel": r.to_level,
+             "fromEpisode": r.from_episode, "toEpisode": r.to_episode} for r in rows]
+
+
+async def history_status(db: Database, interval_s: float, running: bool) -> tuple[dict[str, Any], dict | None]:
+    """The history subsystem's status, and the health of the last poll (None before any)."""
+    async with db.read() as s:
+        count = await s.scalar(select(func.count()).select_from(EventPoll)) or 0
+        polls = (await s.execute(select(EventPoll.started_at, EventPoll.sources_usable, EventPoll.sources_queried,
+                                        EventPoll.health).order_by(EventPoll.id.desc()).limit(500))).all()
+    status: dict[str, Any] = {"running": running, "pollIntervalS": interval_s, "pollsKept": count,
+                              "lastPoll": None, "lastCompletePoll": None, "oldestPoll": None,
+                              "gaps": [], "partialPolls": 0}
+    if not polls:
+        return status, None
+    status["lastPoll"] = iso(polls[0].started_at)
+    status["oldestPoll"] = iso(polls[-1].started_at)
+    complete = next((p for p in polls if p.sources_usable == p.sources_queried), None)
+    status["lastCompletePoll"] = iso(complete.started_at) if complete else None
+    status["partialPolls"] = sum(1 for p in polls if p.sources_usable < p.sources_queried)
+    if interval_s > 0:
+        limit = timedelta(seconds=2 * interval_s)
+        times = [_aware(p.started_at) for p in reversed(polls)]
+        gaps = [{"from": iso(a), "to": iso(b), "seconds": int((b - a).total_seconds())}
+                for a, b in zip(times, times[1:]) if b - a > limit]
+        if running and utcnow() - times[-1] > limit:
+            gaps.append({"from": iso(times[-1]), "to": None, "seconds": int((utcnow() - times[-1]).total_seconds())})
+        status["gaps"] = gaps[-50:]
+    return status, polls[0].health
+
+
+class Poller:
+    """Polls the event sources every ``interval_s`` seconds in the background."""
+
+    def __init__(self, db: Database, sources: Sources, interval_s: float, keep: int) -> None:
+        self.db, self.sources, self.interval_s, self.keep = db, sources, interval_s, keep
+        self._task: asyncio.Task | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        if self.interval_s > 0 and not self.running:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name="event-poller")
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                out = await poll_once(self.db, self.sources, keep=self.keep)
+                log.info("event poll %s: %d events, %d changes", out.poll_id, len(out.feed.events), len(out.changes))
+            except Exception:  # keep polling: one bad poll must not end the history
+                log.exception("event poll failed")
+            await asyncio.sleep(self.interval_s)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None

@@ -1,0 +1,81 @@
+"""The OpenAPI 3.1 document, generated from the tool registry."""
+from __future__ import annotations
+
+from typing import Any
+
+from . import __version__
+from .registry import ToolRegistry
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {"type": "object", "required": ["code", "message", "details"], "properties": {
+        "code": {"type": "string"}, "message": {"type": "string"}, "details": {"type": "object"}}}},
+}
+
+ANSWER_SCHEMA = {
+    "type": "object",
+    "required": ["caveats"],
+    "properties": {
+        "caveats": {"type": "array", "items": {"type": "string"}},
+        "health": {"$ref": "#/components/schemas/Health"},
+    },
+}
+
+HEALTH_SCHEMA = {
+    "type": "object",
+    "required": ["sourcesQueried", "sourcesUsable", "sources"],
+    "properties": {
+        "sourcesQueried": {"type": "integer"}, "sourcesUsable": {"type": "integer"},
+        "degraded": {"type": "boolean"},
+        "sources": {"type": "array", "items": {"type": "object", "required": ["name", "ok", "license"]}},
+    },
+}
+
+FAMILY_PREFIX = {"earth": "/earth", "legacy": "/legacy", "public": "/public/v1/{cred}"}
+STATUS_TEXT = {"400": "Bad parameter", "401": "Invalid credential", "403": "Missing scope",
+               "404": "Not found", "429": "Rate limited", "500": "Internal error"}
+
+
+def openapi_document(registry: ToolRegistry, extra_paths: dict[str, Any] | None = None) -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for tool in registry:
+        for fam in tool.families:
+            path = FAMILY_PREFIX[fam] + tool.routes[fam]
+            params = []
+            if fam == "public":
+                params.append({"name": "cred", "in": "path", "required": True,
+                               "description": "The credential ('anon' for the anonymous credential)",
+                               "schema": {"type": "string"}})
+            for p in tool.params:
+                params.append({"name": p.name, "in": p.location, "required": p.required or p.location == "path",
+                               "description": p.description + p.bound_text(), "schema": p.json_schema()})
+            schema = tool.output_schema or {"$ref": "#/components/schemas/Answer"}
+            responses: dict[str, Any] = {
+                "200": {"description": tool.title, "content": {"application/json": {"schema": schema}}},
+            }
+            for code in ("400", "404", "500") + (("401", "403") if fam == "public" else ()):
+                responses[code] = {"description": STATUS_TEXT[code],
+                                   "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+            op = {
+                "operationId": f"{fam}_{tool.name}",
+                "summary": tool.title,
+                "description": tool.description,
+                "tags": [fam],
+                "parameters": params,
+                "responses": responses,
+                "x-tool": tool.name,
+            }
+            if fam == "public" and tool.scopes:
+                op["x-scopes"] = list(tool.scopes)
+            paths.setdefault(path, {})[tool.method.lower()] = op
+    for path, item in (extra_paths or {}).items():
+        paths.setdefault(path, {}).update(item)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Spatial Intelligence Service", "version": __version__,
+                 "description": "Geospatial, hazard, street-level and data-panel information. Every brief and "
+                                "score carries confidence and caveats; health says which sources answered."},
+        "paths": paths,
+        "components": {"schemas": {"Error": ERROR_SCHEMA, "Answer": ANSWER_SCHEMA, "Health": HEALTH_SCHEMA}},
+    }

@@ -1,0 +1,153 @@
+"""REST adapters generated from the tool registry, and the one error shape.
+
+Every family's routes come from ``Tool.routes``: ``/earth{path}``,
+``/legacy{path}`` and ``/public/v1/{cred}{path}``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any
+
+import tornado.web
+
+from .access.policy import authorize
+from .context import ToolContext
+from .errors import CODE_BY_STATUS, BadParameter, ServiceError, error_body
+from .honesty import Answer
+from .registry import Tool, ToolRegistry
+
+log = logging.getLogger("sis.http")
+
+FAMILY_PREFIX = {"earth": "/earth", "legacy": "/legacy", "public": r"/public/v1/([^/]+)"}
+MAX_JSON_BODY = 64 * 1024
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class BaseHandler(tornado.web.RequestHandler):
+    """Owns the error shape and JSON writing for every route."""
+
+    def set_default_headers(self) -> None:
+        self.request_id = uuid.uuid4().hex[:16]
+        self.set_header("X-Request-Id", self.request_id)
+        self.set_header("X-Content-Type-Options", "nosniff")
+
+    def send_json(self, body: Any, status: int = 200, cache_control: str = "no-store") -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.set_header("Cache-Control", cache_control)
+        self.finish(dumps(body))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, ServiceError):
+            status, body = exc.status, error_body(exc.code, exc.message, exc.details)
+            for k, v in exc.headers.items():
+                self.set_header(k, v)
+        elif isinstance(exc, tornado.web.HTTPError) and status_code < 500:
+            code = CODE_BY_STATUS.get(status_code, "bad_request" if status_code < 500 else "internal_error")
+            message = exc.reason or self._reason
+            if status_code == 404:
+                message = f"no such path: {self.request.path}"
+            elif status_code == 405:
+                message = f"method {self.request.method} is not allowed on {self.request.path}"
+            status, body = status_code, error_body(code, message)
+        else:
+            status = status_code if status_code >= 500 else 500
+            body = error_body("internal_error", "the service failed to answer this request; it has been logged",
+                              {"requestId": self.request_id})
+        self.clear_header("Cache-Control")
+        self.send_json(body, status)
+
+    def log_exception(self, typ, value, tb) -> None:  # noqa: ANN001
+        if isinstance(value, ServiceError) and value.status < 500:
+            return  # a client error, answered in-band
+        if isinstance(value, tornado.web.HTTPError) and value.status_code < 500:
+            return
+        log.error("request %s failed: %s %s", getattr(self, "request_id", "?"), self.request.method,
+                  self.request.uri, exc_info=(typ, value, tb))
+
+
+class NotFoundHandler(BaseHandler):
+    def prepare(self) -> None:
+        raise tornado.web.HTTPError(404)
+
+
+class ToolHandler(BaseHandler):
+    def initialize(self, tool: Tool, family: str) -> None:
+        self.tool = tool
+        self.family = family
+        self.SUPPORTED_METHODS = (tool.method,)
+
+    def raw_params(self, path_values: dict[str, str]) -> dict[str, Any]:
+        raw: dict[str, Any] = {}
+        for name, values in self.request.query_arguments.items():
+            if len(values) > 1:
+                raise BadParameter(f"'{name}' is given more than once", {"parameter": name})
+            raw[name] = values[0].decode("utf-8", errors="replace")
+        if self.request.method == "POST" and self.request.body:
+            if len(self.request.body) > MAX_JSON_BODY:
+                raise BadParameter("the request body is too large", {"maxBytes": MAX_JSON_BODY})
+            ctype = self.request.headers.get("Content-Type", "")
+            if "json" in ctype:
+                try:
+                    body = json.loads(self.request.body)
+                except ValueError:
+                    raise BadParameter("the request body is not valid JSON") from None
+                if not isinstance(body, dict):
+                    raise BadParameter("the request body must be a JSON object")
+                for k, v in body.items():
+                    if k in raw and str(raw[k]) != str(v):
+                        raise BadParameter(f"'{k}' is given in both the query and the body, differently",
+                                           {"parameter": k})
+                    raw[k] = v
+        raw.pop("key", None)  # an API key travels in the query but is not a tool parameter
+        raw.update(path_values)
+        return raw
+
+    async def _serve(self, *args: str) -> None:
+        credential = args[0] if self.family == "public" else None
+        path_args = args[1:] if self.family == "public" else args
+        path_params = [p.name for p in self.tool.params if p.location == "path"]
+        params = self.tool.validate(self.raw_params(dict(zip(path_params, path_args))))
+        caller = authorize(self.tool, self.family, self.request.remote_ip, credential)
+        ctx = ToolContext(self.application.services, self.family, caller,  # type: ignore[attr-defined]
+                          base_url=f"{self.request.protocol}://{self.request.host}")
+        answer: Answer = await self.tool.handler(ctx, params)
+        for k, v in answer.headers.items():
+            self.set_header(k, v)
+        self.send_json(answer.body(), answer.status, self.cache_control(answer, caller.keyless))
+
+    def cache_control(self, answer: Answer, keyless: bool) -> str:
+        if not answer.may_cache or self.tool.http_max_age_s <= 0:
+            return "no-store"
+        if keyless and self.family != "public":
+            return f"public, max-age={self.tool.http_max_age_s}"
+        return f"private, max-age={self.tool.http_max_age_s}"
+
+    async def get(self, *args: str) -> None:
+        await self._serve(*args)
+
+    async def post(self, *args: str) -> None:
+        await self._serve(*args)
+
+
+def tool_path(tool: Tool, family: str) -> str:
+    """The Tornado route pattern of a tool in a family (path parameters as groups)."""
+    path = tool.routes[family]
+    for p in tool.params:
+        if p.location == "path":
+            path = path.replace("{" + p.name + "}", r"([^/]+)")
+    return FAMILY_PREFIX[family] + path
+
+
+def tool_routes(registry: ToolRegistry) -> list[tuple[str, type, dict]]:
+    routes = []
+    for t in registry:
+        for fam in t.families:
+            routes.append((tool_path(t, fam) + "/?", ToolHandler, {"tool": t, "family": fam}))
+    return routes

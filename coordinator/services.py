@@ -1,0 +1,74 @@
+"""Shared resources of one coordinator process, built once at start-up."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cache import AnswerCache
+from .db import Database
+from .db import migrate as migrations
+from .hazards.history import Poller
+from .registry import ToolRegistry
+from .settings import Settings
+from .sources import Sources, build_sources
+
+log = logging.getLogger("sis")
+
+
+class SchemaOutOfDate(RuntimeError):
+    pass
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    sources: Sources
+    registry: ToolRegistry
+    cache: AnswerCache
+    poller: Poller
+    extras: dict[str, Any] = field(default_factory=dict)
+    _closers: list[Any] = field(default_factory=list)
+
+    async def close(self) -> None:
+        await self.poller.stop()
+        for closer in reversed(self._closers):
+            await closer()
+        await self.db.close()
+
+
+async def prepare_database(settings: Settings, db: Database) -> None:
+    """SQLite (embedded) applies pending migrations itself; PostgreSQL refuses an old schema."""
+    if db.is_sqlite:
+        await migrations.upgrade_async(db.write_engine, settings.database_url)
+    elif await migrations.pending(db.engine, settings.database_url):
+        raise SchemaOutOfDate("the database schema is not at the newest migration: run `sis migrate` first")
+
+
+async def create_services(settings: Settings, registry: ToolRegistry | None = None,
+                          *, start_background: bool = True) -> Services:
+    from .tools import default_registry
+
+    db = Database(settings.database_url)
+    closers = []
+    try:
+        await prepare_database(settings, db)
+        demo_base = None
+        if settings.demo:
+            from .demo.upstream import start_demo_upstream
+            demo = await start_demo_upstream()
+            demo_base = demo.base_url
+            closers.append(demo.stop)
+            log.info("demo mode: sources answer from bundled samples at %s", demo_base)
+        sources = build_sources(settings, demo_base_url=demo_base)
+    except BaseException:
+        await db.close()
+        raise
+    services = Services(settings=settings, db=db, sources=sources,
+                        registry=registry or default_registry(), cache=AnswerCache(),
+                        poller=Poller(db, sources, settings.poll_interval_s, settings.polls_kept),
+                        _closers=closers)
+    if start_background:
+        services.poller.start()
+    return services

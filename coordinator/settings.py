@@ -1,0 +1,70 @@
+"""Settings in one typed place.
+
+Every setting has a default and a help line (the field description). Values
+come from, in order of precedence: command-line flags, environment variables
+with the prefix ``SIS_`` (``SIS_DATABASE_URL``, ``SIS_GDACS_BASE_URL``...), an
+optional TOML file named by ``SIS_CONFIG``, then the defaults below. Secrets
+are never defaults: they come by environment or file.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
+                               TomlConfigSettingsSource)
+
+DEFAULT_DB = "sqlite+aiosqlite:///var/sis.db"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SIS_", extra="forbid", validate_default=True)
+
+    host: str = Field("127.0.0.1", description="Address the coordinator listens on.")
+    port: int = Field(8080, ge=0, le=65535, description="Port the coordinator listens on (0 picks a free one).")
+    public_base_url: str = Field("", description="Base URL the service is reached at, for links in documents; empty means derived from each request.")
+    database_url: str = Field(DEFAULT_DB, description="SQLAlchemy URL: sqlite+aiosqlite:///path (embedded default) or postgresql+asyncpg://user@host/db.")
+    demo: bool = Field(False, description="Answer sources from bundled recorded samples served by an in-process fake upstream (offline; labelled demo in every answer).")
+    log_level: str = Field("INFO", description="Log level of the coordinator.")
+
+    source_timeout_s: float = Field(8.0, gt=0, le=120, description="Timeout of one request to an upstream source.")
+    gdacs_base_url: str = Field("https://www.gdacs.org/gdacsapi/api", description="Base URL of the GDACS API (hazard events).")
+    usgs_base_url: str = Field("https://earthquake.usgs.gov/earthquakes/feed/v1.0/summary", description="Base URL of the USGS earthquake summary feeds.")
+    usgs_feed: str = Field("4.5_week", description="USGS summary feed read for active earthquakes ({significant|4.5|2.5|1.0|all}_{hour|day|week|month}).")
+
+    event_square_deg: float = Field(0.5, gt=0, le=10, description="Side of the fixed square served as an event's modeled bbox in the direct family, in degrees.")
+    events_cache_s: int = Field(60, ge=0, description="Server cache lifetime of a healthy hazard-event list.")
+    poll_interval_s: float = Field(300.0, ge=0, description="Interval of the hazard-event history poller; 0 disables it.")
+    polls_kept: int = Field(2016, ge=2, description="Polls kept in the event history (older ones are pruned; changes are kept).")
+
+    redis_url: str = Field("", description="Redis URL for shared caches and rate-limit counters when several coordinators run; empty means in process.")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = os.environ.get("SIS_CONFIG")
+        if path:
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"SIS_CONFIG names {path}, which is not a file")
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def load(**overrides: Any) -> Settings:
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def settings_table() -> list[tuple[str, str, str]]:
+    """(env name, default, help) for every setting, for docs and `sis settings`."""
+    rows = []
+    for name, f in Settings.model_fields.items():
+        rows.append((f"SIS_{name.upper()}", repr(f.default), f.description or ""))
+    return rows

@@ -1,0 +1,73 @@
+"""GDACS current events (UPSTREAMS.md §1), GeoJSON from ``geteventlist/EVENTS4APP``."""
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Source, SourceError
+from .events import EventRecord
+
+LICENSE = "GDACS-terms-attribution"
+
+
+def _utc(text: str | None) -> str | None:
+    """GDACS dates are naive UTC strings: say so with a Z."""
+    if not text:
+        return None
+    return text if text.endswith("Z") or "+" in text[10:] else text + "Z"
+
+
+def _level(text: Any) -> str | None:
+    if not isinstance(text, str) or not text.strip():
+        return None
+    return text.strip().lower()
+
+
+def parse_feature(feature: dict[str, Any]) -> EventRecord | None:
+    p = feature["properties"]
+    if str(p.get("iscurrent", "true")).lower() != "true":
+        return None
+    etype = str(p["eventtype"]).upper()
+    lon, lat = feature["geometry"]["coordinates"][:2]
+    bbox = feature.get("bbox")
+    urls = p.get("url") or {}
+    sev = p.get("severitydata") or {}
+    return EventRecord(
+        id=f"gdacs:{etype}:{p['eventid']}",
+        source="GDACS",
+        event_type=etype,
+        title=p.get("name") or p.get("eventname") or f"{etype} {p['eventid']}",
+        lon=float(lon), lat=float(lat),
+        alert_level=_level(p.get("episodealertlevel")) or _level(p.get("alertlevel")),
+        episode=str(p["episodeid"]) if p.get("episodeid") is not None else None,
+        license=LICENSE,
+        from_time=_utc(p.get("fromdate")), to_time=_utc(p.get("todate")),
+        updated=_utc(p.get("datemodified")),
+        country=p.get("country") or None,
+        alert_score=float(p["alertscore"]) if p.get("alertscore") is not None else None,
+        severity={"value": sev.get("severity"), "text": sev.get("severitytext"), "unit": sev.get("severityunit")}
+        if sev else None,
+        upstream_bbox=tuple(float(x) for x in bbox) if bbox and len(bbox) == 4 else None,  # type: ignore[arg-type]
+        url=urls.get("report") if isinstance(urls, dict) else None,
+        upstream_id=f"{etype}{p['eventid']}",
+        extra={"eventAlertLevel": _level(p.get("alertlevel")), "upstreamSource": p.get("source") or None,
+               "iso3": p.get("iso3") or None},
+    )
+
+
+class GdacsSource(Source[EventRecord]):
+    name = "GDACS"
+    license = LICENSE
+    path = "/events/geteventlist/EVENTS4APP"
+
+    async def fetch(self) -> list[EventRecord]:
+        doc = await self.get_json(self.path, empty_statuses=(204,))
+        if doc is None:  # GDACS answers an empty list with 204 and no body
+            return []
+        if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection":
+            raise SourceError("answer is not a GeoJSON FeatureCollection")
+        out = []
+        for feature in doc.get("features") or []:
+            rec = parse_feature(feature)
+            if rec is not None:
+                out.append(rec)
+        return out

@@ -1,0 +1,57 @@
+"""USGS earthquake summary GeoJSON (UPSTREAMS.md §2)."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from .base import Source, SourceError
+from .events import EventRecord
+
+LICENSE = "public-domain"
+
+
+def _iso(ms: Any) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_feature(feature: dict[str, Any]) -> EventRecord | None:
+    p = feature["properties"]
+    if p.get("status") == "deleted" or (p.get("type") or "earthquake") != "earthquake":
+        return None
+    lon, lat = feature["geometry"]["coordinates"][:2]
+    depth = feature["geometry"]["coordinates"][2] if len(feature["geometry"]["coordinates"]) > 2 else None
+    mag = p.get("mag")
+    return EventRecord(
+        id=f"usgs:{feature['id']}",
+        source="USGS",
+        event_type="EQ",
+        title=p.get("title") or f"M {mag} - {p.get('place')}",
+        lon=float(lon), lat=float(lat),
+        alert_level=p.get("alert") or None,   # PAGER level; null means PAGER has not rated it
+        episode=str(p.get("updated")) if p.get("updated") is not None else None,
+        license=LICENSE,
+        from_time=_iso(p.get("time")), to_time=_iso(p.get("time")), updated=_iso(p.get("updated")),
+        severity={"value": mag, "text": f"Magnitude {mag} {p.get('magType') or ''}, depth {depth} km".strip(),
+                  "unit": p.get("magType")} if mag is not None else None,
+        url=p.get("url"),
+        upstream_id=feature["id"],
+        extra={"magnitude": mag, "depthKm": depth, "tsunami": bool(p.get("tsunami")),
+               "reviewStatus": p.get("status"), "place": p.get("place")},
+    )
+
+
+class UsgsSource(Source[EventRecord]):
+    name = "USGS"
+    license = LICENSE
+
+    def __init__(self, base_url: str, timeout_s: float, *, feed: str = "4.5_week", demo: bool = False) -> None:
+        super().__init__(base_url, timeout_s, demo=demo)
+        self.feed = feed
+
+    async def fetch(self) -> list[EventRecord]:
+        doc = await self.get_json(f"/{self.feed}.geojson")
+        if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection":
+            raise SourceError("answer is not a GeoJSON FeatureCollection")
+        return [r for f in doc.get("features") or [] if (r := parse_feature(f)) is not None]

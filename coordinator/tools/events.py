@@ -1,0 +1,86 @@
+"""hazard_events and event_changes."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..cache import cache_key
+from ..context import ToolContext
+from ..hazards.feed import event_json, read_feed
+from ..hazards.history import history_status, recent_changes
+from ..honesty import Answer, Health, SourceReport
+from ..registry import Tool, tool
+
+TOOLS: list[Tool] = []
+
+EVENTS_CAVEATS_DIRECT = (
+    "Each event's bbox is a fixed square around the event's point (posQuality 'modeled-bbox'): it is not "
+    "the hazard's extent, and no affected-area polygon is served.",
+)
+EVENTS_CAVEATS_LEGACY = (
+    "Each event's bbox is an extent rectangle taken from the upstream alert feed where it has one "
+    "(bboxKind 'upstream-extent'), else a fixed square around the event's point (bboxKind 'fixed-square'); "
+    "posQuality is 'modeled-bbox' either way: no affected-area polygon is served.",
+)
+EVENTS_CAVEATS = (
+    "Events merge GDACS alerts with USGS earthquakes; an earthquake reported by both is served once, "
+    "with both in its provenance.",
+    "alertLevel is the upstream's: GDACS impact alerts (green/orange/red) or USGS PAGER levels "
+    "(green/yellow/orange/red); null means the upstream has not rated the event, not that it is harmless.",
+    "An empty list from sources that answered means no active events were listed, not that nothing happened.",
+)
+
+EVENT_OUTPUT = {
+    "type": "object",
+    "required": ["caveats", "events", "count", "health"],
+    "properties": {
+        "caveats": {"type": "array", "items": {"type": "string"}},
+        "count": {"type": "integer"},
+        "events": {"type": "array", "items": {"type": "object", "required": ["id", "type", "bbox", "posQuality"]}},
+        "health": {"type": "object"},
+    },
+}
+
+
+@tool(TOOLS, name="hazard_events", title="Active hazard events",
+      description="Active global hazard events (GDACS alerts merged with USGS earthquakes), each with id, type, "
+                  "alert level, a modeled bbox, provenance and license.",
+      routes={"earth": "/events", "legacy": "/events", "public": "/events"},
+      scopes=("earth.events",), http_max_age_s=60, output_schema=EVENT_OUTPUT, tags=("events",))
+async def hazard_events(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    settings = ctx.services.settings
+    legacy = ctx.family == "legacy"
+
+    async def compute() -> Answer:
+        feed = await read_feed(ctx.services.sources)
+        events = [event_json(e, square_deg=settings.event_square_deg, extent_bbox=legacy) for e in feed.events]
+        events.sort(key=lambda e: (e["from"] or "", e["id"]), reverse=True)
+        caveats = list(EVENTS_CAVEATS_LEGACY if legacy else EVENTS_CAVEATS_DIRECT) + list(EVENTS_CAVEATS)
+        return Answer({"count": len(events), "events": events}, caveats=caveats, health=feed.health)
+
+    key = cache_key("hazard_events", ctx.family, {})
+    return await ctx.services.cache.get_or_compute(key, settings.events_cache_s, compute)
+
+
+@tool(TOOLS, name="event_changes", title="Hazard event changes",
+      description="Changes of hazard events, newest first, each of kind new, escalated, deescalated or resolved, "
+                  "derived from polled snapshots, with the status of the history subsystem.",
+      routes={"earth": "/event-changes", "legacy": "/event-changes", "public": "/event-changes"},
+      scopes=("earth.event-changes",), http_max_age_s=30, tags=("events",))
+async def event_changes(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    svc = ctx.services
+    status, last_health = await history_status(svc.db, svc.settings.poll_interval_s, svc.poller.running)
+    changes = await recent_changes(svc.db)
+    caveats = [
+        "Changes are derived by comparing successive polls of the upstream feeds: an escalation between two "
+        "polls is seen at the second; an event that rose and fell between polls is not seen at all.",
+        "A source that did not answer a poll resolves none of its events; see history.gaps and partialPolls.",
+    ]
+    health = None
+    if last_health is None:
+        caveats.insert(0, "The history has no polls yet: no change can be reported, which is not the same as "
+                          "no change having happened.")
+        health = Health([SourceReport("event-history", "n/a", ok=False, error="no polls yet")])
+    else:
+        health = Health([SourceReport(s["name"], s["license"], ok=s["ok"], error=s.get("error"),
+                                      demo=bool(s.get("demo"))) for s in last_health["sources"]])
+    return Answer({"count": len(changes), "changes": changes, "history": status}, caveats=caveats, health=health)

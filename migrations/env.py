@@ -1,0 +1,52 @@
+"""Alembic environment: async engines, batch mode on SQLite."""
+from __future__ import annotations
+
+import asyncio
+
+from alembic import context
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from coordinator.db.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _url() -> str:
+    url = config.get_main_option("sqlalchemy.url")
+    if not url:
+        from coordinator.settings import load
+        url = load().database_url
+    return url
+
+
+def _configure(connection) -> None:  # noqa: ANN001
+    context.configure(connection=connection, target_metadata=target_metadata,
+                      render_as_batch=connection.dialect.name == "sqlite",
+                      compare_type=True)
+
+
+def _run_sync(connection) -> None:  # noqa: ANN001
+    _configure(connection)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def _run_async() -> None:
+    engine = create_async_engine(_url())
+    async with engine.connect() as conn:
+        await conn.run_sync(_run_sync)
+        await conn.commit()
+    await engine.dispose()
+
+
+if context.is_offline_mode():
+    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+else:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _run_sync(connection)
+    else:
+        asyncio.run(_run_async())

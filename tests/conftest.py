@@ -1,0 +1,90 @@
+"""Shared fixtures: real databases (SQLite, and PostgreSQL where
+SIS_TEST_DATABASE_URL names one), the fake upstream, and a real coordinator
+on a loopback port."""
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from typing import AsyncIterator
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from coordinator.demo.upstream import FakeUpstream
+from tests.support import Coordinator, make_settings, start_coordinator, stop_coordinator
+
+PG_URL = os.environ.get("SIS_TEST_DATABASE_URL", "")
+
+
+# ---- databases -------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def pg_database() -> str | None:
+    """A database of this test session's own on the PostgreSQL server (dropped at the end),
+    so that concurrent test runs on one server do not step on each other."""
+    if not PG_URL:
+        return None
+    name = f"sis_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    admin = make_url(PG_URL).set(database="postgres")
+
+    async def run(sql: str) -> None:
+        eng = create_async_engine(admin, isolation_level="AUTOCOMMIT")
+        async with eng.connect() as c:
+            await c.execute(text(sql))
+        await eng.dispose()
+
+    asyncio.run(run(f'CREATE DATABASE "{name}"'))
+    yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def reset_postgres(url: str) -> None:
+    eng = create_async_engine(url, isolation_level="AUTOCOMMIT")
+    async with eng.connect() as c:
+        await c.execute(text("DROP SCHEMA public CASCADE"))
+        await c.execute(text("CREATE SCHEMA public"))
+    await eng.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def db_url(request, tmp_path, pg_database) -> str:
+    """Each database backend in turn: a fresh SQLite file, then a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path}/sis.db"
+    if not pg_database:
+        pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
+    await reset_postgres(pg_database)
+    return pg_database
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path}/sis.db"
+
+
+# ---- upstreams and the coordinator -----------------------------------------
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[FakeUpstream]:
+    fake = await FakeUpstream().load_recorded().start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def coordinator(sqlite_url, upstream) -> AsyncIterator[Coordinator]:
+    """A real coordinator on loopback, SQLite, sources pointed at the fake upstream."""
+    c = await start_coordinator(make_settings(sqlite_url, upstream))
+    yield c
+    await stop_coordinator(c)
+
+
+@pytest.fixture
+async def coordinator_db(db_url, upstream) -> AsyncIterator[Coordinator]:
+    """The same, once per database backend."""
+    c = await start_coordinator(make_settings(db_url, upstream))
+    yield c
+    await stop_coordinator(c)

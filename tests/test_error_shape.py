@@ -1,0 +1,77 @@
+"""The one error body shape, pinned: {"error": {"code", "message", "details"}}."""
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.honesty import Answer
+from coordinator.registry import NUMBER, Param, Tool, ToolRegistry
+from coordinator.tools import all_tools
+from tests.support import make_settings, start_coordinator, stop_coordinator
+
+
+def assert_error_shape(body: dict, code: str) -> None:
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"code", "message", "details"}
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert isinstance(body["error"]["details"], dict)
+
+
+async def test_bad_parameter_is_400_naming_the_unknown_parameter(coordinator):
+    r = await coordinator.get("/earth/events?colour=red")
+    assert r.status == 400
+    assert_error_shape(r.json(), "bad_parameter")
+    assert "colour" in r.json()["error"]["message"]
+    assert r.headers["Cache-Control"] == "no-store"
+
+
+async def test_unknown_path_is_404(coordinator):
+    r = await coordinator.get("/earth/no-such-tool")
+    assert r.status == 404
+    assert_error_shape(r.json(), "not_found")
+
+
+async def test_wrong_method_is_405(coordinator):
+    r = await coordinator.post("/earth/events", {})
+    assert r.status == 405
+    assert_error_shape(r.json(), "method_not_allowed")
+
+
+async def test_failing_tool_is_500_without_a_stack_trace(sqlite_url, upstream, caplog):
+    async def boom(ctx: Any, params: dict) -> Answer:
+        raise RuntimeError("secret internal detail /etc/passwd")
+
+    registry = ToolRegistry([*all_tools(), Tool(name="boom", title="Boom", description="fails",
+                                                handler=boom, routes={"earth": "/boom"})])
+    c = await start_coordinator(make_settings(sqlite_url, upstream), registry)
+    try:
+        r = await c.get("/earth/boom")
+        assert r.status == 500
+        assert_error_shape(r.json(), "internal_error")
+        assert b"secret" not in r.body and b"Traceback" not in r.body
+        assert r.json()["error"]["details"]["requestId"] == r.headers["X-Request-Id"]
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_bound_violation_names_the_bound(sqlite_url, upstream):
+    async def echo(ctx: Any, params: dict) -> Answer:
+        return Answer({"params": params})
+
+    registry = ToolRegistry([Tool(name="echo", title="Echo", description="echo", handler=echo,
+                                  routes={"earth": "/echo"},
+                                  params=(Param("radius", NUMBER, "Radius", minimum=100, maximum=3000,
+                                                default=450),))])
+    c = await start_coordinator(make_settings(sqlite_url, upstream), registry)
+    try:
+        r = await c.get("/earth/echo?radius=5000")
+        assert r.status == 400
+        assert_error_shape(r.json(), "bad_parameter")
+        assert "between 100 and 3000" in r.json()["error"]["message"]
+        assert r.json()["error"]["details"]["maximum"] == 3000
+        r = await c.get("/earth/echo?radius=abc")
+        assert r.status == 400 and "must be a number" in r.json()["error"]["message"]
+        r = await c.get("/earth/echo")
+        assert r.status == 200 and r.json()["params"] == {"radius": 450}
+    finally:
+        await stop_coordinator(c)
