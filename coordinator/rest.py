@@ -12,10 +12,9 @@ from typing import Any
 
 import tornado.web
 
-from .access.policy import authorize
-from .context import ToolContext
 from .errors import CODE_BY_STATUS, BadParameter, ServiceError, error_body
 from .honesty import Answer
+from .invoke import RequestFacts, call_tool
 from .registry import Tool, ToolRegistry
 
 log = logging.getLogger("sis.http")
@@ -109,18 +108,22 @@ class ToolHandler(BaseHandler):
         raw.update(path_values)
         return raw
 
+    def request_facts(self, credential: str | None) -> RequestFacts:
+        key = self.request.headers.get("X-Api-Key") or self.get_query_argument("key", None)
+        return RequestFacts(remote_ip=self.request.remote_ip, credential=credential, api_key=key or None,
+                            headers=self.request.headers,
+                            base_url=f"{self.request.protocol}://{self.request.host}")
+
     async def _serve(self, *args: str) -> None:
         credential = args[0] if self.family == "public" else None
         path_args = args[1:] if self.family == "public" else args
         path_params = [p.name for p in self.tool.params if p.location == "path"]
-        params = self.tool.validate(self.raw_params(dict(zip(path_params, path_args))))
-        caller = authorize(self.tool, self.family, self.request.remote_ip, credential)
-        ctx = ToolContext(self.application.services, self.family, caller,  # type: ignore[attr-defined]
-                          base_url=f"{self.request.protocol}://{self.request.host}")
-        answer: Answer = await self.tool.handler(ctx, params)
+        raw = self.raw_params(dict(zip(path_params, path_args)))
+        answer, ctx = await call_tool(self.application.services, self.tool, self.family,  # type: ignore[attr-defined]
+                                      raw, self.request_facts(credential))
         for k, v in answer.headers.items():
             self.set_header(k, v)
-        self.send_json(answer.body(), answer.status, self.cache_control(answer, caller.keyless))
+        self.send_json(answer.body(), answer.status, self.cache_control(answer, ctx.caller.keyless))
 
     def cache_control(self, answer: Answer, keyless: bool) -> str:
         if not answer.may_cache or self.tool.http_max_age_s <= 0:
