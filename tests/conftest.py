@@ -26,7 +26,8 @@ def pg_database() -> str | None:
     """A database of this test session's own on the PostgreSQL server (dropped at the end),
     so that concurrent test runs on one server do not step on each other."""
     if not PG_URL:
-        return None
+        yield None
+        return
     name = f"sis_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     admin = make_url(PG_URL).set(database="postgres")
 
@@ -57,6 +58,10 @@ async def db_url(request, tmp_path, pg_database) -> str:
     if not pg_database:
         pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
     await reset_postgres(pg_database)
+    from coordinator.db import migrate
+    eng = create_async_engine(pg_database)
+    await migrate.upgrade_async(eng, pg_database)
+    await eng.dispose()
     return pg_database
 
 

@@ -65,6 +65,9 @@ async def record_poll(db: Database, feed: Feed, *, started: datetime, keep: int)
         s.add(poll)
         await s.flush()
         known = {e.id: e for e in (await s.scalars(select(HazardEvent))).all()}
+        # An earthquake merged into a GDACS event answers to its USGS id too; when GDACS is
+        # silent the USGS record stands alone, and it is the same event, not a new one.
+        alias_of = {a: row.id for row in known.values() if row.active for a in row.data.get("aliases", [])}
         seen: set[str] = set()
 
         def change(ev: EventRecord | HazardEvent, kind: str, **kw: Any) -> None:
@@ -76,10 +79,13 @@ async def record_poll(db: Database, feed: Feed, *, started: datetime, keep: int)
             changes.append((eid, kind))
 
         for rec in feed.events:
+            if rec.id not in known and rec.id in alias_of:
+                seen.add(alias_of[rec.id])
+                continue
             seen.add(rec.id)
             seen.update(a.id for a in rec.also)
             row = known.get(rec.id)
-            data = {"lon": rec.lon, "lat": rec.lat, "country": rec.country}
+            data = {"lon": rec.lon, "lat": rec.lat, "country": rec.country, "aliases": [a.id for a in rec.also]}
             if row is None:
                 s.add(HazardEvent(id=rec.id, source=rec.source, event_type=rec.event_type, title=rec.title,
                                   alert_level=rec.alert_level, episode=rec.episode, active=True,

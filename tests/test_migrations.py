@@ -1,0 +1,82 @@
+"""The Alembic migrations and the table declarations agree, on both databases;
+PostgreSQL refuses to serve on an old schema."""
+from __future__ import annotations
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from coordinator.db import Database
+from coordinator.db import migrate
+from coordinator.db.models import Base
+from coordinator.services import SchemaOutOfDate, prepare_database
+from coordinator.settings import Settings
+
+
+async def test_migrations_match_the_models(db_url):
+    db = Database(db_url)
+    try:
+        await migrate.upgrade_async(db.write_engine, db_url)
+
+        def diff(conn):
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            return compare_metadata(ctx, Base.metadata)
+
+        async with db.engine.connect() as conn:
+            changes = await conn.run_sync(diff)
+        assert changes == [], f"models and migrations disagree: {changes}"
+        assert not await migrate.pending(db.engine, db_url)
+    finally:
+        await db.close()
+
+
+async def test_sqlite_applies_pending_migrations_itself(sqlite_url):
+    db = Database(sqlite_url)
+    try:
+        assert await migrate.pending(db.engine, sqlite_url)
+        await prepare_database(Settings(database_url=sqlite_url), db)
+        assert not await migrate.pending(db.engine, sqlite_url)
+    finally:
+        await db.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_refuses_an_old_schema(db_url):
+    if db_url.startswith("sqlite"):
+        pytest.skip("PostgreSQL only")
+    from tests.conftest import reset_postgres
+    await reset_postgres(db_url)
+    db = Database(db_url)
+    try:
+        with pytest.raises(SchemaOutOfDate, match="sis migrate"):
+            await prepare_database(Settings(database_url=db_url), db)
+        await migrate.upgrade_async(db.engine, db_url)
+        await prepare_database(Settings(database_url=db_url), db)   # now it starts
+    finally:
+        await db.close()
+
+
+async def test_sqlite_write_transactions_begin_immediate(sqlite_url):
+    """Two writers cannot both read a row as free and then both claim it."""
+    import asyncio
+    from sqlalchemy import text
+
+    db = Database(sqlite_url)
+    try:
+        async with db.write() as s:
+            await s.execute(text("CREATE TABLE slot (id INTEGER PRIMARY KEY, owner TEXT)"))
+            await s.execute(text("INSERT INTO slot (id, owner) VALUES (1, NULL)"))
+
+        async def claim(name: str) -> bool:
+            async with db.write() as s:
+                owner = (await s.execute(text("SELECT owner FROM slot WHERE id = 1"))).scalar()
+                await asyncio.sleep(0.05)  # widen the race window
+                if owner is None:
+                    await s.execute(text("UPDATE slot SET owner = :o WHERE id = 1"), {"o": name})
+                    return True
+                return False
+
+        results = await asyncio.gather(*(claim(f"w{i}") for i in range(8)))
+        assert sum(results) == 1
+    finally:
+        await db.close()
