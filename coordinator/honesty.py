@@ -117,6 +117,7 @@ class Answer:
     cacheable: bool = True
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
+    _encoded: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def degraded(self) -> bool:
@@ -125,6 +126,12 @@ class Answer:
     @property
     def may_cache(self) -> bool:
         return self.cacheable and not self.degraded and self.status == 200
+
+    def encoded(self, dumps: Any) -> bytes:
+        """The body as JSON bytes, encoded once: a cached answer is served many times."""
+        if self._encoded is None:
+            self._encoded = dumps(self.body()).encode()
+        return self._encoded
 
     def body(self) -> dict[str, Any]:
         caveats = list(self.caveats)

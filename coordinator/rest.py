@@ -39,7 +39,7 @@ class BaseHandler(tornado.web.RequestHandler):
         self.set_status(status)
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.set_header("Cache-Control", cache_control)
-        self.finish(dumps(body))
+        self.finish(body.encoded(dumps) if isinstance(body, Answer) else dumps(body))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]
@@ -123,7 +123,7 @@ class ToolHandler(BaseHandler):
                                       raw, self.request_facts(credential))
         for k, v in answer.headers.items():
             self.set_header(k, v)
-        self.send_json(answer.body(), answer.status, self.cache_control(answer, ctx.caller.keyless))
+        self.send_json(answer, answer.status, self.cache_control(answer, ctx.caller.keyless))
 
     def cache_control(self, answer: Answer, keyless: bool) -> str:
         if not answer.may_cache or self.tool.http_max_age_s <= 0:

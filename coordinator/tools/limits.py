@@ -32,6 +32,10 @@ def operation_bounds(ctx: ToolContext) -> dict[str, dict[str, Any]]:
                   "credentialed family, per-endpoint ceilings and per-operation bounds.",
       routes={"earth": "/limits"}, http_max_age_s=300, tags=("meta",))
 async def limits(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    return await ctx.services.cache.get_or_compute("limits", 3600, lambda: _limits(ctx))
+
+
+async def _limits(ctx: ToolContext) -> Answer:
     data = {
         "version": 1,
         "direct": {

@@ -1,0 +1,152 @@
+"""API benchmark: requests/s and latency percentiles of the coordinator beside a
+Tornado hello-world measured in the same run, and the coordinator's peak memory.
+
+    .venv/bin/python bench/api.py [--seconds 5] [--connections 16]
+
+Each server runs in its own process; the load comes from a keep-alive HTTP/1.1
+client in another process, so on a 2-core machine server and client each get
+about one core. Figures are printed; nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HELLO = """
+import asyncio, sys, tornado.web
+class H(tornado.web.RequestHandler):
+    def get(self):
+        self.set_header("Content-Type", "application/json")
+        self.finish('{"hello":"world"}')
+async def main():
+    tornado.web.Application([(r"/", H)]).listen(int(sys.argv[1]), "127.0.0.1")
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+asyncio.run(main())
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str, timeout: float = 60) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{url} did not come up")
+
+
+async def _worker(host: str, port: int, path: str, stop_at: float, lat: list[float], errors: list[int]) -> None:
+    reader, writer = await asyncio.open_connection(host, port)
+    req = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nX-Api-Key: bench\r\n\r\n".encode()
+    try:
+        while time.perf_counter() < stop_at:
+            t0 = time.perf_counter()
+            writer.write(req)
+            status_line = await reader.readline()
+            length = 0
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                k, _, v = line.decode("latin-1").partition(":")
+                if k.lower() == "content-length":
+                    length = int(v)
+            if length:
+                await reader.readexactly(length)
+            lat.append(time.perf_counter() - t0)
+            if not status_line.startswith(b"HTTP/1.1 200"):
+                errors.append(int(status_line.split()[1]))
+    finally:
+        writer.close()
+
+
+async def _load(host: str, port: int, path: str, seconds: float, conns: int) -> dict:
+    lat: list[float] = []
+    errors: list[int] = []
+    # warm-up, then the measured window
+    await asyncio.gather(*(_worker(host, port, path, time.perf_counter() + 0.5, [], []) for _ in range(conns)))
+    t0 = time.perf_counter()
+    await asyncio.gather(*(_worker(host, port, path, t0 + seconds, lat, errors) for _ in range(conns)))
+    wall = time.perf_counter() - t0
+    lat.sort()
+    q = statistics.quantiles(lat, n=100) if len(lat) > 100 else [lat[-1]] * 99
+    return {"requests": len(lat), "rps": len(lat) / wall, "p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000,
+            "errors": len(errors)}
+
+
+def load(port: int, path: str, seconds: float, conns: int) -> dict:
+    """Run the client in its own process so it does not share the server's core."""
+    code = (f"import asyncio, json, sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); import api; "
+            f"print(json.dumps(asyncio.run(api._load('127.0.0.1', {port}, {path!r}, {seconds}, {conns}))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--connections", type=int, default=16)
+    args = ap.parse_args()
+
+    procs = []
+    try:
+        hello_port = free_port()
+        procs.append(subprocess.Popen([sys.executable, "-c", HELLO, str(hello_port)], stdout=subprocess.PIPE))
+        tmp = tempfile.mkdtemp(prefix="sis-bench-")
+        sis_port = free_port()
+        env = {**os.environ, "SIS_POLL_INTERVAL_S": "0", "SIS_LOG_LEVEL": "WARNING",
+               "SIS_BENCH_UNLIMITED": "1"}
+        sis = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "serve", "--demo", "--port", str(sis_port),
+                                "--database", f"sqlite+aiosqlite:///{tmp}/sis.db"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        procs.append(sis)
+        wait_ready(f"http://127.0.0.1:{hello_port}/")
+        wait_ready(f"http://127.0.0.1:{sis_port}/healthz")
+        urllib.request.urlopen(f"http://127.0.0.1:{sis_port}/earth/events", timeout=10).read()  # warm the cache
+
+        rows = [("tornado hello-world (baseline)", load(hello_port, "/", args.seconds, args.connections))]
+        for path in ("/earth/limits", "/earth/events"):
+            rows.append((f"GET {path}", load(sis_port, path, args.seconds, args.connections)))
+        base = rows[0][1]["rps"]
+        print(f"\nAPI benchmark: {args.connections} keep-alive connections, {args.seconds:.0f} s each, "
+              f"{os.cpu_count()} cores, python {sys.version.split()[0]}")
+        print(f"{'route':34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'vs hello':>9}")
+        for name, r in rows:
+            print(f"{name:34} {r['rps']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['errors']:7d} "
+                  f"{r['rps'] / base:9.2f}")
+        print(f"coordinator peak resident memory: {peak_rss_mb(sis.pid):.0f} MB")
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
