@@ -40,6 +40,7 @@ class Settings(BaseSettings):
     polls_kept: int = Field(2016, ge=2, description="Polls kept in the event history (older ones are pruned; changes are kept).")
 
     redis_url: str = Field("", description="Redis URL for shared caches and rate-limit counters when several coordinators run; empty means in process.")
+    manifests_dir: str = Field(str(Path(__file__).resolve().parents[1] / "manifests"), description="Folder of published signed node-app manifests (node-app*.json) with their public keys in keys/*.pub.")
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
