@@ -26,9 +26,9 @@ import tornado.web
 from .. import __version__
 from ..invoke import RequestFacts
 from ..rest import MAX_JSON_BODY, BaseHandler, dumps
+from . import protocol
 from . import tools as mcp_tools
-from .protocol import (HANDSHAKE_VERSIONS, INVALID_REQUEST, LATEST_HANDSHAKE, METHOD_NOT_FOUND, MODERN_VERSIONS,
-                       PARSE_ERROR, PROTOCOL_VERSION_HEADER, ROUTING_HEADERS, SERVER_INFO_META, HEADER_MISMATCH,
+from .protocol import (HANDSHAKE_VERSIONS, INVALID_REQUEST, LATEST_HANDSHAKE, METHOD_NOT_FOUND, PARSE_ERROR, PROTOCOL_VERSION_HEADER, ROUTING_HEADERS, SERVER_INFO_META, HEADER_MISMATCH,
                        INVALID_PARAMS, Message, RpcError, check_modern_envelope, era_of, parse_message,
                        unsupported_version)
 
@@ -140,13 +140,13 @@ class McpHandler(BaseHandler):
             # No client-to-server notification means anything at 2026-07-28: acknowledge and drop,
             # after telling a client at a version not served so, as a request would be told.
             requested = headers.get(PROTOCOL_VERSION_HEADER, "")
-            if requested not in MODERN_VERSIONS:
+            if requested not in protocol.MODERN_VERSIONS:
                 raise unsupported_version(requested)
             self.accept_notification()
             return
         check_modern_envelope(msg, headers)
         if msg.method == "server/discover":
-            result = {"supportedVersions": list(MODERN_VERSIONS), "capabilities": CAPABILITIES,
+            result = {"supportedVersions": list(protocol.MODERN_VERSIONS), "capabilities": CAPABILITIES,
                       "instructions": INSTRUCTIONS[self.family], "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
         elif msg.method == "tools/list":
             result = self.list_result(msg.params, modern=True)

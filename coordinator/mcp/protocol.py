@@ -41,13 +41,14 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021   # never sent: no tool needs a client capability
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 # HTTP status of a JSON-RPC error, as the SDK's modern entry maps it; unlisted
 # codes answer 200. Access errors are not here: they answer the REST status.
 HTTP_STATUS_BY_RPC_CODE: Mapping[int, int] = {
     PARSE_ERROR: 400, INVALID_REQUEST: 400, INVALID_PARAMS: 400, HEADER_MISMATCH: 400,
-    UNSUPPORTED_PROTOCOL_VERSION: 400, METHOD_NOT_FOUND: 404,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: 400, UNSUPPORTED_PROTOCOL_VERSION: 400, METHOD_NOT_FOUND: 404,
 }
 
 # Methods whose name parameter is mirrored into the Mcp-Name header.
@@ -133,8 +134,11 @@ def decode_header_value(value: str | None) -> str | None:
 
 
 def unsupported_version(requested: str) -> RpcError:
+    """-32022, naming every version served. The handshake versions are listed too because
+    this endpoint serves them: an auto-negotiating SDK client that shares no modern
+    version then falls back to ``initialize`` instead of giving up."""
     return RpcError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
-                    {"supported": list(MODERN_VERSIONS), "requested": requested})
+                    {"supported": [*MODERN_VERSIONS, *HANDSHAKE_VERSIONS], "requested": requested})
 
 
 def check_modern_envelope(msg: Message, headers: Mapping[str, str]) -> str:
