@@ -217,3 +217,22 @@ async def test_the_sdk_falls_back_to_initialize_when_the_modern_version_is_not_s
         assert client.protocol_version == "2025-11-25"
         result = await client.call_tool("limits", {})
         assert result.is_error is False
+
+
+async def test_every_served_method_answers_and_is_documented(coordinator):
+    from pathlib import Path
+
+    from coordinator.mcp.endpoint import HANDSHAKE_METHODS, MODERN_METHODS
+    from coordinator.registry import LEGACY_ABSENT_TOOLS, LEGACY_PATHS
+    params = {"tools/call": {"name": "limits"}, "initialize": {"protocolVersion": "2025-11-25"}}
+    for method in MODERN_METHODS:
+        r = await coordinator.post("/mcp", rpc(method, params.get(method)),
+                                   headers=modern_headers(method, params.get(method, {}).get("name")))
+        assert r.status == 200 and "result" in r.json(), method
+    for method in HANDSHAKE_METHODS:
+        r = await coordinator.post("/mcp", rpc(method, params.get(method), meta=None), headers=JSON)
+        assert r.status == 200 and "result" in r.json(), method
+    doc = (Path(__file__).parent.parent / "docs" / "mcp.md").read_text()
+    for name in (*MODERN_METHODS, *HANDSHAKE_METHODS, *LEGACY_ABSENT_TOOLS, "/mcp", "/legacy/mcp",
+                 "/earth/tools.json", "/legacy/tools.json", *("/legacy" + p for p in LEGACY_PATHS)):
+        assert f"`{name}`" in doc, f"docs/mcp.md does not mention {name}"

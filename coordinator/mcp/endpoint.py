@@ -37,6 +37,8 @@ log = logging.getLogger("sis.mcp")
 SERVER_NAME = "spatial-intelligence-service"
 LIST_TTL_MS = 300_000   # the tool list is fixed for a process's life; a client may reuse it this long
 CAPABILITIES = {"tools": {"listChanged": False}}
+MODERN_METHODS = ("server/discover", "tools/list", "tools/call")
+HANDSHAKE_METHODS = ("initialize", "ping", "tools/list", "tools/call")
 INSTRUCTIONS = {
     "earth": ("Geospatial and hazard tools of the Spatial Intelligence Service (direct family). Every result "
               "carries caveats[] first and, where a source was read, health{sourcesQueried, sourcesUsable}: "
