@@ -132,3 +132,12 @@ async def test_the_tool_contract_document_is_version_1_and_lists_the_family(coor
     assert doc["mcp"]["endpoint"] == ("/mcp" if family == "earth" else "/legacy/mcp")
     assert doc["mcp"]["protocolVersions"][0] == "2026-07-28"
     assert ("absentTools" in doc) == (family == "legacy")
+
+
+async def test_openapi_describes_hazard_events_without_claiming_either_familys_bbox(coordinator):
+    """OpenAPI carries the base description for every family, so it must hold in both;
+    the family-specific texts are on the MCP and contract faces."""
+    paths = (await coordinator.get("/openapi.json")).json()["paths"]
+    for path in ("/earth/events", "/legacy/events"):
+        text = paths[path]["get"]["description"]
+        assert "modeled bbox" in text and "extent" not in text and "fixed square" not in text

@@ -236,3 +236,11 @@ async def test_every_served_method_answers_and_is_documented(coordinator):
     for name in (*MODERN_METHODS, *HANDSHAKE_METHODS, *LEGACY_ABSENT_TOOLS, "/mcp", "/legacy/mcp",
                  "/earth/tools.json", "/legacy/tools.json", *("/legacy" + p for p in LEGACY_PATHS)):
         assert f"`{name}`" in doc, f"docs/mcp.md does not mention {name}"
+
+
+async def test_a_call_without_a_tool_name_is_invalid_params(coordinator):
+    r = await coordinator.post("/mcp", rpc("tools/call", {"arguments": {}}, meta=None), headers=JSON)
+    assert r.status == 400 and r.json()["error"]["code"] == -32602 and "params.name" in r.json()["error"]["message"]
+    r = await coordinator.post("/mcp", rpc("tools/call", {"name": "limits", "arguments": [1]}, meta=None),
+                               headers=JSON)
+    assert r.status == 400 and r.json()["error"]["message"] == "arguments must be an object"

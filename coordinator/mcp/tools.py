@@ -78,7 +78,11 @@ def descriptor(tool: Tool, family: str) -> dict[str, Any]:
 
 
 def find_tool(registry: ToolRegistry, family: str, name: Any) -> Tool:
-    tool = registry.get(name) if isinstance(name, str) else None
+    if not isinstance(name, str):
+        raise RpcError(INVALID_PARAMS, "tools/call needs params.name, the name of a tool",
+                       {"code": "bad_parameter", "message": "tools/call needs params.name, the name of a tool",
+                        "details": {}, "status": 400})
+    tool = registry.get(name)
     if tool is None or not tool.mcp or family not in tool.routes:
         raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}",
                        {"code": "unknown_tool", "message": f"no tool named {name!r} in this family",
