@@ -5,6 +5,7 @@ from typing import Any
 
 import tornado.web
 
+from .mcp import mcp_routes, openapi_paths as mcp_openapi_paths
 from .openapi import openapi_document
 from .rest import BaseHandler, NotFoundHandler, tool_routes
 from .services import Services
@@ -37,7 +38,8 @@ class HealthzHandler(BaseHandler):
 class OpenApiHandler(BaseHandler):
     def get(self) -> None:
         svc: Services = self.application.services  # type: ignore[attr-defined]
-        self.send_json(openapi_document(svc.registry, OPERATOR_PATHS), cache_control="public, max-age=300")
+        self.send_json(openapi_document(svc.registry, {**OPERATOR_PATHS, **mcp_openapi_paths()}),
+                       cache_control="public, max-age=300")
 
 
 class Application(tornado.web.Application):
@@ -46,6 +48,7 @@ class Application(tornado.web.Application):
         routes: list[Any] = [
             (r"/healthz", HealthzHandler),
             (r"/openapi.json", OpenApiHandler),
+            *mcp_routes(),
             *tool_routes(services.registry),
         ]
         super().__init__(routes, default_handler_class=NotFoundHandler, compress_response=True, **settings)

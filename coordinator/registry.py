@@ -20,6 +20,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 FAMILIES = ("earth", "legacy", "public")
 
+# The legacy family has exactly these paths (SPEC.md, Legacy family); the
+# sweep-side tools are absent from it. ``ToolRegistry.add`` refuses anything else.
+LEGACY_PATHS = ("/events", "/event-brief", "/event-changes", "/site-intel", "/site-scan", "/places",
+                "/infrastructure", "/w/twin_earth", "/place-trends", "/fingerprint")
+LEGACY_ABSENT_TOOLS = ("street_measure", "sweep_request", "node_app", "seen_layer", "environment_features",
+                       "road_geometry")
+
 NUMBER, INTEGER, STRING, BBOX, LONLAT_LIST = "number", "integer", "string", "bbox", "lonlat_list"
 
 
@@ -216,10 +223,20 @@ class Tool:
     mcp: bool = True                          # exposed as an MCP tool
     keyless: bool = True
     tags: tuple[str, ...] = ()
+    family_descriptions: Mapping[str, str] = field(default_factory=dict)   # family -> description there
+    family_cold_bound_s: Mapping[str, float] = field(default_factory=dict)  # family -> cold bound there
 
     @property
     def families(self) -> tuple[str, ...]:
         return tuple(f for f in FAMILIES if f in self.routes)
+
+    def description_for(self, family: str) -> str:
+        """The description a family publishes: families may describe one tool differently
+        (the legacy family describes event bboxes as upstream extents)."""
+        return self.family_descriptions.get(family, self.description)
+
+    def cold_bound_for(self, family: str) -> float | None:
+        return self.family_cold_bound_s.get(family, self.cold_bound_s)
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
@@ -260,9 +277,14 @@ class ToolRegistry:
     def add(self, tool: Tool) -> Tool:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} declared twice")
-        for fam in tool.routes:
+        for fam in (*tool.routes, *tool.family_descriptions, *tool.family_cold_bound_s):
             if fam not in FAMILIES:
                 raise ValueError(f"tool {tool.name!r}: unknown family {fam!r}")
+        if "legacy" in tool.routes:
+            if tool.name in LEGACY_ABSENT_TOOLS:
+                raise ValueError(f"tool {tool.name!r} is absent from the legacy family")
+            if tool.routes["legacy"] not in LEGACY_PATHS:
+                raise ValueError(f"tool {tool.name!r}: {tool.routes['legacy']!r} is not a legacy path")
         self._tools[tool.name] = tool
         return tool
 

@@ -44,6 +44,14 @@ EVENT_OUTPUT = {
 @tool(TOOLS, name="hazard_events", title="Active hazard events",
       description="Active global hazard events (GDACS alerts merged with USGS earthquakes), each with id, type, "
                   "alert level, a modeled bbox, provenance and license.",
+      family_descriptions={"earth": "Active global hazard events (GDACS alerts merged with USGS earthquakes), "
+                                    "each with id, type, alert level, a modeled bbox (posQuality 'modeled-bbox': "
+                                    "a fixed square around the event's point, not the hazard's extent; no "
+                                    "affected-area polygon is served), provenance and license.",
+                           "legacy": "Active global hazard events (GDACS alerts merged with USGS earthquakes), "
+                                     "each with id, type, alert level, an extent bbox taken from the upstream "
+                                     "alert feed (posQuality 'modeled-bbox'; bboxKind says whether the upstream "
+                                     "gave an extent or a fixed square stands in), provenance and license."},
       routes={"earth": "/events", "legacy": "/events", "public": "/events"},
       scopes=("earth.events",), http_max_age_s=60, output_schema=EVENT_OUTPUT, tags=("events",))
 async def hazard_events(ctx: ToolContext, params: dict[str, Any]) -> Answer:

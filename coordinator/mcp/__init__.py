@@ -1,0 +1,47 @@
+"""The MCP face of the tool registry (``POST /mcp``, ``POST /legacy/mcp``) and the
+tool contract documents (``/earth/tools.json``, ``/legacy/tools.json``)."""
+from __future__ import annotations
+
+from typing import Any
+
+from .contract import ToolContractHandler, contract_path
+from .endpoint import McpHandler
+
+FAMILIES = ("earth", "legacy")
+MCP_PATHS = {"earth": "/mcp", "legacy": "/legacy/mcp"}
+
+
+def mcp_routes() -> list[tuple[str, type, dict]]:
+    routes: list[tuple[str, type, dict]] = []
+    for fam in FAMILIES:
+        routes.append((MCP_PATHS[fam] + "/?", McpHandler, {"family": fam}))
+        routes.append((contract_path(fam), ToolContractHandler, {"family": fam}))
+    return routes
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": {"type": "object"}}}}
+
+
+def openapi_paths() -> dict[str, Any]:
+    """The OpenAPI entries of these routes (the MCP endpoints speak JSON-RPC, described, not schematised)."""
+    paths: dict[str, Any] = {}
+    for fam in FAMILIES:
+        paths[contract_path(fam)] = {"get": {
+            "operationId": f"{fam}_tool_contract", "summary": "Tool contract document (version 1)",
+            "tags": [fam], "responses": {"200": {"description": "The family's tools, parameters and schemas",
+                                                 "content": {"application/json": {"schema": {"type": "object"}}}}}}}
+        paths[MCP_PATHS[fam]] = {"post": {
+            "operationId": f"{fam}_mcp", "summary": "Model Context Protocol endpoint (streamable HTTP, stateless)",
+            "description": "One JSON-RPC message per POST. Protocol 2026-07-28 (server/discover) and the "
+                           "2025-11-25 initialize handshake, routed by the MCP-Protocol-Version header. Tools are "
+                           f"those of {contract_path(fam)} marked mcp.",
+            "tags": [fam, "mcp"],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}},
+            "responses": {"200": _error("JSON-RPC response"), "202": {"description": "Notification accepted"},
+                          "400": _error("JSON-RPC error: parse, invalid request or params, header mismatch, "
+                                        "unsupported protocol version"),
+                          "404": _error("JSON-RPC error: method not found"),
+                          "405": _error("Only POST is served"),
+                          "429": _error("JSON-RPC error: rate limited")}}}
+    return paths

@@ -1,0 +1,207 @@
+"""``POST /mcp`` and ``POST /legacy/mcp``: streamable HTTP, stateless, plain JSON.
+
+One POST carries one JSON-RPC message and gets one answer: a JSON-RPC
+response as ``application/json``, or ``202`` with no body for a notification.
+No session id is ever issued and no SSE stream is opened (every tool answers
+with one result), so ``GET`` is ``405``.
+
+Both protocol eras are served, routed by the ``MCP-Protocol-Version`` header
+as the SDK routes them (see ``protocol``):
+
+- 2026-07-28: ``server/discover``, ``tools/list``, ``tools/call``; every
+  request carries its ``_meta`` envelope and the ``Mcp-Method``/``Mcp-Name``
+  headers, and results carry ``resultType`` (list results also ``ttlMs`` and
+  ``cacheScope``) and the ``serverInfo`` stamp in ``_meta``.
+- 2025-11-25 and earlier: ``initialize``, ``ping``, ``tools/list``,
+  ``tools/call``; notifications (``notifications/initialized``) are accepted.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import tornado.web
+
+from .. import __version__
+from ..invoke import RequestFacts
+from ..rest import MAX_JSON_BODY, BaseHandler, dumps
+from . import protocol
+from . import tools as mcp_tools
+from .protocol import (HANDSHAKE_VERSIONS, INVALID_REQUEST, LATEST_HANDSHAKE, METHOD_NOT_FOUND, PARSE_ERROR, PROTOCOL_VERSION_HEADER, ROUTING_HEADERS, SERVER_INFO_META, HEADER_MISMATCH,
+                       INVALID_PARAMS, Message, RpcError, check_modern_envelope, era_of, parse_message,
+                       unsupported_version)
+
+log = logging.getLogger("sis.mcp")
+
+SERVER_NAME = "spatial-intelligence-service"
+LIST_TTL_MS = 300_000   # the tool list is fixed for a process's life; a client may reuse it this long
+CAPABILITIES = {"tools": {"listChanged": False}}
+MODERN_METHODS = ("server/discover", "tools/list", "tools/call")
+HANDSHAKE_METHODS = ("initialize", "ping", "tools/list", "tools/call")
+INSTRUCTIONS = {
+    "earth": ("Geospatial and hazard tools of the Spatial Intelligence Service (direct family). Every result "
+              "carries caveats[] first and, where a source was read, health{sourcesQueried, sourcesUsable}: "
+              "a result with sourcesUsable < sourcesQueried is degraded and incomplete; retry later. Confidence "
+              "'unknown' and a null score mean the service declined to guess: never read them as zero."),
+    "legacy": ("Legacy family of the Spatial Intelligence Service: the same tools as the direct family where "
+               "they exist, with hazard event bboxes taken from the upstream's extent. Every result carries "
+               "caveats[] first and health{}; a degraded result is incomplete; unknown is not zero."),
+}
+
+
+def server_info() -> dict[str, Any]:
+    return {"name": SERVER_NAME, "title": "Spatial Intelligence Service", "version": __version__}
+
+
+def _accepts_json(accept: str | None) -> bool:
+    if accept is None or not accept.strip():
+        return True
+    types = [part.split(";")[0].strip().lower() for part in accept.split(",")]
+    return any(t in ("application/json", "application/*", "*/*") for t in types)
+
+
+class McpHandler(BaseHandler):
+    SUPPORTED_METHODS = ("GET", "HEAD", "POST", "DELETE", "PATCH", "PUT", "OPTIONS")
+
+    def initialize(self, family: str) -> None:
+        self.family = family
+
+    def prepare(self) -> None:
+        if self.request.method != "POST":
+            raise tornado.web.HTTPError(405)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        if status_code == 405:
+            self.set_header("Allow", "POST")
+        super().write_error(status_code, **kwargs)
+
+    # ---- writing back ---------------------------------------------------------
+
+    def send_rpc(self, rid: str | int | None, *, result: dict[str, Any] | None = None,
+                 error: RpcError | None = None) -> None:
+        self.set_status(error.status if error is not None else 200)
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        if error is not None:
+            for k, v in error.headers.items():
+                self.set_header(k, v)
+            msg = {"jsonrpc": "2.0", "id": rid, "error": error.as_json()}
+        else:
+            msg = {"jsonrpc": "2.0", "id": rid, "result": result}
+        self.finish(dumps(msg))
+
+    def accept_notification(self) -> None:
+        self.set_status(202)
+        self.finish()
+
+    # ---- the request ----------------------------------------------------------
+
+    async def post(self) -> None:
+        msg: Message | None = None
+        try:
+            headers = self.routing_headers()
+            if not _accepts_json(self.request.headers.get("Accept")):
+                raise RpcError(INVALID_REQUEST, "the client must accept application/json", status=406)
+            ctype = self.request.headers.get("Content-Type", "application/json").split(";")[0].strip().lower()
+            if ctype != "application/json":
+                raise RpcError(INVALID_REQUEST, "Content-Type must be application/json", status=415)
+            msg = parse_message(self.decode_body())
+            version_header = headers.get(PROTOCOL_VERSION_HEADER)
+            if era_of(version_header) == "modern":
+                await self.serve_modern(msg, headers)
+            else:
+                await self.serve_handshake(msg)
+        except RpcError as err:
+            self.send_rpc(msg.id if msg is not None else None, error=err)
+
+    def routing_headers(self) -> dict[str, str]:
+        """The routing headers, refusing any given twice (first- and last-copy readers would disagree)."""
+        out: dict[str, str] = {}
+        for name in ROUTING_HEADERS:
+            values = self.request.headers.get_list(name)
+            if len(values) > 1:
+                raise RpcError(HEADER_MISMATCH, f"{name.lower()} header appears more than once")
+            if values:
+                out[name] = values[0]
+        return out
+
+    def decode_body(self) -> Any:
+        body = self.request.body
+        if len(body) > MAX_JSON_BODY:
+            raise RpcError(PARSE_ERROR, "Parse error: the request body is too large", {"maxBytes": MAX_JSON_BODY})
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError):
+            raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON") from None
+
+    async def serve_modern(self, msg: Message, headers: dict[str, str]) -> None:
+        if msg.kind == "response":
+            raise RpcError(INVALID_REQUEST, "the body must be one JSON-RPC 2.0 request or notification object")
+        if msg.kind == "notification":
+            # No client-to-server notification means anything at 2026-07-28: acknowledge and drop,
+            # after telling a client at a version not served so, as a request would be told.
+            requested = headers.get(PROTOCOL_VERSION_HEADER, "")
+            if requested not in protocol.MODERN_VERSIONS:
+                raise unsupported_version(requested)
+            self.accept_notification()
+            return
+        check_modern_envelope(msg, headers)
+        if msg.method == "server/discover":
+            result = {"supportedVersions": list(protocol.MODERN_VERSIONS), "capabilities": CAPABILITIES,
+                      "instructions": INSTRUCTIONS[self.family], "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
+        elif msg.method == "tools/list":
+            result = self.list_result(msg.params, modern=True)
+        elif msg.method == "tools/call":
+            result = await self.call_result(msg)
+        else:
+            raise RpcError(METHOD_NOT_FOUND, "Method not found", msg.method)
+        result["resultType"] = "complete"
+        result["_meta"] = {SERVER_INFO_META: server_info()}
+        self.send_rpc(msg.id, result=result)
+
+    async def serve_handshake(self, msg: Message) -> None:
+        if msg.kind != "request":
+            self.accept_notification()   # notifications/initialized, cancellations, stray responses
+            return
+        if msg.method == "initialize":
+            requested = msg.params.get("protocolVersion")
+            if not isinstance(requested, str):
+                raise RpcError(INVALID_PARAMS, "initialize needs a protocolVersion")
+            version = requested if requested in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE
+            result = {"protocolVersion": version, "capabilities": CAPABILITIES, "serverInfo": server_info(),
+                      "instructions": INSTRUCTIONS[self.family]}
+        elif msg.method == "ping":
+            result = {}
+        elif msg.method == "tools/list":
+            result = self.list_result(msg.params, modern=False)
+        elif msg.method == "tools/call":
+            result = await self.call_result(msg)
+        else:
+            raise RpcError(METHOD_NOT_FOUND, "Method not found", msg.method)
+        self.send_rpc(msg.id, result=result)
+
+    # ---- the methods ----------------------------------------------------------
+
+    def list_result(self, params: dict[str, Any], *, modern: bool) -> dict[str, Any]:
+        if params.get("cursor") is not None:
+            # One page holds every tool, so no cursor this server issued can exist.
+            raise RpcError(INVALID_PARAMS, "unknown cursor: this server lists every tool on one page")
+        registry = self.application.services.registry  # type: ignore[attr-defined]
+        result: dict[str, Any] = {"tools": [mcp_tools.descriptor(t, self.family)
+                                            for t in mcp_tools.mcp_tools(registry, self.family)]}
+        if modern:
+            result.update({"ttlMs": LIST_TTL_MS, "cacheScope": "public"})
+        return result
+
+    async def call_result(self, msg: Message) -> dict[str, Any]:
+        services = self.application.services  # type: ignore[attr-defined]
+        return await mcp_tools.call(services, services.registry, self.family, msg.params, self.request_facts(),
+                                    self.request_id)
+
+    def request_facts(self) -> RequestFacts:
+        """MCP has no path credential: the key travels in X-Api-Key or ?key=, and the family's rules apply."""
+        key = self.request.headers.get("X-Api-Key") or self.get_query_argument("key", None)
+        return RequestFacts(remote_ip=self.request.remote_ip, credential=None, api_key=key or None,
+                            headers=self.request.headers,
+                            base_url=f"{self.request.protocol}://{self.request.host}")

@@ -1,0 +1,127 @@
+"""The registry seen as MCP tools: what ``tools/list`` publishes for a family and
+how ``tools/call`` turns the one call path's outcome into a result or an error.
+
+``tools/call`` goes through ``invoke.call_tool`` like every REST route, so
+validation, access and limits are the REST ones. What differs is only the
+writing back:
+
+- ``BadParameter`` (from validation or the tool) -> JSON-RPC -32602, with the
+  REST error's code, message and details in ``data``;
+- access errors (401, 403, 429) -> a JSON-RPC error whose code is the REST
+  status and whose ``data`` is the REST error, answered with that HTTP status;
+- any other ``ServiceError`` the tool raises -> ``isError: true`` with the REST
+  error body, so an agent can read it and correct itself;
+- any other exception -> ``isError: true`` with a safe message and a request
+  id; the stack trace goes to the log only.
+
+A degraded ``Answer`` is a successful result: its ``health`` says degraded.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..errors import BadParameter, Forbidden, RateLimited, ServiceError, Unauthorized, error_body
+from ..invoke import RequestFacts, call_tool
+from ..registry import Tool, ToolRegistry
+from ..rest import dumps
+from .protocol import INVALID_PARAMS, RpcError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..services import Services
+
+log = logging.getLogger("sis.mcp")
+
+# The result shape every tool shares, inlined (no $ref: an MCP client resolves
+# nothing outside the schema itself). A tool may declare a tighter one.
+ANSWER_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["caveats"],
+    "properties": {
+        "caveats": {"type": "array", "items": {"type": "string"}},
+        "health": {
+            "type": "object",
+            "required": ["sourcesQueried", "sourcesUsable", "sources"],
+            "properties": {
+                "sourcesQueried": {"type": "integer"}, "sourcesUsable": {"type": "integer"},
+                "degraded": {"type": "boolean"},
+                "sources": {"type": "array", "items": {"type": "object", "required": ["name", "ok", "license"]}},
+            },
+        },
+    },
+}
+
+ACCESS_ERRORS = (Unauthorized, Forbidden, RateLimited)
+
+
+def mcp_tools(registry: ToolRegistry, family: str) -> list[Tool]:
+    """The tools a family's MCP endpoint offers: declared ``mcp=True`` and routed in that family."""
+    return [t for t in registry.in_family(family) if t.mcp]
+
+
+def output_schema(tool: Tool) -> dict[str, Any]:
+    return tool.output_schema or ANSWER_OUTPUT_SCHEMA
+
+
+def descriptor(tool: Tool, family: str) -> dict[str, Any]:
+    """One ``tools/list`` entry, from the declaration alone."""
+    read_only = tool.method == "GET"
+    return {
+        "name": tool.name,
+        "title": tool.title,
+        "description": tool.description_for(family),
+        "inputSchema": tool.input_schema(),
+        "outputSchema": output_schema(tool),
+        "annotations": {"title": tool.title, "readOnlyHint": read_only, "idempotentHint": read_only,
+                        "openWorldHint": True},
+    }
+
+
+def find_tool(registry: ToolRegistry, family: str, name: Any) -> Tool:
+    if not isinstance(name, str):
+        raise RpcError(INVALID_PARAMS, "tools/call needs params.name, the name of a tool",
+                       {"code": "bad_parameter", "message": "tools/call needs params.name, the name of a tool",
+                        "details": {}, "status": 400})
+    tool = registry.get(name)
+    if tool is None or not tool.mcp or family not in tool.routes:
+        raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}",
+                       {"code": "unknown_tool", "message": f"no tool named {name!r} in this family",
+                        "details": {"tool": name, "family": family}})
+    return tool
+
+
+def service_error_data(exc: ServiceError) -> dict[str, Any]:
+    return {**error_body(exc.code, exc.message, exc.details)["error"], "status": exc.status}
+
+
+def text_result(body: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": dumps(body)}], "structuredContent": body, "isError": is_error}
+
+
+async def call(services: "Services", registry: ToolRegistry, family: str, params: Mapping[str, Any],
+               facts: RequestFacts, request_id: str) -> dict[str, Any]:
+    """``tools/call``: the CallToolResult fields, or an ``RpcError`` raised."""
+    tool = find_tool(registry, family, params.get("name"))
+    arguments = params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise RpcError(INVALID_PARAMS, "arguments must be an object",
+                       {"code": "bad_parameter", "message": "arguments must be an object", "details": {},
+                        "status": 400})
+    try:
+        answer, _ctx = await call_tool(services, tool, family, arguments, facts)
+    except BadParameter as exc:
+        raise RpcError(INVALID_PARAMS, exc.message, service_error_data(exc)) from None
+    except ACCESS_ERRORS as exc:
+        raise RpcError(exc.status, exc.message, service_error_data(exc), status=exc.status,
+                       headers=exc.headers) from None
+    except ServiceError as exc:
+        if exc.status >= 500:
+            log.warning("mcp %s: tool %s answered %s: %s", request_id, tool.name, exc.code, exc.message)
+        return text_result(error_body(exc.code, exc.message, exc.details), is_error=True)
+    except Exception:
+        log.exception("mcp %s: tool %s failed", request_id, tool.name)
+        return text_result(error_body("internal_error", "the tool failed to answer this call; it has been logged",
+                                      {"requestId": request_id}), is_error=True)
+    return text_result(answer.body(), is_error=False)

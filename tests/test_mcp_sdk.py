@@ -1,0 +1,249 @@
+"""Both MCP endpoints driven by the official SDK client, in both protocol eras:
+``mode="auto"`` speaks 2026-07-28 (server/discover, no initialize), and
+``mode="legacy"`` the 2025-11-25 initialize handshake."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from coordinator.errors import NotFound, RateLimited
+from coordinator.honesty import Answer
+from coordinator.mcp.tools import mcp_tools
+from coordinator.registry import BBOX, INTEGER, NUMBER, Param, Tool, ToolRegistry, radius
+from coordinator.tools import all_tools, default_registry
+from tests.support import make_settings, start_coordinator, stop_coordinator
+
+MODES = {"auto": "2026-07-28", "legacy": "2025-11-25"}
+ENDPOINTS = {"/mcp": "earth", "/legacy/mcp": "legacy"}
+
+
+def sample_arguments(tool: Tool) -> dict[str, Any]:
+    """Valid arguments read off the declaration: every required parameter, inside its bounds."""
+    args: dict[str, Any] = {}
+    for p in tool.params:
+        if not p.required:
+            continue
+        if p.kind in (NUMBER, INTEGER):
+            lo = p.minimum if p.minimum is not None else 0
+            hi = p.maximum if p.maximum is not None else lo + 2
+            mid = (lo + hi) / 2
+            args[p.name] = int(mid) if p.kind == INTEGER else mid
+        elif p.kind == BBOX:
+            side = min(p.max_side_deg or 0.01, 0.01)
+            args[p.name] = f"106.8,-6.2,{106.8 + side},{-6.2 + side}"
+        elif p.enum:
+            args[p.name] = p.enum[0]
+        else:
+            args[p.name] = "x"
+    return args
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("path", ENDPOINTS)
+async def test_sdk_connects_and_lists_the_family_tools_from_their_declarations(coordinator, mode, path):
+    family = ENDPOINTS[path]
+    registry = coordinator.services.registry
+    async with mcp.Client(coordinator.base_url + path, mode=mode) as client:
+        assert client.protocol_version == MODES[mode]
+        assert client.server_info is not None and client.server_info.name == "spatial-intelligence-service"
+        listed = (await client.list_tools()).tools
+    expected = mcp_tools(registry, family)
+    assert [t.name for t in listed] == [t.name for t in expected] and expected
+    for wire, tool in zip(listed, expected):
+        assert wire.input_schema == tool.input_schema()
+        assert wire.output_schema and wire.output_schema["type"] == "object"
+        assert wire.description == tool.description_for(family)
+        assert wire.title == tool.title
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("path", ENDPOINTS)
+async def test_sdk_calls_each_tool_and_gets_what_the_rest_route_serves(coordinator, mode, path):
+    family = ENDPOINTS[path]
+    prefix = "/earth" if family == "earth" else "/legacy"
+    tools = mcp_tools(coordinator.services.registry, family)
+    async with mcp.Client(coordinator.base_url + path, mode=mode) as client:
+        for tool in tools:
+            args = sample_arguments(tool)
+            result = await client.call_tool(tool.name, args)
+            assert result.is_error is False, (tool.name, result.content)
+            body = result.structured_content
+            assert json.loads(result.content[0].text) == body
+            assert list(body)[0] == "caveats", "caveats come first"
+            rest = await coordinator.request(tool.method, prefix + tool.routes[family] + _query(args))
+            assert rest.status == 200
+            assert rest.json() == body, f"{tool.name}: the MCP result is not the REST body"
+
+
+def _query(args: dict[str, Any]) -> str:
+    from urllib.parse import urlencode
+    return "?" + urlencode(args) if args else ""
+
+
+async def test_legacy_endpoint_describes_and_serves_extent_bboxes(coordinator):
+    async with mcp.Client(coordinator.base_url + "/legacy/mcp", mode="auto") as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        result = await client.call_tool("hazard_events", {})
+    assert "extent bbox" in listed["hazard_events"].description
+    events = result.structured_content["events"]
+    assert {e["bboxKind"] for e in events} == {"upstream-extent", "fixed-square"}
+    assert all(e["posQuality"] == "modeled-bbox" for e in events)
+    async with mcp.Client(coordinator.base_url + "/mcp", mode="auto") as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        result = await client.call_tool("hazard_events", {})
+    assert "not the hazard's extent" in listed["hazard_events"].description
+    assert {e["bboxKind"] for e in result.structured_content["events"]} == {"fixed-square"}
+
+
+# ---- failures ----------------------------------------------------------------
+
+async def _boom(ctx: Any, params: dict) -> Answer:
+    raise RuntimeError("secret internal detail /etc/passwd")
+
+
+async def _no_such_event(ctx: Any, params: dict) -> Answer:
+    raise NotFound("no event with id 'EQ 1'", {"id": "EQ 1"})
+
+
+async def _throttled(ctx: Any, params: dict) -> Answer:
+    raise RateLimited("too many requests from this address", {"limit": 120, "window": "minute"},
+                      headers={"Retry-After": "17"})
+
+
+async def _echo(ctx: Any, params: dict) -> Answer:
+    return Answer({"params": params})
+
+
+FAILING = [
+    Tool(name="boom", title="Boom", description="fails", handler=_boom, routes={"earth": "/boom"}),
+    Tool(name="missing_event", title="Missing", description="not found", handler=_no_such_event,
+         routes={"earth": "/missing"}),
+    Tool(name="throttled", title="Throttled", description="rate limited", handler=_throttled,
+         routes={"earth": "/throttled"}),
+    Tool(name="echo", title="Echo", description="echo", handler=_echo, routes={"earth": "/echo"},
+         params=(radius(100, 3000, 450), Param("n", INTEGER, "A count", minimum=1, maximum=5))),
+]
+
+
+@pytest.fixture
+async def failing(sqlite_url, upstream):
+    c = await start_coordinator(make_settings(sqlite_url, upstream), ToolRegistry([*all_tools(), *FAILING]))
+    yield c
+    await stop_coordinator(c)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_tool_failure_is_isError_with_a_safe_message(failing, mode):
+    async with mcp.Client(failing.base_url + "/mcp", mode=mode) as client:
+        result = await client.call_tool("boom", {})
+        assert result.is_error is True
+        text = result.content[0].text
+        assert "secret" not in text and "Traceback" not in text and "RuntimeError" not in text
+        err = json.loads(text)["error"]
+        assert err["code"] == "internal_error" and err["details"]["requestId"]
+
+        result = await client.call_tool("missing_event", {})
+        assert result.is_error is True
+        assert result.structured_content == (await failing.get("/earth/missing")).json()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("args,query", [
+    ({"radius": 5000}, "radius=5000"),
+    ({"radius": "abc"}, "radius=abc"),
+    ({"n": 2.5}, "n=2.5"),
+    ({"colour": "red"}, "colour=red"),
+])
+async def test_bad_parameters_are_a_json_rpc_error_with_the_rest_message(failing, mode, args, query):
+    rest = (await failing.get("/earth/echo?" + query)).json()["error"]
+    async with mcp.Client(failing.base_url + "/mcp", mode=mode) as client:
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("echo", args)
+    err = info.value.error
+    assert err.code == -32602
+    assert err.message == rest["message"]
+    # The same error as REST; only the echoed raw value keeps its JSON type (5000, not "5000").
+    if "value" in rest["details"]:
+        assert err.data["details"]["value"] == args[rest["details"]["parameter"]]
+        rest["details"]["value"] = err.data["details"]["value"]
+    assert err.data == {**rest, "status": 400}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_valid_arguments_reach_the_tool_typed(failing, mode):
+    async with mcp.Client(failing.base_url + "/mcp", mode=mode) as client:
+        result = await client.call_tool("echo", {"radius": 200, "n": 3})
+    assert result.structured_content["params"] == {"radius": 200.0, "n": 3}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_unknown_tool_is_a_json_rpc_error(coordinator, mode):
+    async with mcp.Client(coordinator.base_url + "/legacy/mcp", mode=mode) as client:
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("limits", {})    # a direct-family tool only
+        assert info.value.error.code == -32602
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("no_such_tool", {})
+        assert info.value.error.code == -32602 and "no_such_tool" in info.value.error.message
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_access_error_carries_the_rest_error_and_status(failing, mode):
+    rest = await failing.get("/earth/throttled")
+    assert rest.status == 429
+    async with mcp.Client(failing.base_url + "/mcp", mode=mode) as client:
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("throttled", {})
+    err = info.value.error
+    assert err.code == 429
+    assert err.message == rest.json()["error"]["message"]
+    assert err.data == {**rest.json()["error"], "status": 429}
+
+
+async def test_an_access_error_answers_the_rest_status_and_headers_on_the_wire(failing):
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "throttled", "arguments": {}}}
+    r = await failing.post("/mcp", body, headers={"Accept": "application/json"})
+    assert r.status == 429 and r.headers["Retry-After"] == "17"
+    assert r.json()["error"]["code"] == 429 and r.json()["id"] == 7
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_degraded_answer_is_a_successful_result_saying_degraded(coordinator, upstream, mode):
+    upstream.set_json("/gdacs/events/geteventlist/EVENTS4APP", {"error": "upstream down"}, status=503)
+    async with mcp.Client(coordinator.base_url + "/mcp", mode=mode) as client:
+        result = await client.call_tool("hazard_events", {})
+    assert result.is_error is False
+    health = result.structured_content["health"]
+    assert health["degraded"] is True and health["sourcesUsable"] < health["sourcesQueried"]
+    assert result.structured_content["caveats"][0].startswith("Degraded")
+
+
+async def test_the_api_key_reaches_the_call_path_from_header_or_query(coordinator, monkeypatch):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    import coordinator.mcp.tools as mcp_face
+    seen: list[Any] = []
+    real = mcp_face.call_tool
+
+    async def spy(services, tool, family, raw, facts):
+        seen.append((family, facts.api_key, facts.credential))
+        return await real(services, tool, family, raw, facts)
+
+    monkeypatch.setattr(mcp_face, "call_tool", spy)
+    async with mcp.Client(coordinator.base_url + "/mcp?key=k-query", mode="auto") as client:
+        await client.call_tool("limits", {})
+    async with httpx2.AsyncClient(headers={"X-Api-Key": "k-header"}) as http:
+        async with mcp.Client(streamable_http_client(coordinator.base_url + "/legacy/mcp", http_client=http),
+                              mode="legacy") as client:
+            await client.call_tool("event_changes", {})
+    assert seen == [("earth", "k-query", None), ("legacy", "k-header", None)]
+
+
+async def test_default_registry_has_tools_on_both_endpoints():
+    reg = default_registry()
+    assert mcp_tools(reg, "earth") and mcp_tools(reg, "legacy")
