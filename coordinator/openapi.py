@@ -60,7 +60,7 @@ def openapi_document(registry: ToolRegistry, extra_paths: dict[str, Any] | None 
             op = {
                 "operationId": f"{fam}_{tool.name}",
                 "summary": tool.title,
-                "description": tool.description,
+                "description": tool.description_for(fam),
                 "tags": [fam],
                 "parameters": params,
                 "responses": responses,

@@ -125,7 +125,8 @@ async def test_ping_and_list_are_served_without_a_handshake(coordinator):
     assert r.json() == {"jsonrpc": "2.0", "id": "a", "result": {}}
     r = await coordinator.post("/mcp", rpc("tools/list", meta=None), headers=JSON)
     result = r.json()["result"]
-    assert [t["name"] for t in result["tools"]] == ["hazard_events", "event_changes", "limits"]
+    assert [t["name"] for t in result["tools"]] == [t.name for t in coordinator.services.registry
+                                                    if t.mcp and "earth" in t.routes]
     assert "ttlMs" not in result and "resultType" not in result
 
 
