@@ -3,9 +3,9 @@ registry is built from the modules listed here, in order."""
 from __future__ import annotations
 
 from ..registry import Tool, ToolRegistry
-from . import events, limits
+from . import access, events, limits
 
-MODULES = (events, limits)
+MODULES = (events, limits, access)
 
 
 def all_tools() -> list[Tool]:
