@@ -6,8 +6,8 @@ Two steps, split so that a request with bad parameters is not counted:
 
 1. ``identify``: resolve the credential (anonymous literal, key, embed token),
    refuse an invalid one (401) or one without the tool's scope (403). No
-   counting, except that a failed credential costs the client IP one request
-   of its anonymous window (so guessing keys is rate limited like anything else).
+   counting, except that failed credentials are counted per client IP (60 a
+   minute, then 429 before any database lookup), so guessing keys is limited.
 2. ``admit``: the per-minute window (429), then the persisted day / month /
    budget counters in one transaction that also re-reads revocation (401 if
    revoked since, 429 if a quota is spent, 403 if an embed budget is spent).
@@ -38,6 +38,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
 
 ANON_CREDENTIAL = "anon"
+
+# Unknown, malformed or revoked credentials one client IP may present per minute before it is
+# refused with 429 without a database lookup.
+FAILED_CREDENTIALS_PER_MINUTE = 60
 
 # Caller kinds, as /limits names them.
 KIND_IP, KIND_ANON, KIND_KEY, KIND_EMBED = "ip", "anon", "key", "embed"
@@ -111,17 +115,18 @@ class Access:
         return record
 
     async def _failed(self, ip: str, err: ServiceError) -> ServiceError:
-        """A failed credential costs the client IP one anonymous request."""
-        w = await self.limiter.hit(plans.DIRECT_ANON_PER_MINUTE, "ip", ip)
+        """A failed credential counts in the client IP's window of failed credentials."""
+        w = await self.limiter.hit(FAILED_CREDENTIALS_PER_MINUTE, "authfail", ip)
         if not w.allowed:
-            return self._too_many(w, "perMinute", "anonymous per-IP")
+            return self._too_many(w, "failedCredentialsPerMinute", "failed-credential per-IP")
         return err
 
     async def _guard_ip(self, ip: str) -> None:
-        """Refuse without any database work when the IP's anonymous window is already spent."""
-        w = await self.limiter.peek(plans.DIRECT_ANON_PER_MINUTE, "ip", ip)
+        """Refuse without any database work an IP that has spent its window of failed credentials
+        (guessing keys costs a database read each; a client with a valid key is not slowed)."""
+        w = await self.limiter.peek(FAILED_CREDENTIALS_PER_MINUTE, "authfail", ip)
         if not w.allowed:
-            raise self._too_many(w, "perMinute", "anonymous per-IP")
+            raise self._too_many(w, "failedCredentialsPerMinute", "failed-credential per-IP")
 
     # ---- step 1: who is it ----
 
