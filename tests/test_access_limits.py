@@ -188,3 +188,23 @@ async def test_guessing_keys_is_limited_per_ip_before_any_database_lookup(coordi
     assert (await coordinator.get(f"/public/v1/{fresh}/events")).status == 429
     assert (await coordinator.get(f"/public/v1/{secret}/events")).status == 200
     assert (await coordinator.get("/public/v1/anon/events")).status == 200
+
+
+def test_an_ipv6_client_is_counted_by_its_slash_64():
+    from coordinator.access.policy import ip_bucket
+    assert ip_bucket("2001:db8:1:2:aaaa::1") == ip_bucket("2001:db8:1:2:bbbb::9") == "2001:db8:1:2::/64"
+    assert ip_bucket("2001:db8:1:3::1") != ip_bucket("2001:db8:1:2::1")
+    assert ip_bucket("::ffff:192.0.2.1") == "192.0.2.1"
+    assert ip_bucket("192.0.2.1") == "192.0.2.1"
+
+
+async def test_unreachable_shared_rate_limit_storage_fails_closed_with_503(sqlite_url, upstream):
+    from tests.support import free_port
+    c = await start_coordinator(make_settings(sqlite_url, upstream, redis_url=f"redis://127.0.0.1:{free_port()}/0"))
+    try:
+        r = await c.get("/earth/events")
+        assert r.status == 503
+        assert_error_shape(r.json(), "unavailable")
+        assert r.headers["Retry-After"] == "5"
+    finally:
+        await stop_coordinator(c)

@@ -14,6 +14,7 @@ either counted against every ceiling or against none.
 """
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -25,8 +26,11 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from sqlalchemy import select
 
 from ..db import Database
+from ..errors import Unavailable
 from ..db.models import AccessKey, AccessUsage, EmbedToken
 from .credentials import aware
+
+log = logging.getLogger("sis.access")
 
 
 @dataclass(frozen=True)
@@ -64,14 +68,28 @@ class RateLimiter:
 
     async def hit(self, per_minute: int, *ident: str) -> Window:
         item = RateLimitItemPerMinute(per_minute)
-        allowed = await self.strategy.hit(item, *ident)
-        return await self._window(item, allowed, ident)
+        try:
+            allowed = await self.strategy.hit(item, *ident)
+            return await self._window(item, allowed, ident)
+        except Exception as exc:
+            raise self._unreachable(exc) from exc
 
     async def peek(self, per_minute: int, *ident: str) -> Window:
         """The window's state without counting a request."""
         item = RateLimitItemPerMinute(per_minute)
-        allowed = await self.strategy.test(item, *ident)
-        return await self._window(item, allowed, ident)
+        try:
+            allowed = await self.strategy.test(item, *ident)
+            return await self._window(item, allowed, ident)
+        except Exception as exc:
+            raise self._unreachable(exc) from exc
+
+    def _unreachable(self, exc: Exception) -> Exception:
+        """Shared storage that does not answer fails closed: nobody is let through uncounted."""
+        if not self.shared:
+            return exc
+        log.warning("rate-limit storage unreachable: %s", exc)
+        return Unavailable("the rate-limit storage did not answer; retry shortly",
+                           {"retryAfterS": 5}, headers={"Retry-After": "5"})
 
     async def _window(self, item: RateLimitItemPerMinute, allowed: bool, ident: tuple[str, ...]) -> Window:
         stats = await self.strategy.get_window_stats(item, *ident)

@@ -18,6 +18,7 @@ It has kind ``anon``, plan ``anon`` and the anonymous scopes of SPEC.md.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -49,6 +50,20 @@ KIND_IP, KIND_ANON, KIND_KEY, KIND_EMBED = "ip", "anon", "key", "embed"
 
 def client_ip(remote_ip: str | None) -> str:
     return remote_ip or "unknown"
+
+
+def ip_bucket(ip: str) -> str:
+    """What a per-IP window counts: an IPv4 address, or the /64 of an IPv6 one (one subscriber
+    usually holds a whole /64, so counting single IPv6 addresses would not limit anyone)."""
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return ip
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.ipv4_mapped is not None:
+            return str(addr.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{addr}/64", strict=False))
+    return str(addr)
 
 
 def visitor_id(chain_id: str, ip: str) -> str:
@@ -116,7 +131,7 @@ class Access:
 
     async def _failed(self, ip: str, err: ServiceError) -> ServiceError:
         """A failed credential counts in the client IP's window of failed credentials."""
-        w = await self.limiter.hit(FAILED_CREDENTIALS_PER_MINUTE, "authfail", ip)
+        w = await self.limiter.hit(FAILED_CREDENTIALS_PER_MINUTE, "authfail", ip_bucket(ip))
         if not w.allowed:
             return self._too_many(w, "failedCredentialsPerMinute", "failed-credential per-IP")
         return err
@@ -124,7 +139,7 @@ class Access:
     async def _guard_ip(self, ip: str) -> None:
         """Refuse without any database work an IP that has spent its window of failed credentials
         (guessing keys costs a database read each; a client with a valid key is not slowed)."""
-        w = await self.limiter.peek(FAILED_CREDENTIALS_PER_MINUTE, "authfail", ip)
+        w = await self.limiter.peek(FAILED_CREDENTIALS_PER_MINUTE, "authfail", ip_bucket(ip))
         if not w.allowed:
             raise self._too_many(w, "failedCredentialsPerMinute", "failed-credential per-IP")
 
@@ -182,7 +197,7 @@ class Access:
             scopes = frozenset(s for s in key.scopes if s != "earth.embed")
             return Caller(ip=ip, key_id=key.id, credential=token.id, plan=key.plan, scopes=scopes,
                           extra={"kind": KIND_EMBED, "key": key, "embed": token,
-                                 "visitor": visitor_id(token.chain_id, ip), "secret_hash": creds.digest(cred)})
+                                 "visitor": visitor_id(token.chain_id, ip_bucket(ip)), "secret_hash": creds.digest(cred)})
         raise await self._failed(ip, invalid("malformed", "the credential in the path is not valid: use "
                                              f"'{ANON_CREDENTIAL}', a key or an embed token"))
 
@@ -192,7 +207,7 @@ class Access:
         """Count the request against every ceiling that applies; return the RateLimit headers."""
         kind = caller_kind(caller)
         if kind in (KIND_IP, KIND_ANON):
-            w = await self.limiter.hit(plans.DIRECT_ANON_PER_MINUTE, "ip", caller.ip)
+            w = await self.limiter.hit(plans.DIRECT_ANON_PER_MINUTE, "ip", ip_bucket(caller.ip))
             if not w.allowed:
                 raise self._too_many(w, "perMinute", "anonymous per-IP")
             caller.extra["window"] = w
