@@ -27,7 +27,8 @@ def test_every_access_setting_is_documented_with_its_default():
 def test_every_refusal_reason_and_limit_name_in_the_code_is_documented():
     sources = "".join(Path(m.__file__).read_text() for m in (policy, meter, access_tools))
     reasons = set(re.findall(r'"reason": "([a-z_]+)"', sources)) | set(re.findall(r'invalid\("([a-z_]+)"', sources))
-    limits = set(re.findall(r'"(per[A-Z][A-Za-z]+|embed[A-Z][A-Za-z]+|failedCredentialsPerMinute)"', sources))
+    limits = set(re.findall(r'Counter\([^()]*"(\w+)"\)', sources)) | set(re.findall(r'_too_many\(w, "(\w+)"', sources))
+    assert {"perDay", "perMonth", "embedBudget", "embedLoadsPerDay", "perMinute", "failedCredentialsPerMinute"} <= limits
     assert {"malformed", "expired", "embed_budget_exhausted", "not_renewable"} <= reasons
     for word in reasons | limits | {"unknown", "revoked"}:
         assert f"`{word}`" in DOC or f'"{word}"' in DOC, word
