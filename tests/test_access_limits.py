@@ -208,3 +208,13 @@ async def test_unreachable_shared_rate_limit_storage_fails_closed_with_503(sqlit
         assert r.headers["Retry-After"] == "5"
     finally:
         await stop_coordinator(c)
+
+
+async def test_a_browser_may_preflight_a_keyed_request(coordinator):
+    r = await coordinator.request("OPTIONS", "/earth/events", headers={
+        "Origin": "https://app.example", "Access-Control-Request-Method": "GET",
+        "Access-Control-Request-Headers": "X-Api-Key"})
+    assert r.status == 204
+    assert r.headers["Access-Control-Allow-Origin"] == "*"
+    assert "X-Api-Key" in r.headers["Access-Control-Allow-Headers"]
+    assert (await coordinator.post("/earth/events", {})).status == 405
