@@ -7,6 +7,8 @@ import asyncio
 import os
 import sys
 
+import pytest
+
 from coordinator.access import credentials as creds
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import embed, key
@@ -78,7 +80,7 @@ async def test_an_embed_token_steers_browsers_to_its_origin_and_ignores_request_
 
 async def test_minting_checks_the_origin_once_and_the_plans_token_count(coordinator):
     owner, _ = await key(coordinator, "Free")
-    for bad in ("http://evil.example", "https://x.example/path", "javascript:alert(1)", ""):
+    for bad in ("http://evil.example", "https://x.example/path", "javascript:alert(1)", "", "https://x.example:99999"):
         r = await coordinator.post(f"/public/v1/{owner}/embed-tokens", {"origin": bad})
         assert r.status == 400, bad
     await embed(coordinator, owner)
@@ -102,6 +104,7 @@ async def test_an_expired_embed_token_does_not_renew(coordinator):
     assert r.status == 401 and r.json()["error"]["details"]["reason"] == "expired"
 
 
+@pytest.mark.slow
 async def test_a_key_revoked_from_the_cli_is_refused_on_the_next_request_cached_answers_included(tmp_path, upstream):
     db_url = f"sqlite+aiosqlite:///{tmp_path}/sis.db"
     c = await start_coordinator(make_settings(db_url, upstream))
@@ -120,6 +123,19 @@ async def test_a_key_revoked_from_the_cli_is_refused_on_the_next_request_cached_
             assert r.headers["Cache-Control"].startswith("private")        # never in a shared cache
         r = await c.get("/earth/events", headers={"X-Api-Key": secret})
         assert r.status == 200 and r.headers["Cache-Control"].startswith("private")
+        # One embed chain revoked from the CLI: that chain is refused, the key and other chains are not.
+        rc, out, err = await sis("embed", "mint", key_id, "--origin", "https://other.example", "--database", db_url)
+        assert rc == 0, err
+        other_id, chain, _, other = out.strip().split("\t")
+        assert (await c.get(f"/public/v1/{other}/events")).status == 200
+        rc, out, err = await sis("embed", "list", "--key", key_id, "--database", db_url)
+        assert rc == 0 and chain in out and other not in out and token not in out
+        rc, out, err = await sis("embed", "revoke", chain, "--database", db_url)
+        assert rc == 0 and "1 live token(s) revoked" in out, out + err
+        r = await c.get(f"/public/v1/{other}/events")
+        assert r.status == 401 and r.json()["error"]["details"]["reason"] == "revoked"
+        assert (await c.get(f"/public/v1/{token}/events")).status == 200
+
         hits = c.services.cache.hits
         assert hits >= 1                                                   # the events answer is served from cache
 

@@ -33,6 +33,7 @@ EMBED_RE = re.compile(re.escape(EMBED_PREFIX) + _BODY)
 ALL_SCOPES: tuple[str, ...] = (*plans.ANON_SCOPES, "earth.site-intel", "earth.embed")
 DEFAULT_KEY_SCOPES = ALL_SCOPES
 KEY_PLANS = tuple(p for p in plans.PLANS if p != "anon")
+MIN_EMBED_TTL_S, MAX_EMBED_TTL_S = 60, 7 * 86400
 
 
 def now() -> datetime:
@@ -101,7 +102,11 @@ class EmbedRecord:
 
 def normalise_origin(origin: str) -> str:
     """A framing origin as browsers send it: scheme://host[:port], https (or http on loopback)."""
-    parts = urlsplit(origin.strip())
+    try:
+        parts = urlsplit(origin.strip())
+        port = parts.port
+    except ValueError:
+        raise BadParameter("'origin' is not a valid origin", {"parameter": "origin"}) from None
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise BadParameter("'origin' must be an origin such as https://example.org", {"parameter": "origin"})
     if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
@@ -113,8 +118,8 @@ def normalise_origin(origin: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     default = {"https": 443, "http": 80}[parts.scheme]
-    port = f":{parts.port}" if parts.port and parts.port != default else ""
-    return f"{parts.scheme}://{host}{port}"
+    port_text = f":{port}" if port and port != default else ""
+    return f"{parts.scheme}://{host}{port_text}"
 
 
 def check_scopes(scopes: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -182,6 +187,9 @@ async def mint_embed(db: Database, key: KeyRecord, origin: str, budget: int, ttl
     origin = normalise_origin(origin)
     if budget < 1:
         raise BadParameter("'budget' must be at least 1", {"parameter": "budget"})
+    if not MIN_EMBED_TTL_S <= ttl_s <= MAX_EMBED_TTL_S:
+        raise BadParameter(f"'ttl' must be between {MIN_EMBED_TTL_S} and {MAX_EMBED_TTL_S} seconds",
+                           {"parameter": "ttl", "minimum": MIN_EMBED_TTL_S, "maximum": MAX_EMBED_TTL_S})
     plan = plans.PLANS[key.plan]
     t = now()
     async with db.write() as s:

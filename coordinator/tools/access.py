@@ -107,7 +107,8 @@ async def renew_embed(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                     max_length=200),
               Param("budget", INTEGER, "Requests per visitor over the token's chain of renewals",
                     minimum=1, maximum=1_000_000),
-              Param("ttl", INTEGER, "Lifetime of each token in seconds", minimum=60, maximum=7 * 86400)),
+              Param("ttl", INTEGER, "Lifetime of each token in seconds", minimum=credentials.MIN_EMBED_TTL_S,
+                    maximum=credentials.MAX_EMBED_TTL_S)),
       tags=("access",))
 async def mint_embed(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     if caller_kind(ctx.caller) != "key":
