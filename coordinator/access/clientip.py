@@ -52,6 +52,8 @@ class ClientIp:
         if not self.proxies or not self._trusted(peer):
             return str(peer)
         value = headers.get(self.header)
+        if value is None:   # a plain dict from a non-HTTP face: match the name without case
+            value = next((v for k, v in headers.items() if k.lower() == self.header.lower()), None)
         if not value:
             return str(peer)
         if self.header.lower() != "x-forwarded-for":

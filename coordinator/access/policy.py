@@ -196,8 +196,8 @@ class Access:
             # An embed token acts with its key's plan and scopes, except that it cannot mint more tokens.
             scopes = frozenset(s for s in key.scopes if s != "earth.embed")
             return Caller(ip=ip, key_id=key.id, credential=token.id, plan=key.plan, scopes=scopes,
-                          extra={"kind": KIND_EMBED, "key": key, "embed": token,
-                                 "visitor": visitor_id(token.chain_id, ip_bucket(ip)), "secret_hash": creds.digest(cred)})
+                          extra={"kind": KIND_EMBED, "key": key, "embed": token, "secret_hash": creds.digest(cred),
+                                 "visitor": visitor_id(token.chain_id, ip_bucket(ip))})
         raise await self._failed(ip, invalid("malformed", "the credential in the path is not valid: use "
                                              f"'{ANON_CREDENTIAL}', a key or an embed token"))
 
@@ -241,6 +241,7 @@ class Access:
         out = await self.usage.consume(counters, key_id=key.id, embed_id=embed_id, at=now)
         if out.refused:
             self.forget(caller.extra.get("secret_hash", ""))
+            self.forget("id:" + key.id)
             raise invalid(out.refused, "the embed token has expired" if out.refused == "expired"
                           else "the credential has been revoked")
         if out.exhausted is not None:
