@@ -6,12 +6,29 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timezone
 
+import asyncio
+
+import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from coordinator.access.meter import day_period, month_period, seconds_until_period_end
 from coordinator.db import migrate
+from tests.conftest import PG_URL, reset_postgres
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import burst, embed, key, set_usage
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request, tmp_path) -> str:
+    """Each database in turn. (The shared ``db_url`` fixture needs PostgreSQL configured even to
+    skip it; this one asks for the session's PostgreSQL database only when one is configured.)"""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path}/sis.db"
+    if not PG_URL:
+        pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
+    url = request.getfixturevalue("pg_database")
+    asyncio.run(reset_postgres(url))
+    return url
 
 
 async def coordinator_on(db_url: str, upstream):
