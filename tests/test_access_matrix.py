@@ -47,6 +47,8 @@ def expected(tool: Tool, case: str) -> tuple[int, str | None]:
             "exhausted-budget": EMBED_SCOPES}.get(case, frozenset(creds.ALL_SCOPES))
     if not set(tool.scopes) <= have:
         return 403, None
+    if case == "anon" and not tool.keyless:
+        return 403, "needs_key"
     if case == "exhausted-budget":
         return 403, "embed_budget_exhausted"
     if tool.name == "renew_embed":

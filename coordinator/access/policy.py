@@ -153,6 +153,9 @@ class Access:
         missing = [s for s in tool.scopes if s not in caller.scopes]
         if missing:
             raise Forbidden(f"this credential lacks the scope {missing[0]}", {"missingScopes": missing})
+        if not tool.keyless and caller_kind(caller) == KIND_ANON:
+            raise Forbidden(f"{tool.name} is not open to the anonymous credential: use a key or an embed token",
+                            {"reason": "needs_key"})
         return caller
 
     async def _identify_direct(self, tool: Tool, ip: str, api_key: str | None) -> Caller:

@@ -86,7 +86,7 @@ async def credential_limits(ctx: ToolContext, params: dict[str, Any]) -> Answer:
 @tool(TOOLS, name="renew_embed", title="Renew an embed token",
       description="Renew the embed token in the path: a new token of the same chain (same origin, budget and "
                   "per-visitor counters) with a fresh expiry. Only an unexpired embed token renews.",
-      routes={"public": "/renew"}, http_max_age_s=0, mcp=False, tags=("access",))
+      routes={"public": "/renew"}, keyless=False, http_max_age_s=0, mcp=False, tags=("access",))
 async def renew_embed(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     if caller_kind(ctx.caller) != KIND_EMBED:
         raise Forbidden("only an embed token can be renewed; keys do not expire",
@@ -102,7 +102,8 @@ async def renew_embed(ctx: ToolContext, params: dict[str, Any]) -> Answer:
 @tool(TOOLS, name="mint_embed", title="Mint an embed token",
       description="Mint an embed token from the key in the path, for a page on the given framing origin. The "
                   "origin is checked once, here; it only steers browsers (CORS and frame-ancestors).",
-      routes={"public": "/embed-tokens"}, method="POST", scopes=("earth.embed",), http_max_age_s=0, mcp=False,
+      routes={"public": "/embed-tokens"}, method="POST", scopes=("earth.embed",), keyless=False, http_max_age_s=0,
+      mcp=False,
       params=(Param("origin", STRING, "Framing origin of the page, scheme://host[:port]", required=True,
                     max_length=200),
               Param("budget", INTEGER, "Requests per visitor over the token's chain of renewals",
@@ -112,7 +113,7 @@ async def renew_embed(ctx: ToolContext, params: dict[str, Any]) -> Answer:
       tags=("access",))
 async def mint_embed(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     if caller_kind(ctx.caller) != "key":
-        raise Forbidden("embed tokens are minted from a key", {"reason": "needs_key"})
+        raise Forbidden("embed tokens are minted from a key", {"reason": "needs_key", "kind": caller_kind(ctx.caller)})
     settings = ctx.services.settings
     secret, rec = await credentials.mint_embed(ctx.services.db, ctx.caller.extra["key"], params["origin"],
                                                params["budget"] or settings.embed_budget,
