@@ -47,6 +47,7 @@ class Settings(BaseSettings):
     embed_budget: int = Field(500, ge=1, description="Default request budget per visitor of an embed token chain, when minting names none.")
     access_cache_s: float = Field(60.0, ge=0, description="How long a key or embed-token lookup is cached in process; revocation does not wait for it (re-checked in the metering transaction).")
     rate_limit_prefix: str = Field("sis", description="Prefix of rate-limit counter keys in Redis, so that several deployments can share one Redis.")
+    bench_unlimited: bool = Field(False, description="Benchmarks only: per-minute windows are counted but never refuse (day, month and budget quotas, scopes and revocation still hold). Never set in production.")
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

@@ -12,7 +12,7 @@ from coordinator.tools import access as access_tools
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "access.md").read_text()
 ACCESS_SETTINGS = ("redis_url", "rate_limit_prefix", "trusted_proxies", "client_ip_header", "embed_ttl_s",
-                   "embed_budget", "access_cache_s")
+                   "embed_budget", "access_cache_s", "bench_unlimited")
 
 
 def test_every_access_setting_is_documented_with_its_default():
@@ -21,7 +21,9 @@ def test_every_access_setting_is_documented_with_its_default():
         assert f"`SIS_{name.upper()}`" in DOC, name
         default = Settings.model_fields[name].default
         row = next(line for line in DOC.splitlines() if line.startswith(f"| `SIS_{name.upper()}`"))
-        assert (str(int(default)) if isinstance(default, float) else str(default) or "empty") in row, name
+        shown = (str(default).lower() if isinstance(default, bool) else str(int(default)) if isinstance(default, float)
+                 else str(default) or "empty")
+        assert shown in row, name
 
 
 def test_every_refusal_reason_and_limit_name_in_the_code_is_documented():

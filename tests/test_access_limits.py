@@ -218,3 +218,15 @@ async def test_a_browser_may_preflight_a_keyed_request(coordinator):
     assert r.headers["Access-Control-Allow-Origin"] == "*"
     assert "X-Api-Key" in r.headers["Access-Control-Allow-Headers"]
     assert (await coordinator.post("/earth/events", {})).status == 405
+
+
+async def test_bench_mode_counts_windows_without_refusing(sqlite_url, upstream):
+    c = await start_coordinator(make_settings(sqlite_url, upstream, bench_unlimited=True))
+    try:
+        statuses = await burst(c.base_url, "/earth/limits", clients=8, per_client=20)
+        assert allowed(statuses) == 160
+        r = await c.get("/earth/limits")
+        assert r.status == 200 and r.headers["RateLimit-Remaining"] == "0"
+        assert (await c.get("/earth/usage")).status == 401          # credentials are still checked
+    finally:
+        await stop_coordinator(c)

@@ -50,8 +50,9 @@ class Window:
 class RateLimiter:
     """Per-minute moving windows, identified by text parts (``"ip", "1.2.3.4"``)."""
 
-    def __init__(self, redis_url: str = "", prefix: str = "sis") -> None:
+    def __init__(self, redis_url: str = "", prefix: str = "sis", *, enforce: bool = True) -> None:
         self.shared = bool(redis_url)
+        self.enforce = enforce
         self._pool = None
         if redis_url:
             from redis.asyncio import BlockingConnectionPool
@@ -94,7 +95,7 @@ class RateLimiter:
     async def _window(self, item: RateLimitItemPerMinute, allowed: bool, ident: tuple[str, ...]) -> Window:
         stats = await self.strategy.get_window_stats(item, *ident)
         reset = max(0, math.ceil(stats.reset_time - time.time()))
-        return Window(allowed, item.amount, max(0, stats.remaining), reset if stats.remaining < item.amount else 0)
+        return Window(allowed or not self.enforce, item.amount, max(0, stats.remaining), reset if stats.remaining < item.amount else 0)
 
     async def close(self) -> None:
         timer = getattr(self.storage, "timer", None)

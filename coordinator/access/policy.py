@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -37,6 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..db import Database
     from ..invoke import RequestFacts
     from ..settings import Settings
+
+log = logging.getLogger("sis.access")
 
 ANON_CREDENTIAL = "anon"
 
@@ -92,7 +95,10 @@ class Access:
     def __init__(self, settings: "Settings", db: "Database") -> None:
         self.settings = settings
         self.db = db
-        self.limiter = RateLimiter(settings.redis_url, settings.rate_limit_prefix)
+        self.limiter = RateLimiter(settings.redis_url, settings.rate_limit_prefix,
+                                   enforce=not settings.bench_unlimited)
+        if settings.bench_unlimited:
+            log.warning("SIS_BENCH_UNLIMITED is set: per-minute rate limits are not enforced")
         self.usage = UsageStore(db)
         self.client_ip = ClientIp(settings.trusted_proxies, settings.client_ip_header)
         self.cache_s = settings.access_cache_s
