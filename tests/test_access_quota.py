@@ -129,3 +129,19 @@ async def test_an_embed_budget_is_persisted_across_a_restart(db_url, upstream):
         assert r.status == 403 and r.json()["error"]["details"]["reason"] == "embed_budget_exhausted"
     finally:
         await stop_coordinator(c)
+
+
+async def test_two_coordinators_on_one_database_share_a_quota_exactly(db_url, upstream):
+    """Two coordinators (own engines, own batch writers) at the edge of one key's day quota."""
+    a = await coordinator_on(db_url, upstream)
+    b = await coordinator_on(db_url, upstream)
+    try:
+        secret, rec = await key(a, "Free")
+        await set_usage(a, f"key:{rec.id}", day_period(datetime.now(timezone.utc)), 4980)
+        sa, sb = await asyncio.gather(burst(a.base_url, f"/public/v1/{secret}/events", clients=12, per_client=2),
+                                      burst(b.base_url, f"/public/v1/{secret}/events", clients=12, per_client=2))
+        assert Counter(sa + sb) == {200: 20, 429: 28}
+        assert (await a.services.access.key_usage(rec))["publicToday"] == 5000
+    finally:
+        await stop_coordinator(a)
+        await stop_coordinator(b)

@@ -105,6 +105,7 @@ class Access:
         self._cache: dict[str, _Cached] = {}
 
     async def close(self) -> None:
+        await self.usage.close()
         await self.limiter.close()
 
     # ---- lookups (cached; revocation is re-read when metering, not here) ----
