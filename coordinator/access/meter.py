@@ -8,9 +8,9 @@ is set, so that several coordinators share one window. The moving window of
 is what makes "120 allowed of N concurrent" exact.
 
 Day, month and budget counters must survive a restart, so they are rows of
-``access_usage`` incremented by one conditional upsert each, in one
-transaction that also re-reads the credential's revocation: a request is
-either counted against every ceiling or against none.
+``access_usage``, applied by group commit (``UsageStore``) in transactions
+that also re-read the credentials' revocation: a request is either counted
+against every ceiling or against none.
 """
 from __future__ import annotations
 
