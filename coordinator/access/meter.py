@@ -25,6 +25,7 @@ from limits import RateLimitItemPerMinute
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 from sqlalchemy import bindparam, select, tuple_, update
+from sqlalchemy.exc import DBAPIError
 
 from ..db import Database
 from ..errors import Unavailable
@@ -202,7 +203,11 @@ class UsageStore:
         while self._queue:
             batch, self._queue = self._queue[:self.MAX_BATCH], self._queue[self.MAX_BATCH:]
             try:
-                results = await self._apply(batch)
+                try:
+                    results = await self._apply(batch)
+                except DBAPIError as exc:  # a deadlock or serialization failure is worth one more try
+                    log.warning("metering batch of %d failed, retried once: %s", len(batch), exc.orig)
+                    results = await self._apply(batch)
             except Exception as exc:  # every request of the batch fails alike; the next batch is tried afresh
                 for p in batch:
                     if not p.future.done():
