@@ -57,7 +57,9 @@ def wait_ready(url: str, timeout: float = 60) -> None:
 
 async def _worker(host: str, port: int, path: str, stop_at: float, lat: list[float], errors: list[int]) -> None:
     reader, writer = await asyncio.open_connection(host, port)
-    req = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nX-Api-Key: bench\r\n\r\n".encode()
+    key = os.environ.get("SIS_BENCH_KEY")   # a real key, made by main() (an unknown key is refused with 401)
+    req = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n" + (f"X-Api-Key: {key}\r\n" if key else "")
+           + "\r\n").encode()
     try:
         while time.perf_counter() < stop_at:
             t0 = time.perf_counter()
@@ -123,6 +125,10 @@ def main() -> None:
         sis_port = free_port()
         env = {**os.environ, "SIS_POLL_INTERVAL_S": "0", "SIS_LOG_LEVEL": "WARNING",
                "SIS_BENCH_UNLIMITED": "1"}
+        db = f"sqlite+aiosqlite:///{tmp}/sis.db"
+        made = subprocess.run([sys.executable, "-m", "coordinator.cli", "keys", "create", "--name", "bench",
+                               "--database", db], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+        os.environ["SIS_BENCH_KEY"] = made.stdout.split()[-1]
         sis = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "serve", "--demo", "--port", str(sis_port),
                                 "--database", f"sqlite+aiosqlite:///{tmp}/sis.db"], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

@@ -79,6 +79,83 @@ async def _poll(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _with_db(args: argparse.Namespace, work) -> int:  # noqa: ANN001
+    """Run ``work(db)`` against the configured database, at the newest schema."""
+    from .db import Database
+    from .services import SchemaOutOfDate, prepare_database
+
+    settings = _settings(args)
+    db = Database(settings.database_url)
+    try:
+        await prepare_database(settings, db)
+        return int(await work(db) or 0)
+    except SchemaOutOfDate as exc:
+        print(f"sis: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        await db.close()
+
+
+def _fail(exc: Exception) -> int:
+    print(f"sis: {getattr(exc, 'message', exc)}", file=sys.stderr)
+    return 1
+
+
+async def _keys(args: argparse.Namespace) -> int:
+    from .access import credentials as creds
+    from .errors import ServiceError
+
+    async def work(db) -> int:  # noqa: ANN001
+        try:
+            if args.keys_command == "create":
+                scopes = [s for s in args.scopes.split(",") if s] if args.scopes is not None else None
+                secret, rec = await creds.create_key(db, args.name, args.plan, scopes)
+                print(f"{rec.id}\t{rec.plan}\t{secret}")
+                print("The key is shown once; only its sha256 is stored.", file=sys.stderr)
+            elif args.keys_command == "list":
+                for rec in await creds.list_keys(db):
+                    state = f"revoked {rec.revoked_at.isoformat()}" if rec.revoked_at else "live"
+                    print(f"{rec.id}\t{rec.prefix}...\t{rec.plan}\t{state}\t{rec.name}\t{','.join(rec.scopes)}")
+            else:
+                rec = await creds.revoke_key(db, args.key_id)
+                print(f"{rec.id} revoked at {rec.revoked_at.isoformat()} (and every embed token minted from it)")
+        except ServiceError as exc:
+            return _fail(exc)
+        return 0
+
+    return await _with_db(args, work)
+
+
+async def _embed(args: argparse.Namespace) -> int:
+    from .access import credentials as creds
+    from .errors import ServiceError
+
+    settings = _settings(args)
+
+    async def work(db) -> int:  # noqa: ANN001
+        try:
+            if args.embed_command == "mint":
+                key = await creds.find_key_by_id(db, args.key_id)
+                if key is None or key.revoked_at is not None:
+                    return _fail(ValueError(f"no live key with id {args.key_id}"))
+                secret, rec = await creds.mint_embed(db, key, args.origin, args.budget or settings.embed_budget,
+                                                     args.ttl or settings.embed_ttl_s)
+                print(f"{rec.id}\t{rec.chain_id}\t{rec.expires_at.isoformat()}\t{secret}")
+            elif args.embed_command == "list":
+                for rec in await creds.list_embeds(db, args.key_id):
+                    state = "revoked" if rec.revoked_at else "live"
+                    print(f"{rec.id}\t{rec.chain_id}\t{rec.key_id}\t{rec.origin}\t{rec.budget}\t"
+                          f"{rec.expires_at.isoformat()}\t{state}")
+            else:
+                n = await creds.revoke_embed_chain(db, args.chain_id)
+                print(f"chain {args.chain_id}: {n} live token(s) revoked")
+        except ServiceError as exc:
+            return _fail(exc)
+        return 0
+
+    return await _with_db(args, work)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sis", description="Spatial Intelligence Service coordinator.")
     p.add_argument("--version", action="version", version=f"sis {__version__}")
@@ -107,6 +184,34 @@ def parser() -> argparse.ArgumentParser:
     db_arg(po)
     po.add_argument("--demo", action="store_true", help="poll the bundled recorded samples")
     po.set_defaults(run=lambda a: asyncio.run(_poll(a)))
+
+    k = sub.add_parser("keys", help="create, list and revoke API keys (stored hashed)")
+    ksub = k.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    kc = ksub.add_parser("create", help="create a key and print it once: ID PLAN KEY")
+    kc.add_argument("--name", default="", help="a label for the key")
+    kc.add_argument("--plan", default="Free", choices=["Free", "Basic", "Pro", "Enterprise"], help="plan (default Free)")
+    kc.add_argument("--scopes", help="comma-separated scopes (default: every scope, site-intel and embed included)")
+    kl = ksub.add_parser("list", help="list keys (id, prefix, plan, state, name, scopes)")
+    kr = ksub.add_parser("revoke", help="revoke a key and its embed tokens; effective on the next request")
+    kr.add_argument("key_id")
+    for sp in (kc, kl, kr):
+        db_arg(sp)
+    k.set_defaults(run=lambda a: asyncio.run(_keys(a)))
+
+    e = sub.add_parser("embed", help="mint, list and revoke embed tokens")
+    esub = e.add_subparsers(dest="embed_command", required=True, metavar="ACTION")
+    em = esub.add_parser("mint", help="mint an embed token from a key: ID CHAIN EXPIRES TOKEN")
+    em.add_argument("key_id")
+    em.add_argument("--origin", required=True, help="framing origin of the page, scheme://host[:port] (checked once)")
+    em.add_argument("--budget", type=int, help="requests per visitor over the token's renewals (default SIS_EMBED_BUDGET)")
+    em.add_argument("--ttl", type=int, help="lifetime of each token in seconds (default SIS_EMBED_TTL_S)")
+    el = esub.add_parser("list", help="list embed tokens (of one key with --key)")
+    el.add_argument("--key", dest="key_id", help="only this key's tokens")
+    er = esub.add_parser("revoke", help="revoke every token of an embed chain")
+    er.add_argument("chain_id")
+    for sp in (em, el, er):
+        db_arg(sp)
+    e.set_defaults(run=lambda a: asyncio.run(_embed(a)))
     return p
 
 

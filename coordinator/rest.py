@@ -80,7 +80,23 @@ class ToolHandler(BaseHandler):
     def initialize(self, tool: Tool, family: str) -> None:
         self.tool = tool
         self.family = family
-        self.SUPPORTED_METHODS = (tool.method,)
+        self.SUPPORTED_METHODS = (tool.method, "OPTIONS")
+
+    def set_default_headers(self) -> None:
+        # Binds browsers only (SPEC.md, Authentication 9): an embed token's answers narrow it to the
+        # token's origin (coordinator/access/policy.py embed_headers); nothing here authorises anything.
+        super().set_default_headers()
+        self.set_header("Access-Control-Allow-Origin", "*")
+        self.set_header("Access-Control-Expose-Headers",
+                        "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, X-Request-Id")
+
+    def options(self, *args: str) -> None:
+        """CORS preflight (a browser sending X-Api-Key asks first)."""
+        self.set_header("Access-Control-Allow-Methods", f"{self.tool.method}, OPTIONS")
+        self.set_header("Access-Control-Allow-Headers", "X-Api-Key, Content-Type")
+        self.set_header("Access-Control-Max-Age", "600")
+        self.set_status(204)
+        self.finish()
 
     def raw_params(self, path_values: dict[str, str]) -> dict[str, Any]:
         raw: dict[str, Any] = {}

@@ -5,6 +5,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from .access.policy import Access
 from .cache import AnswerCache
 from .db import Database
 from .db import migrate as migrations
@@ -28,11 +29,14 @@ class Services:
     registry: ToolRegistry
     cache: AnswerCache
     poller: Poller
+    access: Access | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     _closers: list[Any] = field(default_factory=list)
 
     async def close(self) -> None:
         await self.poller.stop()
+        if self.access is not None:
+            await self.access.close()
         for closer in reversed(self._closers):
             await closer()
         await self.db.close()
@@ -68,7 +72,7 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
     services = Services(settings=settings, db=db, sources=sources,
                         registry=registry or default_registry(), cache=AnswerCache(),
                         poller=Poller(db, sources, settings.poll_interval_s, settings.polls_kept),
-                        _closers=closers)
+                        access=Access(settings, db), _closers=closers)
     if start_background:
         services.poller.start()
     return services

@@ -234,14 +234,17 @@ async def test_the_api_key_reaches_the_call_path_from_header_or_query(coordinato
         seen.append((family, facts.api_key, facts.credential))
         return await real(services, tool, family, raw, facts)
 
+    from coordinator.access.credentials import create_key
+    k_query, _ = await create_key(coordinator.services.db, "mcp query")     # unknown keys are refused (401)
+    k_header, _ = await create_key(coordinator.services.db, "mcp header")
     monkeypatch.setattr(mcp_face, "call_tool", spy)
-    async with mcp.Client(coordinator.base_url + "/mcp?key=k-query", mode="auto") as client:
+    async with mcp.Client(coordinator.base_url + f"/mcp?key={k_query}", mode="auto") as client:
         await client.call_tool("limits", {})
-    async with httpx2.AsyncClient(headers={"X-Api-Key": "k-header"}) as http:
+    async with httpx2.AsyncClient(headers={"X-Api-Key": k_header}) as http:
         async with mcp.Client(streamable_http_client(coordinator.base_url + "/legacy/mcp", http_client=http),
                               mode="legacy") as client:
             await client.call_tool("event_changes", {})
-    assert seen == [("earth", "k-query", None), ("legacy", "k-header", None)]
+    assert seen == [("earth", k_query, None), ("legacy", k_header, None)]
 
 
 async def test_default_registry_has_tools_on_both_endpoints():

@@ -1,30 +1,303 @@
-"""Who may call what. The credentialed family takes the credential in the path.
+"""Who may call what, and how often. Everything here runs inside ``call_tool``,
+before any cache lookup and before the tool, so every face (REST of each
+family, MCP) gets the same enforcement.
+
+Two steps, split so that a request with bad parameters is not counted:
+
+1. ``identify``: resolve the credential (anonymous literal, key, embed token),
+   refuse an invalid one (401) or one without the tool's scope (403). No
+   counting, except that failed credentials are counted per client IP (60 a
+   minute, then 429 before any database lookup), so guessing keys is limited.
+2. ``admit``: the per-minute window (429), then the persisted day / month /
+   budget counters in one transaction that also re-reads revocation (401 if
+   revoked since, 429 if a quota is spent, 403 if an embed budget is spent).
 
 The anonymous credential's literal is ``anon``: ``/public/v1/anon/events``.
 It has kind ``anon``, plan ``anon`` and the anonymous scopes of SPEC.md.
 """
 from __future__ import annotations
 
+import hashlib
+import ipaddress
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
 from ..context import Caller
-from ..errors import Forbidden, Unauthorized
+from ..errors import Forbidden, RateLimited, ServiceError, Unauthorized
 from ..registry import Tool
+from . import credentials as creds
 from . import plans
+from .clientip import ClientIp
+from .meter import LIFE, Counter, RateLimiter, UsageStore, Window, day_period, month_period, \
+    seconds_until_period_end
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..db import Database
+    from ..invoke import RequestFacts
+    from ..settings import Settings
+
+log = logging.getLogger("sis.access")
 
 ANON_CREDENTIAL = "anon"
+
+# Unknown, malformed or revoked credentials one client IP may present per minute before it is
+# refused with 429 without a database lookup.
+FAILED_CREDENTIALS_PER_MINUTE = 60
+
+# Caller kinds, as /limits names them.
+KIND_IP, KIND_ANON, KIND_KEY, KIND_EMBED = "ip", "anon", "key", "embed"
 
 
 def client_ip(remote_ip: str | None) -> str:
     return remote_ip or "unknown"
 
 
-def authorize(tool: Tool, family: str, remote_ip: str | None, credential: str | None) -> Caller:
-    ip = client_ip(remote_ip)
-    if family != "public":
-        return Caller(ip=ip)
-    if credential != ANON_CREDENTIAL:
-        raise Unauthorized("the credential in the path is not valid", {"credential": "invalid"})
-    caller = Caller(ip=ip, credential=credential, plan="anon", scopes=frozenset(plans.ANON_SCOPES))
-    missing = [s for s in tool.scopes if s not in caller.scopes]
-    if missing:
-        raise Forbidden(f"this credential lacks the scope {missing[0]}", {"missingScopes": missing})
-    return caller
+def ip_bucket(ip: str) -> str:
+    """What a per-IP window counts: an IPv4 address, or the /64 of an IPv6 one (one subscriber
+    usually holds a whole /64, so counting single IPv6 addresses would not limit anyone)."""
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return ip
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.ipv4_mapped is not None:
+            return str(addr.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{addr}/64", strict=False))
+    return str(addr)
+
+
+def visitor_id(chain_id: str, ip: str) -> str:
+    """An embed visitor is a client IP within one token chain, stored only as this hash."""
+    return hashlib.sha256(f"{chain_id}|{ip}".encode()).hexdigest()[:20]
+
+
+def caller_kind(caller: Caller) -> str:
+    return caller.extra.get("kind", KIND_IP)
+
+
+def invalid(reason: str, message: str = "the credential is not valid") -> Unauthorized:
+    return Unauthorized(message, {"credential": "invalid", "reason": reason})
+
+
+@dataclass
+class _Cached:
+    expires: float
+    record: object
+
+
+class Access:
+    """The access state of one coordinator process: windows, persisted counters and a
+    small cache of credential lookups."""
+
+    def __init__(self, settings: "Settings", db: "Database") -> None:
+        self.settings = settings
+        self.db = db
+        self.limiter = RateLimiter(settings.redis_url, settings.rate_limit_prefix,
+                                   enforce=not settings.bench_unlimited)
+        if settings.bench_unlimited:
+            log.warning("SIS_BENCH_UNLIMITED is set: per-minute rate limits are not enforced")
+        self.usage = UsageStore(db)
+        self.client_ip = ClientIp(settings.trusted_proxies, settings.client_ip_header)
+        self.cache_s = settings.access_cache_s
+        self._cache: dict[str, _Cached] = {}
+
+    async def close(self) -> None:
+        await self.usage.close()
+        await self.limiter.close()
+
+    # ---- lookups (cached; revocation is re-read when metering, not here) ----
+
+    def forget(self, secret_hash: str) -> None:
+        self._cache.pop(secret_hash, None)
+
+    async def _lookup(self, secret: str, finder, ip: str) -> object | None:  # noqa: ANN001
+        h = creds.digest(secret)
+        hit = self._cache.get(h)
+        if hit is not None and hit.expires > time.monotonic():
+            return hit.record
+        await self._guard_ip(ip)  # a cache miss costs a database read: not for an IP already refused
+        record = await finder(self.db, secret)
+        if record is not None and self.cache_s > 0:
+            if len(self._cache) > 50_000:
+                self._cache.clear()
+            self._cache[h] = _Cached(time.monotonic() + self.cache_s, record)
+        return record
+
+    async def _key_by_id(self, key_id: str) -> creds.KeyRecord | None:
+        h = "id:" + key_id
+        hit = self._cache.get(h)
+        if hit is not None and hit.expires > time.monotonic():
+            return hit.record  # type: ignore[return-value]
+        record = await creds.find_key_by_id(self.db, key_id)
+        if record is not None and self.cache_s > 0:
+            self._cache[h] = _Cached(time.monotonic() + self.cache_s, record)
+        return record
+
+    async def _failed(self, ip: str, err: ServiceError) -> ServiceError:
+        """A failed credential counts in the client IP's window of failed credentials."""
+        w = await self.limiter.hit(FAILED_CREDENTIALS_PER_MINUTE, "authfail", ip_bucket(ip))
+        if not w.allowed:
+            return self._too_many(w, "failedCredentialsPerMinute", "failed-credential per-IP")
+        return err
+
+    async def _guard_ip(self, ip: str) -> None:
+        """Refuse without any database work an IP that has spent its window of failed credentials
+        (guessing keys costs a database read each; a client with a valid key is not slowed)."""
+        w = await self.limiter.peek(FAILED_CREDENTIALS_PER_MINUTE, "authfail", ip_bucket(ip))
+        if not w.allowed:
+            raise self._too_many(w, "failedCredentialsPerMinute", "failed-credential per-IP")
+
+    # ---- step 1: who is it ----
+
+    async def identify(self, tool: Tool, family: str, facts: "RequestFacts") -> Caller:
+        ip = self.client_ip.resolve(facts.remote_ip, facts.headers)
+        if family != "public":
+            return await self._identify_direct(tool, ip, facts.api_key)
+        caller = await self._identify_public(ip, facts.credential or "")
+        missing = [s for s in tool.scopes if s not in caller.scopes]
+        if missing:
+            raise Forbidden(f"this credential lacks the scope {missing[0]}", {"missingScopes": missing})
+        if not tool.keyless and caller_kind(caller) == KIND_ANON:
+            raise Forbidden(f"{tool.name} is not open to the anonymous credential: use a key or an embed token",
+                            {"reason": "needs_key"})
+        return caller
+
+    async def _identify_direct(self, tool: Tool, ip: str, api_key: str | None) -> Caller:
+        if not api_key:
+            if not tool.keyless:
+                raise Unauthorized(f"{tool.name} needs a key in the X-Api-Key header or the key parameter",
+                                   {"credential": "missing"})
+            return Caller(ip=ip, extra={"kind": KIND_IP})
+        if not creds.KEY_RE.fullmatch(api_key):
+            raise await self._failed(ip, invalid("malformed", "the API key is not valid"))
+        key = await self._lookup(api_key, creds.find_key, ip)
+        if key is None or key.revoked_at is not None:  # type: ignore[union-attr]
+            raise await self._failed(ip, invalid("revoked" if key else "unknown", "the API key is not valid"))
+        return Caller(ip=ip, key_id=key.id, plan=key.plan, scopes=frozenset(key.scopes),  # type: ignore[union-attr]
+                      extra={"kind": KIND_KEY, "key": key, "secret_hash": creds.digest(api_key)})
+
+    async def _identify_public(self, ip: str, cred: str) -> Caller:
+        if cred == ANON_CREDENTIAL:
+            return Caller(ip=ip, credential=ANON_CREDENTIAL, plan="anon", scopes=frozenset(plans.ANON_SCOPES),
+                          extra={"kind": KIND_ANON})
+        if creds.KEY_RE.fullmatch(cred):
+            key = await self._lookup(cred, creds.find_key, ip)
+            if key is None or key.revoked_at is not None:  # type: ignore[union-attr]
+                raise await self._failed(ip, invalid("revoked" if key else "unknown",
+                                                     "the credential in the path is not valid"))
+            return Caller(ip=ip, key_id=key.id, credential=key.id, plan=key.plan,  # type: ignore[union-attr]
+                          scopes=frozenset(key.scopes),  # type: ignore[union-attr]
+                          extra={"kind": KIND_KEY, "key": key, "secret_hash": creds.digest(cred)})
+        if creds.EMBED_RE.fullmatch(cred):
+            token = await self._lookup(cred, creds.find_embed, ip)
+            if token is None or token.revoked_at is not None:  # type: ignore[union-attr]
+                raise await self._failed(ip, invalid("revoked" if token else "unknown",
+                                                     "the embed token in the path is not valid"))
+            assert isinstance(token, creds.EmbedRecord)
+            if token.expires_at <= datetime.now(timezone.utc):
+                raise invalid("expired", "the embed token has expired: renew it before it expires, "
+                                         "or mint a new one")
+            key = await self._key_by_id(token.key_id)
+            if key is None or key.revoked_at is not None:
+                raise await self._failed(ip, invalid("revoked", "the embed token in the path is not valid"))
+            # An embed token acts with its key's plan and scopes, except that it cannot mint more tokens.
+            scopes = frozenset(s for s in key.scopes if s != "earth.embed")
+            return Caller(ip=ip, key_id=key.id, credential=token.id, plan=key.plan, scopes=scopes,
+                          extra={"kind": KIND_EMBED, "key": key, "embed": token, "secret_hash": creds.digest(cred),
+                                 "visitor": visitor_id(token.chain_id, ip_bucket(ip))})
+        raise await self._failed(ip, invalid("malformed", "the credential in the path is not valid: use "
+                                             f"'{ANON_CREDENTIAL}', a key or an embed token"))
+
+    # ---- step 2: may it, now ----
+
+    async def admit(self, family: str, caller: Caller) -> dict[str, str]:
+        """Count the request against every ceiling that applies; return the RateLimit headers."""
+        kind = caller_kind(caller)
+        if kind in (KIND_IP, KIND_ANON):
+            w = await self.limiter.hit(plans.DIRECT_ANON_PER_MINUTE, "ip", ip_bucket(caller.ip))
+            if not w.allowed:
+                raise self._too_many(w, "perMinute", "anonymous per-IP")
+            caller.extra["window"] = w
+            return w.headers()
+        key: creds.KeyRecord = caller.extra["key"]
+        plan = plans.PLANS[key.plan]
+        now = datetime.now(timezone.utc)
+        day, month = day_period(now), month_period(now)
+        if family != "public":
+            w = await self.limiter.hit(plans.DIRECT_KEYED_PER_MINUTE, "dkey", key.id)
+            if not w.allowed:
+                raise self._too_many(w, "perMinute", "keyed")
+            counters = [Counter(f"direct:{key.id}", day, None, "perDay"),
+                        Counter(f"direct:{key.id}", month, None, "perMonth")]
+            embed_id = None
+        else:
+            w = await self.limiter.hit(plan.per_minute, "key", key.id)
+            if not w.allowed:
+                raise self._too_many(w, "perMinute", f"{plan.name} plan")
+            counters = []
+            embed_id = None
+            if kind == KIND_EMBED:
+                token: creds.EmbedRecord = caller.extra["embed"]
+                embed_id = token.id
+                counters.append(Counter(f"embed:{token.chain_id}:{caller.extra['visitor']}", LIFE,
+                                        token.budget, "embedBudget"))
+                counters.append(Counter(f"embedloads:{key.id}", day, plan.embed_loads_per_day, "embedLoadsPerDay"))
+            counters += [Counter(f"key:{key.id}", day, plan.per_day, "perDay"),
+                         Counter(f"key:{key.id}", month, plan.per_month, "perMonth")]
+        caller.extra["window"] = w
+        out = await self.usage.consume(counters, key_id=key.id, embed_id=embed_id, at=now)
+        if out.refused:
+            self.forget(caller.extra.get("secret_hash", ""))
+            self.forget("id:" + key.id)
+            raise invalid(out.refused, "the embed token has expired" if out.refused == "expired"
+                          else "the credential has been revoked")
+        if out.exhausted is not None:
+            c = out.exhausted
+            if c.name == "embedBudget":
+                raise Forbidden(f"this visitor has spent the embed token's budget of {c.limit} requests",
+                                {"reason": "embed_budget_exhausted", "budget": c.limit,
+                                 "note": "The budget is per visitor over the token's whole chain of renewals; "
+                                         "it does not reset."})
+            reset = seconds_until_period_end(c.period, now) or 0
+            raise RateLimited(f"the {c.name} quota of the {plan.name} plan ({c.limit}) is spent",
+                              {"limit": c.name, "quota": c.limit, "plan": plan.name, "retryAfterS": reset},
+                              headers={"Retry-After": str(reset), "RateLimit-Limit": str(c.limit),
+                                       "RateLimit-Remaining": "0", "RateLimit-Reset": str(reset)})
+        caller.extra["counts"] = out.counts
+        return w.headers()
+
+    @staticmethod
+    def _too_many(w: Window, limit: str, which: str) -> RateLimited:
+        retry = max(1, w.reset_s)
+        return RateLimited(f"too many requests: the {which} limit is {w.limit} per minute",
+                           {"limit": limit, "perMinute": w.limit, "retryAfterS": retry},
+                           headers={"Retry-After": str(retry), **w.headers()})
+
+    # ---- what a caller may read of its own usage ----
+
+    async def key_usage(self, key: creds.KeyRecord) -> dict[str, int]:
+        now = datetime.now(timezone.utc)
+        day, month = day_period(now), month_period(now)
+        got = await self.usage.read([(f"key:{key.id}", day), (f"key:{key.id}", month),
+                                     (f"direct:{key.id}", day), (f"direct:{key.id}", month),
+                                     (f"embedloads:{key.id}", day)])
+        return {"publicToday": got[(f"key:{key.id}", day)], "publicThisMonth": got[(f"key:{key.id}", month)],
+                "directToday": got[(f"direct:{key.id}", day)], "directThisMonth": got[(f"direct:{key.id}", month)],
+                "embedLoadsToday": got[(f"embedloads:{key.id}", day)]}
+
+    async def visitor_used(self, caller: Caller) -> int:
+        token: creds.EmbedRecord = caller.extra["embed"]
+        subject = f"embed:{token.chain_id}:{caller.extra['visitor']}"
+        return (await self.usage.read([(subject, LIFE)]))[(subject, LIFE)]
+
+
+def embed_headers(caller: Caller) -> dict[str, str]:
+    """What binds browsers only: an embed token's answers may be read and framed by its origin."""
+    token = caller.extra.get("embed")
+    if token is None:
+        return {}
+    return {"Access-Control-Allow-Origin": token.origin,
+            "Content-Security-Policy": f"frame-ancestors {token.origin}"}

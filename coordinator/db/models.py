@@ -61,3 +61,47 @@ class EventChange(Base):
     event_type: Mapped[str] = mapped_column(String(8))
 
     __table_args__ = (Index("ix_event_changes_at_id", "at", "id"),)
+
+
+# ---- access: keys, embed tokens, persisted usage (migration 0002) ---------
+
+class AccessKey(Base):
+    """An API key. Only the sha256 of the key is stored; ``prefix`` (the first
+    characters) lets an operator tell keys apart in listings."""
+
+    __tablename__ = "access_keys"
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(Text)
+    plan: Mapped[str] = mapped_column(String(12))
+    scopes: Mapped[list] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class EmbedToken(Base):
+    """An embed token minted from a key. Renewal makes a new token in the same
+    ``chain_id``; budgets are counted per chain and visitor, so they carry over."""
+
+    __tablename__ = "embed_tokens"
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    key_id: Mapped[str] = mapped_column(String(24), ForeignKey("access_keys.id", ondelete="CASCADE"), index=True)
+    chain_id: Mapped[str] = mapped_column(String(24), index=True)
+    origin: Mapped[str] = mapped_column(Text)
+    budget: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class AccessUsage(Base):
+    """A persisted counter: ``subject`` (``key:<id>``, ``direct:<id>``,
+    ``embed:<chain>:<visitor>``, ``embedloads:<key id>``) over ``period``
+    (``d:YYYY-MM-DD``, ``m:YYYY-MM`` in UTC, or ``life``)."""
+
+    __tablename__ = "access_usage"
+    subject: Mapped[str] = mapped_column(String(120), primary_key=True)
+    period: Mapped[str] = mapped_column(String(16), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger)

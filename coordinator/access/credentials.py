@@ -1,0 +1,239 @@
+"""Keys and embed tokens: their formats, and the rows they are stored as.
+
+A key is ``sisk_`` + 32 random URL-safe characters (192 bits); an embed token
+is ``sise_`` + the same. Only the sha256 of either is stored, so a database
+leak does not leak usable credentials; a lookup hashes what was presented and
+reads one row by a unique index. The prefix tells the two kinds apart before
+any database work, and a credential that has neither prefix (nor is the
+anonymous literal) is refused without touching the database.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from urllib.parse import urlsplit
+
+from sqlalchemy import func, select, update
+
+from ..db import Database
+from ..db.models import AccessKey, EmbedToken
+from ..errors import BadParameter, Conflict, NotFound
+from . import plans
+
+KEY_PREFIX = "sisk_"
+EMBED_PREFIX = "sise_"
+_BODY = r"[A-Za-z0-9_-]{32}"
+KEY_RE = re.compile(re.escape(KEY_PREFIX) + _BODY)
+EMBED_RE = re.compile(re.escape(EMBED_PREFIX) + _BODY)
+
+# Scopes a key may hold: the anonymous ones, the site-intel scope and the right to mint embed tokens.
+ALL_SCOPES: tuple[str, ...] = (*plans.ANON_SCOPES, "earth.site-intel", "earth.embed")
+DEFAULT_KEY_SCOPES = ALL_SCOPES
+KEY_PLANS = tuple(p for p in plans.PLANS if p != "anon")
+MIN_EMBED_TTL_S, MAX_EMBED_TTL_S = 60, 7 * 86400
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def aware(t: datetime) -> datetime:
+    """SQLite hands back naive datetimes for timezone-aware columns; they were written in UTC."""
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def _new_id(prefix: str) -> str:
+    return prefix + secrets.token_hex(6)
+
+
+def _new_secret(prefix: str) -> str:
+    return prefix + secrets.token_urlsafe(24)
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    id: str
+    prefix: str
+    name: str
+    plan: str
+    scopes: tuple[str, ...]
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, row: AccessKey) -> "KeyRecord":
+        return cls(row.id, row.prefix, row.name, row.plan, tuple(row.scopes), aware(row.created_at),
+                   aware(row.revoked_at) if row.revoked_at else None)
+
+    def as_json(self) -> dict:
+        return {"id": self.id, "prefix": self.prefix, "name": self.name, "plan": self.plan,
+                "scopes": list(self.scopes), "createdAt": self.created_at.isoformat(),
+                "revokedAt": self.revoked_at.isoformat() if self.revoked_at else None}
+
+
+@dataclass(frozen=True)
+class EmbedRecord:
+    id: str
+    key_id: str
+    chain_id: str
+    origin: str
+    budget: int
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, row: EmbedToken) -> "EmbedRecord":
+        return cls(row.id, row.key_id, row.chain_id, row.origin, row.budget, aware(row.created_at),
+                   aware(row.expires_at), aware(row.revoked_at) if row.revoked_at else None)
+
+    def as_json(self) -> dict:
+        return {"id": self.id, "keyId": self.key_id, "chain": self.chain_id, "origin": self.origin,
+                "budgetPerVisitor": self.budget, "createdAt": self.created_at.isoformat(),
+                "expiresAt": self.expires_at.isoformat()}
+
+
+def normalise_origin(origin: str) -> str:
+    """A framing origin as browsers send it: scheme://host[:port], https (or http on loopback)."""
+    try:
+        parts = urlsplit(origin.strip())
+        port = parts.port
+    except ValueError:
+        raise BadParameter("'origin' is not a valid origin", {"parameter": "origin"}) from None
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise BadParameter("'origin' must be an origin such as https://example.org", {"parameter": "origin"})
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
+        raise BadParameter("'origin' must be scheme://host[:port] only, without a path",
+                           {"parameter": "origin"})
+    if parts.scheme == "http" and parts.hostname not in ("localhost", "127.0.0.1", "::1"):
+        raise BadParameter("'origin' must use https (http only on localhost)", {"parameter": "origin"})
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    default = {"https": 443, "http": 80}[parts.scheme]
+    port_text = f":{port}" if port and port != default else ""
+    return f"{parts.scheme}://{host}{port_text}"
+
+
+def check_scopes(scopes: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [s for s in scopes if s not in ALL_SCOPES]
+    if unknown:
+        raise BadParameter(f"unknown scope {unknown[0]}", {"scope": unknown[0], "allowed": list(ALL_SCOPES)})
+    return tuple(dict.fromkeys(scopes))
+
+
+async def create_key(db: Database, name: str, plan: str = "Free",
+                     scopes: list[str] | tuple[str, ...] | None = None) -> tuple[str, KeyRecord]:
+    """Create a key; the secret is returned once and never stored."""
+    if plan not in KEY_PLANS:
+        raise BadParameter(f"plan must be one of {', '.join(KEY_PLANS)}", {"plan": plan})
+    scope_list = check_scopes(DEFAULT_KEY_SCOPES if scopes is None else scopes)
+    secret = _new_secret(KEY_PREFIX)
+    row = AccessKey(id=_new_id("key_"), key_hash=digest(secret), prefix=secret[:9], name=name, plan=plan,
+                    scopes=list(scope_list), created_at=now(), revoked_at=None)
+    async with db.write() as s:
+        s.add(row)
+    return secret, KeyRecord.of(row)
+
+
+async def list_keys(db: Database) -> list[KeyRecord]:
+    async with db.read() as s:
+        rows = (await s.execute(select(AccessKey).order_by(AccessKey.created_at, AccessKey.id))).scalars()
+        return [KeyRecord.of(r) for r in rows]
+
+
+async def revoke_key(db: Database, key_id: str) -> KeyRecord:
+    """Revoke a key (and with it every embed token minted from it). Idempotent."""
+    async with db.write() as s:
+        row = await s.get(AccessKey, key_id)
+        if row is None:
+            raise NotFound(f"no key with id {key_id}", {"keyId": key_id})
+        if row.revoked_at is None:
+            row.revoked_at = now()
+            await s.execute(update(EmbedToken).where(EmbedToken.key_id == key_id,
+                                                     EmbedToken.revoked_at.is_(None)).values(revoked_at=row.revoked_at))
+        return KeyRecord.of(row)
+
+
+async def find_key(db: Database, secret: str) -> KeyRecord | None:
+    async with db.read() as s:
+        row = (await s.execute(select(AccessKey).where(AccessKey.key_hash == digest(secret)))).scalar_one_or_none()
+        return KeyRecord.of(row) if row else None
+
+
+async def find_key_by_id(db: Database, key_id: str) -> KeyRecord | None:
+    async with db.read() as s:
+        row = await s.get(AccessKey, key_id)
+        return KeyRecord.of(row) if row else None
+
+
+async def find_embed(db: Database, secret: str) -> EmbedRecord | None:
+    async with db.read() as s:
+        row = (await s.execute(select(EmbedToken).where(EmbedToken.token_hash == digest(secret)))).scalar_one_or_none()
+        return EmbedRecord.of(row) if row else None
+
+
+async def mint_embed(db: Database, key: KeyRecord, origin: str, budget: int, ttl_s: int) -> tuple[str, EmbedRecord]:
+    """Mint a new embed token chain from ``key``. The origin is checked here, once.
+
+    The plan's "max embed keys" bounds the chains alive at once (unrevoked, unexpired)."""
+    origin = normalise_origin(origin)
+    if budget < 1:
+        raise BadParameter("'budget' must be at least 1", {"parameter": "budget"})
+    if not MIN_EMBED_TTL_S <= ttl_s <= MAX_EMBED_TTL_S:
+        raise BadParameter(f"'ttl' must be between {MIN_EMBED_TTL_S} and {MAX_EMBED_TTL_S} seconds",
+                           {"parameter": "ttl", "minimum": MIN_EMBED_TTL_S, "maximum": MAX_EMBED_TTL_S})
+    plan = plans.PLANS[key.plan]
+    t = now()
+    async with db.write() as s:
+        krow = await s.get(AccessKey, key.id)
+        if krow is None or krow.revoked_at is not None:
+            raise NotFound(f"no live key with id {key.id}", {"keyId": key.id})
+        if plan.max_embed_keys is not None:
+            live = (await s.execute(select(func.count(func.distinct(EmbedToken.chain_id))).where(
+                EmbedToken.key_id == key.id, EmbedToken.revoked_at.is_(None), EmbedToken.expires_at > t))).scalar_one()
+            if live >= plan.max_embed_keys:
+                raise Conflict(f"the {plan.name} plan allows {plan.max_embed_keys} live embed tokens per key",
+                               {"maxEmbedKeys": plan.max_embed_keys, "live": live})
+        secret = _new_secret(EMBED_PREFIX)
+        row = EmbedToken(id=_new_id("emb_"), token_hash=digest(secret), key_id=key.id, chain_id=_new_id("chn_"),
+                         origin=origin, budget=budget, created_at=t, expires_at=t + timedelta(seconds=ttl_s),
+                         revoked_at=None)
+        s.add(row)
+    return secret, EmbedRecord.of(row)
+
+
+async def renew_embed(db: Database, token: EmbedRecord, ttl_s: int) -> tuple[str, EmbedRecord]:
+    """A new token in the same chain (same origin, budget and counters), with a fresh expiry.
+    The old token stays valid until its own expiry so that requests in flight are not broken."""
+    t = now()
+    async with db.write() as s:
+        secret = _new_secret(EMBED_PREFIX)
+        row = EmbedToken(id=_new_id("emb_"), token_hash=digest(secret), key_id=token.key_id,
+                         chain_id=token.chain_id, origin=token.origin, budget=token.budget, created_at=t,
+                         expires_at=t + timedelta(seconds=ttl_s), revoked_at=None)
+        s.add(row)
+    return secret, EmbedRecord.of(row)
+
+
+async def revoke_embed_chain(db: Database, chain_id: str) -> int:
+    """Revoke every token of an embed chain (`sis embed revoke`); returns how many were live."""
+    async with db.write() as s:
+        res = await s.execute(update(EmbedToken).where(EmbedToken.chain_id == chain_id,
+                                                       EmbedToken.revoked_at.is_(None)).values(revoked_at=now()))
+        return res.rowcount or 0
+
+
+async def list_embeds(db: Database, key_id: str | None = None) -> list[EmbedRecord]:
+    async with db.read() as s:
+        q = select(EmbedToken).order_by(EmbedToken.created_at, EmbedToken.id)
+        if key_id:
+            q = q.where(EmbedToken.key_id == key_id)
+        return [EmbedRecord.of(r) for r in (await s.execute(q)).scalars()]

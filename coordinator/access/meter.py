@@ -1,0 +1,285 @@
+"""Counting: per-minute windows through the ``limits`` library, day / month /
+budget counters in the database.
+
+Per-minute ceilings use a moving window (no double burst at a window edge),
+kept in process memory for one coordinator or in Redis when ``SIS_REDIS_URL``
+is set, so that several coordinators share one window. The moving window of
+``limits`` is atomic in both (a lock in memory, a Lua script in Redis), which
+is what makes "120 allowed of N concurrent" exact.
+
+Day, month and budget counters must survive a restart, so they are rows of
+``access_usage``, applied by group commit (``UsageStore``) in transactions
+that also re-read the credentials' revocation: a request is either counted
+against every ceiling or against none.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from limits import RateLimitItemPerMinute
+from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from limits.aio.strategies import MovingWindowRateLimiter
+from sqlalchemy import bindparam, select, tuple_, update
+from sqlalchemy.exc import DBAPIError
+
+from ..db import Database
+from ..errors import Unavailable
+from ..db.models import AccessKey, AccessUsage, EmbedToken
+from .credentials import aware
+
+log = logging.getLogger("sis.access")
+
+
+@dataclass(frozen=True)
+class Window:
+    """The state of one per-minute window after a request was (or was not) let through."""
+
+    allowed: bool
+    limit: int
+    remaining: int
+    reset_s: int          # seconds until the window has room again (or is whole again)
+
+    def headers(self) -> dict[str, str]:
+        return {"RateLimit-Limit": str(self.limit), "RateLimit-Remaining": str(self.remaining),
+                "RateLimit-Reset": str(self.reset_s)}
+
+
+class RateLimiter:
+    """Per-minute moving windows, identified by text parts (``"ip", "1.2.3.4"``)."""
+
+    def __init__(self, redis_url: str = "", prefix: str = "sis", *, enforce: bool = True) -> None:
+        self.shared = bool(redis_url)
+        self.enforce = enforce
+        self._pool = None
+        if redis_url:
+            from redis.asyncio import BlockingConnectionPool
+
+            # A blocking pool: a burst of concurrent requests waits for a connection
+            # instead of failing with "too many connections".
+            self._pool = BlockingConnectionPool.from_url(redis_url, max_connections=32, timeout=10)
+            uri = "async+" + redis_url if not redis_url.startswith("async+") else redis_url
+            self.storage: Storage = RedisStorage(uri, implementation="redispy", key_prefix=f"{prefix}:rl",
+                                                 connection_pool=self._pool)
+        else:
+            self.storage = MemoryStorage()
+        self.strategy = MovingWindowRateLimiter(self.storage)
+
+    async def hit(self, per_minute: int, *ident: str) -> Window:
+        item = RateLimitItemPerMinute(per_minute)
+        try:
+            allowed = await self.strategy.hit(item, *ident)
+            return await self._window(item, allowed, ident)
+        except Exception as exc:
+            raise self._unreachable(exc) from exc
+
+    async def peek(self, per_minute: int, *ident: str) -> Window:
+        """The window's state without counting a request."""
+        item = RateLimitItemPerMinute(per_minute)
+        try:
+            allowed = await self.strategy.test(item, *ident)
+            return await self._window(item, allowed, ident)
+        except Exception as exc:
+            raise self._unreachable(exc) from exc
+
+    def _unreachable(self, exc: Exception) -> Exception:
+        """Shared storage that does not answer fails closed: nobody is let through uncounted."""
+        if not self.shared:
+            return exc
+        log.warning("rate-limit storage unreachable: %s", exc)
+        return Unavailable("the rate-limit storage did not answer; retry shortly",
+                           {"retryAfterS": 5}, headers={"Retry-After": "5"})
+
+    async def _window(self, item: RateLimitItemPerMinute, allowed: bool, ident: tuple[str, ...]) -> Window:
+        stats = await self.strategy.get_window_stats(item, *ident)
+        reset = max(0, math.ceil(stats.reset_time - time.time()))
+        return Window(allowed or not self.enforce, item.amount, max(0, stats.remaining), reset if stats.remaining < item.amount else 0)
+
+    async def close(self) -> None:
+        timer = getattr(self.storage, "timer", None)
+        if timer is not None and not timer.done():
+            timer.cancel()
+        if self._pool is not None:
+            await self._pool.aclose()
+
+
+# ---- persisted counters ------------------------------------------------------
+
+def day_period(t: datetime) -> str:
+    return "d:" + t.strftime("%Y-%m-%d")
+
+
+def month_period(t: datetime) -> str:
+    return "m:" + t.strftime("%Y-%m")
+
+
+LIFE = "life"
+
+
+def seconds_until_period_end(period: str, t: datetime) -> int | None:
+    """Seconds until a day or month counter starts afresh (UTC); None for a lifetime counter."""
+    if period.startswith("d:"):
+        end = datetime(t.year, t.month, t.day, tzinfo=timezone.utc) + timedelta(days=1)
+    elif period.startswith("m:"):
+        end = datetime(t.year + (t.month == 12), t.month % 12 + 1, 1, tzinfo=timezone.utc)
+    else:
+        return None
+    return max(1, math.ceil((end - t).total_seconds()))
+
+
+@dataclass(frozen=True)
+class Counter:
+    """One persisted counter a request adds to; ``limit`` None counts without a ceiling."""
+
+    subject: str
+    period: str
+    limit: int | None
+    name: str           # what the ceiling is called in an error: perDay, perMonth, embedBudget...
+
+
+@dataclass(frozen=True)
+class Metered:
+    """The outcome of one metering transaction."""
+
+    refused: str | None = None            # "revoked", "expired" or None
+    exhausted: Counter | None = None      # the first counter whose ceiling was reached
+    counts: dict[tuple[str, str], int] | None = None
+
+
+@dataclass
+class _Pending:
+    counters: list[Counter]
+    key_id: str | None
+    embed_id: str | None
+    at: datetime
+    future: "asyncio.Future[Metered]"
+
+
+class UsageStore:
+    """Persisted counters with group commit.
+
+    Requests are queued and applied by one drainer per process, a batch per
+    transaction: the batch's keys and tokens are re-read for revocation, its
+    counters are created if missing and locked (``FOR UPDATE`` on PostgreSQL;
+    SQLite's ``BEGIN IMMEDIATE`` already excludes other writers), then each
+    request is decided in arrival order against the locked counts and the new
+    counts are written once. A handful of statements per batch instead of per
+    request, and no two writers of one process contend for SQLite's lock.
+    """
+
+    MAX_BATCH = 512
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        if db.is_sqlite:
+            from sqlalchemy.dialects.sqlite import insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert
+        self._insert = insert
+        self._queue: list[_Pending] = []
+        self._drainer: asyncio.Task | None = None
+        self.batches = 0          # transactions run, for tests and operators
+
+    async def consume(self, counters: list[Counter], *, key_id: str | None = None,
+                      embed_id: str | None = None, at: datetime | None = None) -> Metered:
+        """Add one to every counter, or to none: the first counter at its ceiling refuses the
+        request. The key (and embed token) are re-read in the same transaction, so a revocation
+        committed before it is seen by it."""
+        fut: asyncio.Future[Metered] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(counters, key_id, embed_id, at or datetime.now(timezone.utc), fut))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain())
+        return await asyncio.shield(fut)
+
+    async def close(self) -> None:
+        if self._drainer is not None:
+            await asyncio.gather(self._drainer, return_exceptions=True)
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue[:self.MAX_BATCH], self._queue[self.MAX_BATCH:]
+            try:
+                try:
+                    results = await self._apply(batch)
+                except DBAPIError as exc:  # a deadlock or serialization failure is worth one more try
+                    log.warning("metering batch of %d failed, retried once: %s", len(batch), exc.orig)
+                    results = await self._apply(batch)
+            except Exception as exc:  # every request of the batch fails alike; the next batch is tried afresh
+                for p in batch:
+                    if not p.future.done():
+                        p.future.set_exception(exc)
+                continue
+            finally:
+                self.batches += 1
+            for p, r in zip(batch, results):
+                if not p.future.done():
+                    p.future.set_result(r)
+
+    async def _apply(self, batch: list[_Pending]) -> list[Metered]:
+        key_ids = {p.key_id for p in batch if p.key_id is not None}
+        embed_ids = {p.embed_id for p in batch if p.embed_id is not None}
+        pairs = sorted({(c.subject, c.period) for p in batch for c in p.counters})
+        async with self.db.write() as s:
+            keys = {}
+            if key_ids:
+                keys = dict((await s.execute(select(AccessKey.id, AccessKey.revoked_at)
+                                             .where(AccessKey.id.in_(key_ids)))).all())
+            tokens = {}
+            if embed_ids:
+                tokens = {r[0]: (r[1], r[2]) for r in (await s.execute(
+                    select(EmbedToken.id, EmbedToken.revoked_at, EmbedToken.expires_at)
+                    .where(EmbedToken.id.in_(embed_ids)))).all()}
+            counts: dict[tuple[str, str], int] = {}
+            if pairs:
+                await s.execute(self._insert(AccessUsage).values(
+                    [{"subject": a, "period": b, "count": 0} for a, b in pairs]).on_conflict_do_nothing())
+                q = select(AccessUsage.subject, AccessUsage.period, AccessUsage.count).where(
+                    tuple_(AccessUsage.subject, AccessUsage.period).in_(pairs)).order_by(
+                    AccessUsage.subject, AccessUsage.period)   # one lock order everywhere: no deadlock
+                if not self.db.is_sqlite:
+                    q = q.with_for_update()
+                counts = {(r[0], r[1]): int(r[2]) for r in (await s.execute(q)).all()}
+            start = dict(counts)
+            results = []
+            for p in batch:
+                results.append(self._decide(p, keys, tokens, counts))
+            changed = [{"s": k[0], "p": k[1], "c": v} for k, v in counts.items() if v != start[k]]
+            if changed:
+                t = AccessUsage.__table__
+                conn = await s.connection()   # Core executemany: one statement, many rows
+                await conn.execute(update(t).where(t.c.subject == bindparam("s"), t.c.period == bindparam("p"))
+                                   .values(count=bindparam("c")), changed)
+        return results
+
+    @staticmethod
+    def _decide(p: _Pending, keys: dict, tokens: dict, counts: dict[tuple[str, str], int]) -> Metered:
+        if p.key_id is not None and (p.key_id not in keys or keys[p.key_id] is not None):
+            return Metered(refused="revoked")
+        if p.embed_id is not None:
+            tok = tokens.get(p.embed_id)
+            if tok is None or tok[0] is not None:
+                return Metered(refused="revoked")
+            if aware(tok[1]) <= p.at:
+                return Metered(refused="expired")
+        for c in p.counters:
+            if c.limit is not None and counts[(c.subject, c.period)] + 1 > c.limit:
+                return Metered(exhausted=c)
+        out = {}
+        for c in p.counters:
+            counts[(c.subject, c.period)] += 1
+            out[(c.subject, c.period)] = counts[(c.subject, c.period)]
+        return Metered(counts=out)
+
+    async def read(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        if not pairs:
+            return {}
+        subjects = {s for s, _ in pairs}
+        async with self.db.read() as s:
+            rows = (await s.execute(select(AccessUsage.subject, AccessUsage.period, AccessUsage.count)
+                                    .where(AccessUsage.subject.in_(subjects)))).all()
+        have = {(r[0], r[1]): int(r[2]) for r in rows}
+        return {p: have.get(p, 0) for p in pairs}

@@ -1,0 +1,167 @@
+"""Embed tokens (minted from a key by API and CLI, budget per visitor carried
+across renewals, origin checked once and only steering browsers) and
+revocation (on the next request, cached answers included, from another process)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import pytest
+
+from coordinator.access import credentials as creds
+from tests.support import make_settings, start_coordinator, stop_coordinator
+from tests.test_access_support import embed, key
+from tests.test_error_shape import assert_error_shape
+
+VISITOR_A = {"X-Forwarded-For": "203.0.113.10"}
+VISITOR_B = {"X-Forwarded-For": "198.51.100.20"}
+
+
+async def sis(*args: str) -> tuple[int, str, str]:
+    """The real `sis` command, in its own process."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "coordinator.cli", *args,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                env={**os.environ, "PYTHONPATH": os.getcwd()})
+    out, err = await proc.communicate()
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_an_embed_budget_is_per_visitor_and_carried_across_renewals(sqlite_url, upstream):
+    c = await start_coordinator(make_settings(sqlite_url, upstream, trusted_proxies="127.0.0.1/32"))
+    try:
+        owner, rec = await key(c, "Pro")
+        minted = await embed(c, owner, budget=4)
+        assert minted["budgetPerVisitor"] == 4 and minted["origin"] == "https://maps.example.org"
+        token = minted["token"]
+        assert token.startswith("sise_")
+        for _ in range(2):
+            assert (await c.get(f"/public/v1/{token}/events", headers=VISITOR_A)).status == 200
+        r = await c.get(f"/public/v1/{token}/renew", headers=VISITOR_A)          # the 3rd request of A
+        assert r.status == 200
+        renewed = r.json()
+        assert renewed["chain"] == minted["chain"] and renewed["token"] != token
+        assert renewed["usedByThisVisitor"] == 3 and r.headers["Cache-Control"] == "no-store"
+        new = renewed["token"]
+        r = await c.get(f"/public/v1/{new}/limits", headers=VISITOR_A)           # the 4th: the last
+        assert r.status == 200
+        assert r.json()["kind"] == "embed" and r.json()["embed"]["usedByThisVisitor"] == 4
+        for t in (new, token):                                                     # old and new share the budget
+            r = await c.get(f"/public/v1/{t}/events", headers=VISITOR_A)
+            assert r.status == 403
+            assert_error_shape(r.json(), "forbidden")
+            assert r.json()["error"]["details"]["reason"] == "embed_budget_exhausted"
+        assert (await c.get(f"/public/v1/{new}/events", headers=VISITOR_B)).status == 200   # B has its own
+        usage = await c.services.access.key_usage(rec)
+        # The key pays for its embeds: the mint and the five admitted embed requests (refusals count nowhere).
+        assert usage["publicToday"] == 6 and usage["embedLoadsToday"] == 5
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_an_embed_token_steers_browsers_to_its_origin_and_ignores_request_origin_headers(coordinator):
+    owner, _ = await key(coordinator, "Basic")
+    token = (await embed(coordinator, owner, origin="https://Maps.Example.org:443"))["token"]
+    forged = {"Origin": "https://evil.example", "Referer": "https://evil.example/page",
+              "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "iframe"}
+    for headers in ({}, forged, {"Origin": "https://maps.example.org"}):
+        r = await coordinator.get(f"/public/v1/{token}/events", headers=headers)
+        assert r.status == 200
+        assert r.headers["Access-Control-Allow-Origin"] == "https://maps.example.org"
+        assert r.headers["Content-Security-Policy"] == "frame-ancestors https://maps.example.org"
+        assert r.headers["Cache-Control"].startswith("private") or r.headers["Cache-Control"] == "no-store"
+    r = await coordinator.get("/public/v1/anon/events", headers=forged)
+    assert r.status == 200 and r.headers["Access-Control-Allow-Origin"] == "*"
+    assert "Content-Security-Policy" not in r.headers
+    # A key's answers do not change with the Origin header either.
+    r = await coordinator.get(f"/public/v1/{owner}/events", headers=forged)
+    assert r.status == 200 and r.headers["Access-Control-Allow-Origin"] == "*"
+
+
+async def test_minting_checks_the_origin_once_and_the_plans_token_count(coordinator):
+    owner, _ = await key(coordinator, "Free")
+    for bad in ("http://evil.example", "https://x.example/path", "javascript:alert(1)", "", "https://x.example:99999"):
+        r = await coordinator.post(f"/public/v1/{owner}/embed-tokens", {"origin": bad})
+        assert r.status == 400, bad
+    await embed(coordinator, owner)
+    await embed(coordinator, owner)
+    r = await coordinator.post(f"/public/v1/{owner}/embed-tokens", {"origin": "https://c.example"})
+    assert r.status == 409
+    assert r.json()["error"]["details"]["maxEmbedKeys"] == 2
+    r = await coordinator.post("/public/v1/anon/embed-tokens", {"origin": "https://c.example"})
+    assert r.status == 403
+    minted = await embed(coordinator, (await key(coordinator, "Pro"))[0])
+    r = await coordinator.post(f"/public/v1/{minted['token']}/embed-tokens", {"origin": "https://c.example"})
+    assert r.status == 403 and r.json()["error"]["details"]["missingScopes"] == ["earth.embed"]
+
+
+async def test_an_expired_embed_token_does_not_renew(coordinator):
+    from tests.test_access_support import expire_embed
+    owner, _ = await key(coordinator, "Pro")
+    minted = await embed(coordinator, owner)
+    await expire_embed(coordinator, minted["id"])
+    r = await coordinator.get(f"/public/v1/{minted['token']}/renew")
+    assert r.status == 401 and r.json()["error"]["details"]["reason"] == "expired"
+
+
+@pytest.mark.slow
+async def test_a_key_revoked_from_the_cli_is_refused_on_the_next_request_cached_answers_included(tmp_path, upstream):
+    db_url = f"sqlite+aiosqlite:///{tmp_path}/sis.db"
+    c = await start_coordinator(make_settings(db_url, upstream))
+    try:
+        rc, out, err = await sis("keys", "create", "--plan", "Basic", "--name", "site", "--database", db_url)
+        assert rc == 0, err
+        key_id, plan, secret = out.strip().split("\t")
+        assert plan == "Basic" and secret.startswith("sisk_")
+        rc, out, err = await sis("embed", "mint", key_id, "--origin", "https://maps.example.org", "--budget", "9",
+                                 "--database", db_url)
+        assert rc == 0, err
+        token = out.strip().split("\t")[-1]
+        for cred in (secret, token):
+            r = await c.get(f"/public/v1/{cred}/events")
+            assert r.status == 200
+            assert r.headers["Cache-Control"].startswith("private")        # never in a shared cache
+        r = await c.get("/earth/events", headers={"X-Api-Key": secret})
+        assert r.status == 200 and r.headers["Cache-Control"].startswith("private")
+        # One embed chain revoked from the CLI: that chain is refused, the key and other chains are not.
+        rc, out, err = await sis("embed", "mint", key_id, "--origin", "https://other.example", "--database", db_url)
+        assert rc == 0, err
+        other_id, chain, _, other = out.strip().split("\t")
+        assert (await c.get(f"/public/v1/{other}/events")).status == 200
+        rc, out, err = await sis("embed", "list", "--key", key_id, "--database", db_url)
+        assert rc == 0 and chain in out and other not in out and token not in out
+        rc, out, err = await sis("embed", "revoke", chain, "--database", db_url)
+        assert rc == 0 and "1 live token(s) revoked" in out, out + err
+        r = await c.get(f"/public/v1/{other}/events")
+        assert r.status == 401 and r.json()["error"]["details"]["reason"] == "revoked"
+        assert (await c.get(f"/public/v1/{token}/events")).status == 200
+
+        hits = c.services.cache.hits
+        assert hits >= 1                                                   # the events answer is served from cache
+
+        rc, out, err = await sis("keys", "revoke", key_id, "--database", db_url)
+        assert rc == 0, err
+        for path, headers in ((f"/public/v1/{secret}/events", {}), (f"/public/v1/{token}/events", {}),
+                              ("/earth/events", {"X-Api-Key": secret})):
+            r = await c.get(path, headers=headers)
+            assert r.status == 401, path
+            assert r.json()["error"]["details"]["reason"] == "revoked"
+        assert c.services.cache.hits == hits                               # refused before the cache
+        assert (await c.get("/public/v1/anon/events")).status == 200
+
+        rc, out, err = await sis("keys", "list", "--database", db_url)
+        assert rc == 0 and key_id in out and "revoked" in out and secret not in out
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_keys_are_stored_hashed(coordinator):
+    secret, rec = await key(coordinator, "Free")
+    from sqlalchemy import text
+    async with coordinator.services.db.read() as s:
+        rows = (await s.execute(text("SELECT key_hash, prefix FROM access_keys"))).all()
+    assert rows == [(creds.digest(secret), secret[:9])]
+    minted = await embed(coordinator, secret)
+    async with coordinator.services.db.read() as s:
+        stored = (await s.execute(text("SELECT token_hash FROM embed_tokens"))).scalar_one()
+    assert stored == creds.digest(minted["token"]) and minted["token"] not in stored
