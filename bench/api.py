@@ -55,9 +55,9 @@ def wait_ready(url: str, timeout: float = 60) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
-async def _worker(host: str, port: int, path: str, stop_at: float, lat: list[float], errors: list[int]) -> None:
+async def _worker(host: str, port: int, path: str, stop_at: float, lat: list[float], errors: list[int],
+                  key: str | None = None) -> None:
     reader, writer = await asyncio.open_connection(host, port)
-    key = os.environ.get("SIS_BENCH_KEY")   # a real key, made by main() (an unknown key is refused with 401)
     req = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n" + (f"X-Api-Key: {key}\r\n" if key else "")
            + "\r\n").encode()
     try:
@@ -82,13 +82,13 @@ async def _worker(host: str, port: int, path: str, stop_at: float, lat: list[flo
         writer.close()
 
 
-async def _load(host: str, port: int, path: str, seconds: float, conns: int) -> dict:
+async def _load(host: str, port: int, path: str, seconds: float, conns: int, key: str | None = None) -> dict:
     lat: list[float] = []
     errors: list[int] = []
     # warm-up, then the measured window
-    await asyncio.gather(*(_worker(host, port, path, time.perf_counter() + 0.5, [], []) for _ in range(conns)))
+    await asyncio.gather(*(_worker(host, port, path, time.perf_counter() + 0.5, [], [], key) for _ in range(conns)))
     t0 = time.perf_counter()
-    await asyncio.gather(*(_worker(host, port, path, t0 + seconds, lat, errors) for _ in range(conns)))
+    await asyncio.gather(*(_worker(host, port, path, t0 + seconds, lat, errors, key) for _ in range(conns)))
     wall = time.perf_counter() - t0
     lat.sort()
     q = statistics.quantiles(lat, n=100) if len(lat) > 100 else [lat[-1]] * 99
@@ -96,10 +96,11 @@ async def _load(host: str, port: int, path: str, seconds: float, conns: int) -> 
             "errors": len(errors)}
 
 
-def load(port: int, path: str, seconds: float, conns: int) -> dict:
+def load(port: int, path: str, seconds: float, conns: int, key: str | None = None) -> dict:
     """Run the client in its own process so it does not share the server's core."""
     code = (f"import asyncio, json, sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); import api; "
-            f"print(json.dumps(asyncio.run(api._load('127.0.0.1', {port}, {path!r}, {seconds}, {conns}))))")
+            f"print(json.dumps(asyncio.run(api._load('127.0.0.1', {port}, {path!r}, {seconds}, {conns}, "
+            f"{key!r}))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -128,7 +129,7 @@ def main() -> None:
         db = f"sqlite+aiosqlite:///{tmp}/sis.db"
         made = subprocess.run([sys.executable, "-m", "coordinator.cli", "keys", "create", "--name", "bench",
                                "--database", db], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-        os.environ["SIS_BENCH_KEY"] = made.stdout.split()[-1]
+        key = made.stdout.split()[-1]   # a real key (an unknown key is refused with 401)
         sis = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "serve", "--demo", "--port", str(sis_port),
                                 "--database", f"sqlite+aiosqlite:///{tmp}/sis.db"], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -139,7 +140,9 @@ def main() -> None:
 
         rows = [("tornado hello-world (baseline)", load(hello_port, "/", args.seconds, args.connections))]
         for path in ("/earth/limits", "/earth/events"):
-            rows.append((f"GET {path}", load(sis_port, path, args.seconds, args.connections)))
+            rows.append((f"GET {path} keyless", load(sis_port, path, args.seconds, args.connections)))
+        for path in ("/earth/limits", "/earth/events"):
+            rows.append((f"GET {path} keyed", load(sis_port, path, args.seconds, args.connections, key)))
         base = rows[0][1]["rps"]
         print(f"\nAPI benchmark: {args.connections} keep-alive connections, {args.seconds:.0f} s each, "
               f"{os.cpu_count()} cores, python {sys.version.split()[0]}")

@@ -117,7 +117,9 @@ class Answer:
     cacheable: bool = True
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
-    _encoded: bytes | None = field(default=None, repr=False, compare=False)
+    # Shared by copies made with dataclasses.replace (which only add headers), so a
+    # cached answer's body is encoded once however often it is served.
+    _memo: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def degraded(self) -> bool:
@@ -129,9 +131,10 @@ class Answer:
 
     def encoded(self, dumps: Any) -> bytes:
         """The body as JSON bytes, encoded once: a cached answer is served many times."""
-        if self._encoded is None:
-            self._encoded = dumps(self.body()).encode()
-        return self._encoded
+        encoded = self._memo.get("body")
+        if encoded is None:
+            encoded = self._memo["body"] = dumps(self.body()).encode()
+        return encoded
 
     def body(self) -> dict[str, Any]:
         caveats = list(self.caveats)

@@ -75,3 +75,14 @@ async def test_bound_violation_names_the_bound(sqlite_url, upstream):
         assert r.status == 200 and r.json()["params"] == {"radius": 450}
     finally:
         await stop_coordinator(c)
+
+
+def test_an_answer_copied_with_new_headers_shares_its_encoding_but_not_a_new_body():
+    import dataclasses
+    import json
+
+    a = Answer({"n": 1}, caveats=["c"])
+    first = a.encoded(json.dumps)
+    assert dataclasses.replace(a, headers={"X": "1"}).encoded(json.dumps) is first
+    b = dataclasses.replace(a, data={"n": 2}, _memo={})
+    assert json.loads(b.encoded(json.dumps))["n"] == 2

@@ -92,4 +92,4 @@ def cap_rows(answer: Answer, caller: Caller, extra_caveats: list[str]) -> Answer
     for k, n in cut.items():
         data[k] = data[k][:rows]
         caveats.append(f"'{k}' is cut to the first {rows} of {n} rows: the rows cap of the {caller.plan} plan.")
-    return dataclasses.replace(answer, data=data, caveats=caveats)
+    return dataclasses.replace(answer, data=data, caveats=caveats, _memo={})  # a new body: encode anew
