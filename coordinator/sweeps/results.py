@@ -53,23 +53,30 @@ async def submit(sweeps, node: Node, lease_id: str, body: bytes, *, too_large: b
         now = tr.utcnow()
         actor = f"node:{node.id}"
         async with db.write() as s:
-            q = select(SweepLease).where(SweepLease.id == lease_id)
-            lease = (await s.execute(q if db.is_sqlite else q.with_for_update())).scalar_one_or_none()
-            if lease is None or lease.node_id != node.id:
+            # The lease, its job and any earlier result, in one statement (locking the lease
+            # and the job on PostgreSQL, in the same order as every other writer).
+            q = (select(SweepLease, SweepJob, SweepResult).join(SweepJob, SweepJob.id == SweepLease.job_id)
+                 .outerjoin(SweepResult, SweepResult.lease_id == SweepLease.id).where(SweepLease.id == lease_id))
+            if not db.is_sqlite:
+                q = q.with_for_update(of=[SweepLease, SweepJob])
+            found = (await s.execute(q)).one_or_none()
+            if found is None or found[0].node_id != node.id:
                 raise NotFound("no such lease for this node", {"leaseId": lease_id})
-            prior = (await s.execute(select(SweepResult).where(SweepResult.lease_id == lease_id))) \
-                .scalar_one_or_none()
+            lease, job, prior = found
+            if prior is None and lease.state != tr.LEASE_ACTIVE:
+                # On PostgreSQL a submission that waited on the lease's lock sees the lease as
+                # committed by the one before it, but the joined result as of its own start.
+                prior = (await s.execute(select(SweepResult).where(SweepResult.lease_id == lease_id))) \
+                    .scalar_one_or_none()
             if prior is not None:
                 if prior.body_sha256 != digest:
                     raise Conflict("a different result was already submitted on this lease",
                                    {"leaseId": lease_id, "resultState": prior.state})
-                job = await s.get(SweepJob, lease.job_id)
                 return SubmitOutcome(prior.state != tr.RESULT_INVALID, prior.state, job.state,
                                      list(prior.reasons), duplicate=True)
             if lease.state != tr.LEASE_ACTIVE:
                 raise Conflict(f"the lease is {lease.state}: its job went back to the queue; lease a job again",
                                {"leaseId": lease_id, "leaseState": lease.state})
-            job = await s.get(SweepJob, lease.job_id, with_for_update=for_update(db))
             if too_large:
                 parsed, reasons = None, [f"body: {len(body)} bytes is over the limit of "
                                          f"{settings.result_max_bytes} bytes"]
@@ -124,8 +131,11 @@ async def _quorum(s, sweeps, job: SweepJob, result: SweepResult, facts: list[Fac
     if job.valid_results < job.quorum:
         job.state = _settle(job)
         return logs
-    pending = list((await s.execute(select(SweepResult).where(
-        SweepResult.job_id == job.id, SweepResult.state == tr.RESULT_PENDING).order_by(SweepResult.id))).scalars())
+    if job.quorum == 1 and job.valid_results == 1:
+        pending = [result]      # a trusted node's single replica: nothing else to read
+    else:
+        pending = list((await s.execute(select(SweepResult).where(
+            SweepResult.job_id == job.id, SweepResult.state == tr.RESULT_PENDING).order_by(SweepResult.id))).scalars())
     facts_of = {r.id: (facts if r.id == result.id else _facts(r.body)) for r in pending}
     nodes = {r.node_id: (me if r.node_id == me.id else None) for r in pending}
     for nid in sorted(nodes):
