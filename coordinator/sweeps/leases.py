@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, exists, select
+from sqlalchemy import and_, exists, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..db.models import Node, SweepJob, SweepLease
@@ -140,6 +140,7 @@ async def heartbeat(sweeps, node: Node, lease_id: str) -> Beat | None:
                 return Beat("cancel", reason=f"the job is {job.state}")
             lease.expires_at = now + timedelta(seconds=settings.lease_ttl_s)
             lease.heartbeat_at = now
+            await s.execute(update(Node).where(Node.id == node.id).values(last_seen_at=now))
             return Beat("continue", expires_at=lease.expires_at)
 
     return await retrying(run)

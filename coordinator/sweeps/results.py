@@ -83,6 +83,7 @@ async def submit(sweeps, node: Node, lease_id: str, body: bytes, *, too_large: b
             else:
                 parsed, reasons = validate_result(body, job, node.id, tr.aware(lease.leased_at), now, settings)
             me = await s.get(Node, node.id, with_for_update=for_update(db))
+            me.last_seen_at = now
             logs = [tr.row("lease", lease.id, tr.LEASE_ACTIVE, tr.LEASE_SUBMITTED, actor, "result received", now)]
             lease.state, lease.ended_at = tr.LEASE_SUBMITTED, now
             job.active_leases = max(0, job.active_leases - 1)
