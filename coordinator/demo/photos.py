@@ -30,7 +30,8 @@ import tornado.web
 
 from ..sweeps.coverage import offset
 
-DEV_ENGINE_BUILD = "sha256:" + hashlib.sha256(b"sis-engine development build").hexdigest()
+# A development engine build, in the form of sweep_engine.build_hash() (64 hex digits).
+DEV_ENGINE_BUILD = hashlib.sha256(b"sis-engine development build").hexdigest()
 LICENSE = "CC-BY-SA-4.0"
 DEMO_CENTRE = (-6.9147, 107.6098)    # Bandung, Indonesia
 
