@@ -229,7 +229,9 @@ async def test_node_routes_are_in_the_openapi_document_but_not_tools(sweeps_sqli
     validate(doc)
     assert "/node/v1/lease" in doc["paths"] and "/node/v1/leases/{leaseId}/result" in doc["paths"]
     assert "/earth/sweep-request" in doc["paths"] and "post" in doc["paths"]["/earth/sweep-request"]
-    assert all(not t.name.startswith("node") for t in sweeps_sqlite.services.registry)
+    registry = sweeps_sqlite.services.registry
+    assert not any("/node/" in path for t in registry for path in t.routes.values())
+    assert not {"node_enrol", "node_lease", "node_heartbeat", "node_result"} & {t.name for t in registry}
 
 
 def test_the_protocol_document_names_every_route_and_sweep_setting():
