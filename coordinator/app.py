@@ -6,6 +6,7 @@ from typing import Any
 import tornado.web
 
 from .mcp import mcp_routes, openapi_paths as mcp_openapi_paths
+from .nodes.handlers import NODE_PATHS, node_routes
 from .openapi import openapi_document
 from .rest import BaseHandler, NotFoundHandler, tool_routes
 from .services import Services
@@ -38,7 +39,7 @@ class HealthzHandler(BaseHandler):
 class OpenApiHandler(BaseHandler):
     def get(self) -> None:
         svc: Services = self.application.services  # type: ignore[attr-defined]
-        self.send_json(openapi_document(svc.registry, {**OPERATOR_PATHS, **mcp_openapi_paths()}),
+        self.send_json(openapi_document(svc.registry, {**OPERATOR_PATHS, **mcp_openapi_paths(), **NODE_PATHS}),
                        cache_control="public, max-age=300")
 
 
@@ -50,6 +51,7 @@ class Application(tornado.web.Application):
             (r"/openapi.json", OpenApiHandler),
             *mcp_routes(),
             *tool_routes(services.registry),
+            *node_routes(),
         ]
         super().__init__(routes, default_handler_class=NotFoundHandler, compress_response=True, **settings)
 

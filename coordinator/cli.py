@@ -212,6 +212,8 @@ def parser() -> argparse.ArgumentParser:
     for sp in (em, el, er):
         db_arg(sp)
     e.set_defaults(run=lambda a: asyncio.run(_embed(a)))
+    from .nodes.cli import add_parser as add_nodes_parser
+    add_nodes_parser(sub, db_arg, _settings)
     return p
 
 

@@ -3,9 +3,9 @@ registry is built from the modules listed here, in order."""
 from __future__ import annotations
 
 from ..registry import Tool, ToolRegistry
-from . import access, events, limits, node_app
+from . import access, events, limits, node_app, sweeps
 
-MODULES = (events, limits, node_app, access)
+MODULES = (events, limits, node_app, sweeps, access)
 
 
 def all_tools() -> list[Tool]:

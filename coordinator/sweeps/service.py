@@ -1,0 +1,75 @@
+"""The sweep part of one coordinator process: its database, settings, photo provider
+and lease sweeper, built once at start-up and kept in ``Services.extras['sweeps']``."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from ..db import Database
+from ..settings import Settings
+from .leases import Sweeper
+from .photos import PhotoProvider
+
+
+class SerialWrites:
+    """The database as the sweep part uses it. On SQLite, write transactions of this process
+    take turns on an asyncio lock before ``BEGIN IMMEDIATE``: SQLite admits one writer at a
+    time anyway, and leaving 32 connections to its busy handler (which sleeps and retries
+    with growing pauses) cost seven times the throughput in ``bench/queue.py``. Other
+    processes are still kept apart by ``BEGIN IMMEDIATE`` itself. On PostgreSQL writes run
+    concurrently and rows are claimed with ``FOR UPDATE SKIP LOCKED``."""
+
+    def __init__(self, db: Database) -> None:
+        self.inner = db
+        self.is_sqlite = db.is_sqlite
+        self._lock = asyncio.Lock() if db.is_sqlite else None
+
+    def read(self):
+        return self.inner.read()
+
+    @contextlib.asynccontextmanager
+    async def write(self) -> AsyncIterator[Any]:
+        if self._lock is None:
+            async with self.inner.write() as s:
+                yield s
+            return
+        async with self._lock:
+            async with self.inner.write() as s:
+                yield s
+
+
+@dataclass
+class Sweeps:
+    db: SerialWrites
+    settings: Settings
+    provider: PhotoProvider
+    sweeper: Sweeper = field(init=False)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.sweeper = Sweeper(self)
+
+
+def sweeps_of(services) -> Sweeps:
+    return services.extras["sweeps"]
+
+
+async def attach(services, *, start_background: bool) -> None:
+    """Build the sweep part (and, in demo mode, the fake photo provider) and start the sweeper."""
+    settings = services.settings
+    base_url = settings.photo_provider_base_url
+    if settings.demo:
+        from ..demo.photos import start_demo_photos
+        fake = await start_demo_photos()
+        services._closers.append(fake.stop)
+        base_url = fake.api_url
+        if not settings.engine_builds:
+            from ..demo.photos import DEV_ENGINE_BUILD
+            settings = settings.model_copy(update={"engine_builds": DEV_ENGINE_BUILD})
+    sweeps = Sweeps(SerialWrites(services.db), settings, PhotoProvider(base_url, settings.photo_provider_timeout_s))
+    services.extras["sweeps"] = sweeps
+    services._closers.append(sweeps.sweeper.stop)
+    if start_background:
+        sweeps.sweeper.start()
