@@ -7,6 +7,7 @@ import tornado.web
 
 from .nodes.handlers import NODE_PATHS, node_routes
 from .openapi import openapi_document
+from .review.handlers import review_routes
 from .rest import BaseHandler, NotFoundHandler, tool_routes
 from .services import Services
 
@@ -49,6 +50,7 @@ class Application(tornado.web.Application):
             (r"/openapi.json", OpenApiHandler),
             *tool_routes(services.registry),
             *node_routes(),
+            *review_routes(),
         ]
         super().__init__(routes, default_handler_class=NotFoundHandler, compress_response=True, **settings)
 

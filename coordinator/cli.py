@@ -161,6 +161,10 @@ def parser() -> argparse.ArgumentParser:
     nr.add_argument("--reason", required=True, help="why, recorded with the revocation and shown to the node")
     db_arg(nr)
     nd.set_defaults(run=lambda a: asyncio.run(_nodes(a)))
+
+    from .review.cli import add_parser as add_reviewers, run as run_reviewers
+    add_reviewers(sub, db_arg)
+    sub.choices["reviewers"].set_defaults(run=lambda a: asyncio.run(run_reviewers(a, _settings(a))))
     return p
 
 
