@@ -35,7 +35,7 @@ import tempfile
 import time
 import uuid
 
-from sqlalchemy import text, update  # noqa: E402
+from sqlalchemy import event, text, update  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest  # noqa: E402
@@ -189,9 +189,23 @@ async def http_loop(services, nodes) -> tuple[int, float]:
     return done, time.perf_counter() - t0
 
 
+class StatementCount:
+    """SQL statements sent (BEGIN and COMMIT not included), a measure that load on a shared
+    machine does not disturb."""
+
+    def __init__(self, db) -> None:
+        self.n = 0
+        for eng in {id(e): e for e in (db.engine, db.write_engine)}.values():
+            event.listen(eng.sync_engine, "before_cursor_execute", self._count)
+
+    def _count(self, *_a) -> None:
+        self.n += 1
+
+
 async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool) -> dict:
     photos = await FakePhotoProvider().start()
     services = await coordinator(url, photos)
+    statements = StatementCount(services.db)
     figures = {}
     try:
         nodes = await trusted_nodes(services, workers)
@@ -201,11 +215,13 @@ async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool) -
             runs.append(("http", lambda: http_loop(services, nodes)))
         for i, (name, fn) in enumerate(runs):
             await fill(services, photos, jobs, i)
+            before = statements.n
             done, secs = await fn()
             assert done == jobs, (name, done, jobs)
             figures[name] = done / secs
             print(f"{label:10} {name:11} {done:6d} jobs in {secs:6.2f} s = {done / secs:8.1f} jobs/s "
-                  f"({workers} concurrent)", flush=True)
+                  f"({workers} concurrent; {(statements.n - before) / done:5.1f} SQL statements per job)",
+                  flush=True)
     finally:
         await services.close()
         await photos.stop()
@@ -220,7 +236,8 @@ async def main() -> int:
     ap.add_argument("--no-http", action="store_true")
     ap.add_argument("--only", choices=("sqlite", "postgres"))
     args = ap.parse_args()
-    print(f"bench/queue.py: {args.jobs} jobs per figure, {args.nodes} concurrent nodes, {os.cpu_count()} CPUs")
+    print(f"bench/queue.py: {args.jobs} jobs per figure, {args.nodes} concurrent nodes, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f} at start")
     if args.only != "postgres":
         with tempfile.TemporaryDirectory() as d:
             await bench_one("sqlite", f"sqlite+aiosqlite:///{d}/bench.db", args.jobs, args.nodes, not args.no_http)
@@ -233,6 +250,8 @@ async def main() -> int:
                 await bench_one("postgres", url, args.jobs, args.nodes, not args.no_http)
             finally:
                 await drop()
+    print(f"load average {os.getloadavg()[0]:.1f} at the end (other work on this machine slows every figure "
+          "alike; compare figures within one run)")
     return 0
 
 
