@@ -62,14 +62,14 @@ async def pending(db, *, bbox: tuple[float, float, float, float] | None = None, 
                 SweepResult.job_id.in_([j.id for j in rows])).group_by(SweepResult.job_id, SweepResult.state))
             for job_id, state, n in (await s.execute(cq)).all():
                 counts.setdefault(job_id, {})[state] = n
-            facts = dict((await s.execute(select(SweepResult.id, SweepResult.facts).where(
-                SweepResult.id.in_([j.canonical_result_id for j in rows if j.canonical_result_id])))).all())
+            facts = dict((await s.execute(select(SweepResult.lease_id, SweepResult.facts).where(
+                SweepResult.lease_id.in_([j.canonical_lease_id for j in rows if j.canonical_lease_id])))).all())
     items = []
     for j in rows:
         c = counts.get(j.id, {})
         items.append({"jobId": j.id, "wireId": jobs.wire_id(j.id), "sweepId": j.sweep_id, "area": j.area,
                       "centre": {"lat": j.center_lat, "lon": j.center_lon}, "radiusM": j.radius_m,
-                      "photos": len(j.photos), "cells": len(j.cells), "facts": facts.get(j.canonical_result_id, 0),
+                      "photos": len(j.photos), "cells": len(j.cells), "facts": facts.get(j.canonical_lease_id, 0),
                       "replicas": {"accepted": c.get(tr.RESULT_ACCEPTED, 0), "outvoted": c.get(tr.RESULT_OUTVOTED, 0),
                                    "invalid": c.get(tr.RESULT_INVALID, 0), "quorum": j.quorum},
                       "unanimous": c.get(tr.RESULT_OUTVOTED, 0) == 0, "waitingSince": tr.iso(j.updated_at)})
@@ -97,21 +97,21 @@ async def show(db, job_id: int) -> dict[str, Any]:
             SweepTransition.subject == "job", SweepTransition.subject_id == str(job_id))
             .order_by(SweepTransition.id))).scalars())
         request = await s.get(SweepRequest, job.sweep_id)
-    canonical = next((r for r in results if r.id == job.canonical_result_id), None)
+    canonical = next((r for r in results if r.lease_id == job.canonical_lease_id), None)
     canon = Result.from_dict(canonical.body) if canonical is not None and canonical.body else None
     replicas = []
     for r in results:
         entry: dict[str, Any] = {"resultId": r.id, "nodeId": r.node_id, "state": r.state,
-                                 "canonical": r.id == job.canonical_result_id, "facts": r.facts,
+                                 "canonical": r.lease_id == job.canonical_lease_id, "facts": r.facts,
                                  "engineBuild": r.engine_build, "receivedAt": tr.iso(r.received_at),
                                  "validation": {"passed": r.state != tr.RESULT_INVALID, "reasons": list(r.reasons)}}
         n = nodes.get(r.node_id)
         if n is not None:
             entry["node"] = {"trusted": n.trusted, "streak": n.streak, "validTotal": n.valid_total,
                              "invalidTotal": n.invalid_total, "revoked": n.revoked_at is not None}
-        if canon is not None and r.body and r.id != job.canonical_result_id:
+        if canon is not None and r.body and r.lease_id != job.canonical_lease_id:
             entry["agreement"] = agreement.compare(canon.facts, Result.from_dict(r.body).facts)
-        elif r.id == job.canonical_result_id:
+        elif r.lease_id == job.canonical_lease_id:
             entry["agreement"] = None
         replicas.append(entry)
     photos = [{"id": p["id"], "lat": p["lat"], "lon": p["lon"], "heading": p.get("heading"),
@@ -165,7 +165,9 @@ async def _decide(sweeps, reviewer: Reviewer, job_id: int, approve: bool, reason
                     return None
             out: dict[str, Any] = {"jobId": job.id, "sweepId": job.sweep_id}
             if approve:
-                canonical = await s.get(SweepResult, job.canonical_result_id) if job.canonical_result_id else None
+                canonical = (await s.execute(select(SweepResult).where(
+                    SweepResult.lease_id == job.canonical_lease_id))).scalar_one_or_none() \
+                    if job.canonical_lease_id else None
                 if canonical is None or not canonical.body:
                     raise Conflict("the job has no agreed result to publish", {"jobId": job_id})
                 facts, measurements = await publish(s, job, Result.from_dict(canonical.body), now)
