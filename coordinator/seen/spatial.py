@@ -2,30 +2,37 @@
 
 Rows carry the id of their resolution-10 cell (``coverage.RESOLUTION``, about
 150 m across) in an indexed ``BIGINT`` column. A circle of 100-1500 m is read as
-the rings of cells around its centre's cell, nearest rings first, in a few
-``cell IN (...)`` queries of bounded size; the exact distance filter is then done
-here. Reading ring by ring lets an answer stop once it holds as many rows as it
-may serve (the cap), so the work per request stays bounded whatever the density,
-and what is served under the cap is the nearest ground.
+the cells around its centre, nearest first, in a few ``cell IN (...)`` queries of
+growing size; the exact distance filter is then done here. Reading nearest first
+lets an answer stop once it holds as many rows as it may serve (the cap), so the
+work per request stays bounded whatever the density, and what is served under the
+cap is the nearest ground.
 
-Resolution 10 for both coverage and facts: at 1500 m a circle is about 530 cells
+Resolution 10 for both coverage and facts: at 1500 m a circle is about 600 cells
 (a few ``IN`` lists), at 100 m about 7; a coarser column would read up to 20
 times the rows needed for small circles, a finer one multiplies the cells of
 large ones.
+
+The candidate cells and their centres are computed once per request with numpy
+(``Disc``): the cells whose hexagon may reach into the circle (for facts), and the
+cells whose centre lies in the circle's 64-gon, exactly as
+``coverage.circle_cells`` counts a sweep request's ground (for ``covered``).
 """
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from dataclasses import dataclass
 
-import h3
+import numpy as np
+import shapely
+from h3.api import basic_int as h3i
 
 from ..sweeps import coverage
 
-EDGE_M = h3.average_hexagon_edge_length(coverage.RESOLUTION, "m")
+EDGE_M = h3i.average_hexagon_edge_length(coverage.RESOLUTION, "m")
 SPACING_M = EDGE_M * math.sqrt(3)      # centre to centre of neighbouring cells
 EARTH_R = 6_371_008.8
-BATCH_CELLS = 200
+FIRST_BATCH = 7
 
 
 def distance_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
@@ -36,6 +43,13 @@ def distance_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     return 2 * EARTH_R * math.asin(min(1.0, math.sqrt(a)))
 
 
+def distances_m(lat: float, lon: float, lats: np.ndarray, lons: np.ndarray) -> np.ndarray:
+    p1, p2 = math.radians(lat), np.radians(lats)
+    dp, dl = p2 - p1, np.radians(lons - lon)
+    a = np.sin(dp / 2) ** 2 + math.cos(p1) * np.cos(p2) * np.sin(dl / 2) ** 2
+    return 2 * EARTH_R * np.arcsin(np.minimum(1.0, np.sqrt(a)))
+
+
 def bearing_deg(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     p1, p2, dl = math.radians(lat1), math.radians(lat2), math.radians(lon2 - lon1)
     y = math.sin(dl) * math.cos(p2)
@@ -43,30 +57,36 @@ def bearing_deg(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     return (math.degrees(math.atan2(y, x)) + 360.0) % 360.0
 
 
-def ring_batches(lat: float, lon: float, radius_m: float) -> Iterator[list[int]]:
-    """Cell ids whose hexagon may reach into the circle, nearest rings first, in batches.
+@dataclass
+class Disc:
+    """The H3 cells of a circle: ``reach`` (every cell that may hold a point of the circle,
+    nearest centre first) and ``ground`` (the cells a sweep request of this circle asks for)."""
 
-    A point of a cell lies at most about one edge from the cell's centre (H3 cells
-    vary in size over the globe, hence the margin of 1.5 edges)."""
-    centre = h3.latlng_to_cell(lat, lon, coverage.RESOLUTION)
-    reach = radius_m + 1.5 * EDGE_M
-    k_max = int(math.ceil(reach / (SPACING_M * 0.8))) + 1
-    batch: list[int] = []
-    for k in range(k_max + 1):
-        try:
-            ring = [centre] if k == 0 else h3.grid_ring(centre, k)
-        except Exception:  # near one of the 12 pentagons rings are undefined: take the disk
-            ring = [c for c in h3.grid_disk(centre, k) if h3.grid_distance(centre, c) == k]
-        kept = []
-        for c in ring:
-            la, lo = h3.cell_to_latlng(c)
-            if distance_m(lat, lon, la, lo) <= reach:
-                kept.append(h3.str_to_int(c))
-        if not kept and k > 0:
-            break
-        batch.extend(kept)
-        if len(batch) >= BATCH_CELLS:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+    reach: list[int]
+    ground: list[int]
+
+    @classmethod
+    def of(cls, lat: float, lon: float, radius_m: float) -> "Disc":
+        centre = h3i.latlng_to_cell(lat, lon, coverage.RESOLUTION)
+        margin = 1.5 * EDGE_M          # a point of a cell lies within about an edge of its centre
+        k = int(math.ceil((radius_m + margin) / (SPACING_M * 0.8))) + 1
+        cells = np.array(h3i.grid_disk(centre, k), dtype=np.uint64)
+        ll = np.array([h3i.cell_to_latlng(int(c)) for c in cells])
+        d = distances_m(lat, lon, ll[:, 0], ll[:, 1])
+        near = d <= radius_m + margin
+        order = np.argsort(d[near], kind="stable")
+        reach = [int(c) for c in cells[near][order]]
+        ring = coverage.circle_ring(lat, lon, radius_m)
+        inside = shapely.contains_xy(shapely.Polygon(ring), ll[:, 1], ll[:, 0])
+        ground = {int(c) for c in cells[inside]}
+        ground.add(int(centre))
+        return cls(reach, sorted(ground))
+
+    def batches(self):
+        """``reach`` in batches that grow fourfold (7, 28, 112, ...): small circles and dense
+        ground stop after one or two small queries, sparse large circles need few queries."""
+        i, size = 0, FIRST_BATCH
+        while i < len(self.reach):
+            yield self.reach[i:i + size]
+            i += size
+            size *= 4
