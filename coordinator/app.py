@@ -7,7 +7,7 @@ import tornado.web
 
 from .nodes.handlers import NODE_PATHS, node_routes
 from .openapi import openapi_document
-from .review.handlers import review_routes
+from .review.handlers import REVIEW_PATHS, review_routes
 from .rest import BaseHandler, NotFoundHandler, tool_routes
 from .services import Services
 
@@ -39,7 +39,7 @@ class HealthzHandler(BaseHandler):
 class OpenApiHandler(BaseHandler):
     def get(self) -> None:
         svc: Services = self.application.services  # type: ignore[attr-defined]
-        self.send_json(openapi_document(svc.registry, {**OPERATOR_PATHS, **NODE_PATHS}), cache_control="public, max-age=300")
+        self.send_json(openapi_document(svc.registry, {**OPERATOR_PATHS, **NODE_PATHS, **REVIEW_PATHS}), cache_control="public, max-age=300")
 
 
 class Application(tornado.web.Application):

@@ -137,3 +137,50 @@ def review_routes() -> list[tuple[str, type, dict]]:
         (rf"{PREFIX}/jobs/([A-Za-z0-9-]+)/reject", VerdictHandler, {"approve": False}),
         (rf"{PREFIX}/sweeps/([A-Za-z0-9_]+)/approve", SweepApproveHandler, {}),
     ]
+
+
+def _op(method: str, op_id: str, summary: str, responses: dict[str, str], params: list[dict] | None = None,
+        body: str | None = None) -> dict:
+    op: dict[str, Any] = {"operationId": op_id, "summary": summary, "tags": ["review"],
+                          "description": "Review API (docs/review.md); not a tool of the public API. Needs a "
+                                         "reviewer key: Authorization: Bearer <key> or X-Api-Key.",
+                          "responses": {code: {"description": text} for code, text in responses.items()}}
+    if params:
+        op["parameters"] = params
+    if body:
+        op["requestBody"] = {"required": False, "description": body,
+                             "content": {"application/json": {"schema": {"type": "object"}}}}
+    return {method: op}
+
+
+def _path(name: str) -> dict:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _query(name: str, desc: str) -> dict:
+    return {"name": name, "in": "query", "required": False, "schema": {"type": "string"}, "description": desc}
+
+
+_AUTH = {"401": "No key, or a key not known", "403": "Key revoked or without the review scope"}
+REVIEW_PATHS: dict[str, Any] = {
+    f"{PREFIX}/me": _op("get", "review_me", "The reviewer the key belongs to", {"200": "The reviewer", **_AUTH}),
+    f"{PREFIX}/pending": _op("get", "review_pending", "Jobs waiting for review, oldest first",
+                             {"200": "The pending list", "400": "Bad filter", **_AUTH},
+                             [_query("bbox", "w,s,e,n: jobs whose area meets it"), _query("sweep", "a sweep id"),
+                              _query("limit", "1 to 1000, default 200")]),
+    f"{PREFIX}/jobs/{{jobId}}": _op("get", "review_job", "One job: facts, measurements, replicas and their "
+                                    "agreement, validation notes, photo references",
+                                    {"200": "The job", "404": "No such job", **_AUTH}, [_path("jobId")]),
+    f"{PREFIX}/jobs/{{jobId}}/approve": _op("post", "review_approve", "Approve a job: its facts go live, its cells "
+                                            "are covered", {"200": "Approved", "409": "Not waiting for review",
+                                                            **_AUTH}, [_path("jobId")], "reason (optional)"),
+    f"{PREFIX}/jobs/{{jobId}}/reject": _op("post", "review_reject", "Reject a job with a reason: nothing of it is "
+                                           "served", {"200": "Rejected", "400": "No reason",
+                                                      "409": "Not waiting for review", **_AUTH},
+                                           [_path("jobId")], "reason (required)"),
+    f"{PREFIX}/sweeps/{{sweepId}}/approve": _op("post", "review_approve_sweep", "Approve every waiting job of a "
+                                                "sweep whose replicas agree", {"200": "What was approved and what "
+                                                                               "was left", "404": "No such sweep",
+                                                                               **_AUTH},
+                                                [_path("sweepId")], "reason (optional)"),
+}

@@ -51,12 +51,12 @@ class Coverage:
                 "fraction": round(self.fraction, 4)}
 
 
-async def circle_coverage(conn, disc: Disc) -> Coverage:
+def circle_coverage(conn, disc: Disc) -> Coverage:
     """How many of the circle's cells (as ``sweep_request`` counts them) are covered:
     swept, and the sweep approved by a reviewer. One statement (at most about 520 cells)."""
     q = select(func.count()).select_from(CoverageCell).where(CoverageCell.cell.in_(disc.ground),
                                                               CoverageCell.state == tr.CELL_COVERED)
-    return Coverage(len(disc.ground), (await conn.execute(q)).scalar_one())
+    return Coverage(len(disc.ground), conn.execute(q).scalar_one())
 
 
 @dataclass
@@ -65,7 +65,7 @@ class Found:
     truncated: bool = False
 
 
-async def _nearest(conn, table, columns, disc: Disc, lat: float, lon: float, radius_m: float, cap: int) -> Found:
+def _nearest(conn, table, columns, disc: Disc, lat: float, lon: float, radius_m: float, cap: int) -> Found:
     """Rows within ``radius_m`` of the point, nearest first, at most ``cap``, in one statement.
 
     The indexed cell column narrows the read to the circle's cells; a bounding box and a
@@ -84,7 +84,7 @@ async def _nearest(conn, table, columns, disc: Disc, lat: float, lon: float, rad
          .order_by(d2).limit(cap + 1))
     out = Found()
     sure = (radius_m * 0.995) ** 2            # well inside: the planar distance will do
-    for r in (await conn.execute(q)).all():
+    for r in conn.execute(q).all():
         if r.d2 <= sure:
             out.rows.append((math.sqrt(r.d2), r))
         else:
@@ -107,12 +107,14 @@ def fact_json(d: float, r: Any) -> dict[str, Any]:
             "license": r.license, "sweepId": r.sweep_id, "distanceM": round(d, 1)}
 
 
-async def seen_facts(db, lat: float, lon: float, radius_m: float, cap: int) -> tuple[Coverage, Found]:
-    disc = Disc.of(lat, lon, radius_m)
-    async with db.engine.connect() as conn:
-        cov = await circle_coverage(conn, disc)
-        found = await _nearest(conn, SeenFact.__table__, FACT_COLUMNS, disc, lat, lon, radius_m, cap)
-    return cov, found
+async def seen_facts(reader, lat: float, lon: float, radius_m: float, cap: int) -> tuple[Coverage, list, bool]:
+    """(coverage, facts as served, truncated)."""
+    def read(conn):
+        disc = Disc.of(lat, lon, radius_m)
+        cov = circle_coverage(conn, disc)
+        found = _nearest(conn, SeenFact.__table__, FACT_COLUMNS, disc, lat, lon, radius_m, cap)
+        return cov, [fact_json(d, r) for d, r in found.rows], found.truncated
+    return await reader.run(read)
 
 
 # ---- street measure -------------------------------------------------------------------
@@ -149,15 +151,16 @@ def road_width(scenes: list[tuple[float, Any]]) -> dict[str, Any] | None:
             "nearestPhotoM": round(measured[0][0], 1), "basis": "measured"}
 
 
-async def street_measure(db, lat: float, lon: float, max_m: float) -> dict[str, Any]:
-    disc = Disc.of(lat, lon, max_m)
-    async with db.engine.connect() as conn:
+async def street_measure(reader, lat: float, lon: float, max_m: float) -> dict[str, Any]:
+    def read(conn):
+        disc = Disc.of(lat, lon, max_m)
         cols = (SeenMeasurement.photo_id, SeenMeasurement.lat, SeenMeasurement.lon, SeenMeasurement.heading,
                 SeenMeasurement.captured_at, SeenMeasurement.provider, SeenMeasurement.license,
                 SeenMeasurement.photo_url, SeenMeasurement.road_width, SeenMeasurement.calibration,
                 SeenMeasurement.objects)
-        found = await _nearest(conn, SeenMeasurement.__table__, cols, disc, lat, lon, max_m, MEASURE_PHOTOS_CAP)
-        cov = await circle_coverage(conn, disc)
+        return (_nearest(conn, SeenMeasurement.__table__, cols, disc, lat, lon, max_m, MEASURE_PHOTOS_CAP),
+                circle_coverage(conn, disc))
+    found, cov = await reader.run(read)
     scenes, objects = [], []
     for d, m in found.rows:
         cal = m.calibration
@@ -187,11 +190,10 @@ async def street_measure(db, lat: float, lon: float, max_m: float) -> dict[str, 
 
 # ---- covered areas --------------------------------------------------------------------
 
-async def covered_areas(db, max_features: int) -> tuple[list[dict[str, Any]], int, bool]:
+async def covered_areas(reader, max_features: int) -> tuple[list[dict[str, Any]], int, bool]:
     """Covered ground as GeoJSON polygons: connected groups of covered cells."""
-    async with db.read() as s:
-        rows = (await s.execute(select(CoverageCell.cell, CoverageCell.covered_at)
-                                .where(CoverageCell.state == tr.CELL_COVERED))).all()
+    rows = await reader.run(lambda conn: conn.execute(select(CoverageCell.cell, CoverageCell.covered_at)
+                                                      .where(CoverageCell.state == tr.CELL_COVERED)).all())
     if not rows:
         return [], 0, False
     when = {h3.int_to_str(c): tr.aware(at) for c, at in rows}

@@ -8,6 +8,7 @@ from ..context import ToolContext
 from ..honesty import Answer
 from ..registry import Param, Tool, lat, lon, radius, tool, NUMBER
 from ..seen import query
+from ..seen.reader import reader_of
 
 TOOLS: list[Tool] = []
 
@@ -36,19 +37,19 @@ SEEN_CAVEATS = [
                                     "facts": {"type": "array", "items": {"type": "object"}}}})
 async def seen_layer(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     cap = ctx.services.settings.seen_max_facts
-    cov, found = await query.seen_facts(ctx.services.db, params["lat"], params["lon"], params["radius"], cap)
+    cov, facts, truncated = await query.seen_facts(reader_of(ctx.services), params["lat"], params["lon"],
+                                                   params["radius"], cap)
     caveats = []
     if not cov.complete:
         caveats.append(
             f"Not covered: {cov.covered} of {cov.cells} cells of this circle are swept and approved "
             f"({cov.fraction:.0%}). Facts are served for the covered part only; the rest is unswept ground, "
             "which says nothing about what stands there. POST /earth/sweep-request asks for a sweep.")
-    if found.truncated:
+    if truncated:
         caveats.append(f"Truncated: more than {cap} facts lie in this circle; the {cap} nearest the point are "
                        "served (nearest by H3 ring, then by distance). Ask for a smaller radius for the rest.")
-    facts = [query.fact_json(d, r) for d, r in found.rows]
     return Answer({"covered": cov.complete, "coverage": cov.as_json(), "count": len(facts),
-                   "truncated": found.truncated, "maxFacts": cap, "facts": facts},
+                   "truncated": truncated, "maxFacts": cap, "facts": facts},
                   caveats=caveats + SEEN_CAVEATS)
 
 
@@ -61,7 +62,7 @@ async def seen_layer(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                                   maximum=400)),
       routes={"earth": "/street-measure"}, http_max_age_s=30, tags=("seen",))
 async def street_measure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
-    out = await query.street_measure(ctx.services.db, params["lat"], params["lon"], params["maxM"])
+    out = await query.street_measure(reader_of(ctx.services), params["lat"], params["lon"], params["maxM"])
     cov = out.pop("coverage")
     caveats = ["Measured by metric monocular depth times angular extent, calibrated per scene against detected "
                "vehicles and camera geometry; no lidar. scaleTrust says how far each scene's scale can be trusted.",
@@ -90,7 +91,7 @@ async def street_measure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
 async def seen_areas(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     from ..access.plans import CAPS
     cap = CAPS[ctx.caller.plan].rows if ctx.caller.plan in CAPS else 2000
-    features, total, truncated = await query.covered_areas(ctx.services.db, cap)
+    features, total, truncated = await query.covered_areas(reader_of(ctx.services), cap)
     caveats = ["Covered means swept from street photos and approved by a reviewer; ground outside these areas is "
                "unswept, which says nothing about what stands there.",
                "Areas are unions of H3 cells (resolution 10, about 150 m across) holding approved results; a cell "
