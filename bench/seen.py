@@ -203,7 +203,9 @@ def measure(port: int, radius: int, n: int, threads: int) -> dict:
 
 
 def report(label: str, load_s: float, rows: list[dict], threads: int) -> None:
-    print(f"\n{label}: load {load_s:.1f} s")
+    la = os.getloadavg()
+    print(f"\n{label}: load {load_s:.1f} s; machine load average now {la[0]:.1f} / {la[1]:.1f} / {la[2]:.1f} "
+          f"on {os.cpu_count()} cpus (other work on the machine inflates these figures)")
     print(f"  {'radius':>6} {'p50 ms':>7} {'p99 ms':>7} {'mean ms':>8} {'req/s (1 conn)':>15} "
           f"{f'req/s ({threads} conns)':>16} {'facts/answer':>13} {'truncated':>9} covered")
     for r in rows:

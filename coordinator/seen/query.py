@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import h3
-from sqlalchemy import Text, func, select, type_coerce
+from sqlalchemy import Text, bindparam, func, select, type_coerce
 
 from ..db.models import CoverageCell, SeenFact, SeenMeasurement
 from ..sweeps import coverage
@@ -51,12 +51,14 @@ class Coverage:
                 "fraction": round(self.fraction, 4)}
 
 
+_COVERED = (select(func.count()).select_from(CoverageCell)
+            .where(CoverageCell.cell.in_(bindparam("cells", expanding=True)), CoverageCell.state == tr.CELL_COVERED))
+
+
 def circle_coverage(conn, disc: Disc) -> Coverage:
     """How many of the circle's cells (as ``sweep_request`` counts them) are covered:
     swept, and the sweep approved by a reviewer. One statement (at most about 520 cells)."""
-    q = select(func.count()).select_from(CoverageCell).where(CoverageCell.cell.in_(disc.ground),
-                                                              CoverageCell.state == tr.CELL_COVERED)
-    return Coverage(len(disc.ground), conn.execute(q).scalar_one())
+    return Coverage(len(disc.ground), conn.execute(_COVERED, {"cells": disc.ground}).scalar_one())
 
 
 @dataclass
@@ -65,26 +67,44 @@ class Found:
     truncated: bool = False
 
 
+_STATEMENTS: dict[tuple, Any] = {}
+
+
+def _statement(table, columns):
+    """Rows of ``table`` in the given cells, inside a lat/lon box and a planar distance,
+    nearest first: built once per (table, columns), every value a bound parameter, so it
+    is compiled once and its cache entry reused."""
+    key = (table.name, tuple(str(c) for c in columns))
+    q = _STATEMENTS.get(key)
+    if q is None:
+        dy = (table.c.lat - bindparam("lat0")) * M_PER_DEG
+        dx = (table.c.lon - bindparam("lon0")) * bindparam("kx")
+        d2 = dx * dx + dy * dy
+        q = _STATEMENTS[key] = (
+            select(*columns, d2.label("d2"))
+            .where(table.c.cell.in_(bindparam("cells", expanding=True)),
+                   table.c.lat.between(bindparam("s"), bindparam("n")),
+                   table.c.lon.between(bindparam("w"), bindparam("e")), d2 <= bindparam("reach2"))
+            .order_by(d2).limit(bindparam("lim")))
+    return q
+
+
 def _nearest(conn, table, columns, disc: Disc, lat: float, lon: float, radius_m: float, cap: int) -> Found:
     """Rows within ``radius_m`` of the point, nearest first, at most ``cap``, in one statement.
 
     The indexed cell column narrows the read to the circle's cells; a bounding box and a
     local planar distance (plain arithmetic, the same SQL on SQLite and PostgreSQL) pick
     and order the rows in the database, so only ``cap + 1`` rows ever come back; the
-    exact great-circle distance is checked here."""
+    exact great-circle distance is checked here for rows near the edge."""
     kx = M_PER_DEG * math.cos(math.radians(lat))
     reach = radius_m * 1.001 + 1.0            # the planar distance is within 0.1 % here
     dlat, dlon = reach / M_PER_DEG, reach / kx
-    dy = (table.c.lat - lat) * M_PER_DEG
-    dx = (table.c.lon - lon) * kx
-    d2 = dx * dx + dy * dy
-    q = (select(*columns, d2.label("d2")).where(
-            table.c.cell.in_(disc.reach), table.c.lat.between(lat - dlat, lat + dlat),
-            table.c.lon.between(lon - dlon, lon + dlon), d2 <= reach * reach)
-         .order_by(d2).limit(cap + 1))
+    rows = conn.execute(_statement(table, columns), {
+        "cells": disc.reach, "lat0": lat, "lon0": lon, "kx": kx, "s": lat - dlat, "n": lat + dlat,
+        "w": lon - dlon, "e": lon + dlon, "reach2": reach * reach, "lim": cap + 1}).all()
     out = Found()
     sure = (radius_m * 0.995) ** 2            # well inside: the planar distance will do
-    for r in conn.execute(q).all():
+    for r in rows:
         if r.d2 <= sure:
             out.rows.append((math.sqrt(r.d2), r))
         else:
