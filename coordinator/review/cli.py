@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 
 
-def add_parser(sub, db_arg) -> None:
+def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
     rv = sub.add_parser("reviewers", help="create, list or revoke reviewer keys (scope review)")
     rsub = rv.add_subparsers(dest="reviewers_command", required=True, metavar="ACTION")
     c = rsub.add_parser("create", help="create a reviewer key; the key is printed once, only its hash is kept")
@@ -17,6 +18,7 @@ def add_parser(sub, db_arg) -> None:
     r.add_argument("reviewer_id", help="the reviewer's id (rv_...)")
     r.add_argument("--reason", required=True, help="why, recorded with the revocation")
     db_arg(r)
+    rv.set_defaults(run=lambda a: asyncio.run(run(a, settings_of(a))))
 
 
 async def run(args: argparse.Namespace, settings) -> int:

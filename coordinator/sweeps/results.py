@@ -48,7 +48,10 @@ def _facts(body: dict) -> list[Fact]:
     return Result.from_dict(body).facts
 
 
-async def submit(sweeps, node: Node, lease_id: str, body: bytes, *, too_large: bool = False) -> SubmitOutcome:
+async def submit(sweeps, node: Node, lease_id: str, body: bytes, *, too_large: bool = False,
+                 size: int | None = None) -> SubmitOutcome:
+    """Record and decide one submission. ``too_large``: the body was over the limit and not
+    kept (``body`` then only identifies it, ``size`` is what arrived)."""
     db, settings = sweeps.db, sweeps.settings
     digest = hashlib.sha256(body).hexdigest()
 
@@ -81,8 +84,8 @@ async def submit(sweeps, node: Node, lease_id: str, body: bytes, *, too_large: b
                 raise Conflict(f"the lease is {lease.state}: its job went back to the queue; lease a job again",
                                {"leaseId": lease_id, "leaseState": lease.state})
             if too_large:
-                parsed, reasons = None, [f"body: {len(body)} bytes is over the limit of "
-                                         f"{settings.result_max_bytes} bytes"]
+                parsed, reasons = None, [f"body: {size if size is not None else len(body)} bytes is over "
+                                         f"the limit of {settings.result_max_bytes} bytes"]
             else:
                 parsed, reasons = validate_result(body, job, node.id, tr.aware(lease.leased_at), now, settings)
             me = await s.get(Node, node.id, with_for_update=for_update(db))
