@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import json.scanner
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -23,9 +24,21 @@ def _raw(col):
     return type_coerce(col, Text).label(col.key)
 
 
+# The C scanner behind json.loads, without its Python-level wrapper (which checks for
+# leading and trailing whitespace with a regex): five times cheaper for the small
+# documents of these columns, which this service wrote itself with json.dumps.
+_scan = json.scanner.make_scanner(json.JSONDecoder())
+
+
 def _loads(v: Any) -> Any:
     """JSON text as read by ``_raw`` (asyncpg may already have decoded it)."""
-    return json.loads(v) if isinstance(v, (str, bytes)) else v
+    if isinstance(v, str):
+        try:
+            obj, end = _scan(v, 0)
+        except StopIteration:
+            return json.loads(v)        # leading whitespace, or not JSON: say so the usual way
+        return obj if end == len(v) else json.loads(v)
+    return v
 
 
 FACT_COLUMNS = (SeenFact.id, SeenFact.kind, SeenFact.lat, SeenFact.lon, _raw(SeenFact.value), SeenFact.unit,
@@ -119,12 +132,14 @@ def _nearest(conn, table, columns, disc: Disc, lat: float, lon: float, radius_m:
 
 
 def fact_json(d: float, r: Any) -> dict[str, Any]:
-    photos = _loads(r.photos)
-    return {"id": r.id, "kind": r.kind, "geometry": {"type": "Point", "coordinates": [r.lon, r.lat]},
-            "value": _loads(r.value), "unit": r.unit,
-            "confidence": r.confidence, "basis": r.basis,
-            "source": f"{r.provider}:{','.join(photos)}", "photos": photos, "timestamp": r.observed_at,
-            "license": r.license, "sweepId": r.sweep_id, "distanceM": round(d, 1)}
+    """One fact as served; ``r`` is a row of ``FACT_COLUMNS`` (plus ``d2``), unpacked by
+    position because this runs for every fact of every answer."""
+    fid, kind, lat, lon, value, unit, confidence, basis, photos, provider, license_, observed_at, sweep_id = r[:13]
+    photos = _loads(photos)
+    return {"id": fid, "kind": kind, "geometry": {"type": "Point", "coordinates": [lon, lat]},
+            "value": _loads(value), "unit": unit, "confidence": confidence, "basis": basis,
+            "source": provider + ":" + ",".join(photos), "photos": photos, "timestamp": observed_at,
+            "license": license_, "sweepId": sweep_id, "distanceM": round(d, 1)}
 
 
 async def seen_facts(reader, lat: float, lon: float, radius_m: float, cap: int) -> tuple[Coverage, list, bool]:
