@@ -189,7 +189,7 @@ async def test_the_provider_adapter_reads_stac_pages_and_skips_what_cannot_be_me
     ref = found.photos[0]
     src = next(p for p in good if p.id == ref.id)
     assert (ref.lat, ref.lon, ref.heading, ref.license) == (src.lat, src.lon, src.heading, "CC-BY-SA-4.0")
-    assert (ref.camera_make, ref.camera_model, ref.focal_mm) == ("GoPro", "HERO7 Black", 3.0)
+    assert (ref.camera_make, ref.camera_model, ref.focal_mm) == ("GoPro", "HERO7 Black", 4.936)
     assert ref.url.endswith(f"/{ref.id}/hd.jpg") and ref.sensor_width_mm is None   # Panoramax does not say
     # pages: a small page size makes the adapter follow `next` links
     from coordinator.sweeps import photos as mod

@@ -36,9 +36,11 @@ LICENSE = "CC-BY-SA-4.0"
 DEMO_CENTRE = (-6.9147, 107.6098)    # Bandung, Indonesia
 # A camera whose sensor width the engine knows (sweep_engine.camera.SENSOR_WIDTH_MM), so that
 # the focal length in the metadata is the focal the synthetic image is rendered with.
+# 4.936 mm on its 6.17 mm sensor is 0.8 x the image's larger side, the synthetic scenes'
+# own default focal, so the images are what they were before the metadata said so.
 CAMERA = ("GoPro", "HERO7 Black")
 SENSOR_WIDTH_MM = 6.17
-FOCAL_MM = 3.0
+FOCAL_MM = 4.936
 
 
 @dataclass
