@@ -30,6 +30,15 @@ async def job_states(c) -> dict[int, str]:
         return {j.id: j.state for j in (await s.execute(select(SweepJob))).scalars()}
 
 
+async def photos_loaded(page) -> None:
+    """Wait for every thumbnail to load (awaiting their load events: the page's CSP forbids
+    the eval that polling predicates use) and check that each one did."""
+    widths = await page.locator("#photos img").evaluate_all(
+        "imgs => Promise.all(imgs.map(i => i.complete ? i.naturalWidth : new Promise(done => {"
+        " i.addEventListener('load', () => done(i.naturalWidth)); i.addEventListener('error', () => done(0)); })))")
+    assert widths and all(w > 0 for w in widths)
+
+
 async def test_the_review_page_approves_and_rejects_by_keyboard(review_sqlite, photos):
     from playwright.async_api import async_playwright
 
@@ -63,15 +72,14 @@ async def test_the_review_page_approves_and_rejects_by_keyboard(review_sqlite, p
             assert await page.locator(".leaflet-overlay-pane path").count() >= len(before)
             facts = int(await page.get_attribute("body", "data-facts"))
             assert facts > 0 and await page.locator("path.fact").count() == facts
-            loaded = "[...document.querySelectorAll('#photos img')].every(i => i.complete && i.naturalWidth > 0)"
-            await page.wait_for_function(loaded)
+            await photos_loaded(page)
             assert images and all(u.startswith(photos.api_url) for u in images)    # straight from the provider
             assert not any(u.startswith(c.base_url) for u in images)
 
             first = int(await page.get_attribute("body", "data-selected"))
             await page.keyboard.press("a")
             await page.wait_for_selector(f"body[data-last-verdict='{first}:approved']", timeout=10000)
-            await page.wait_for_function(loaded)
+            await photos_loaded(page)
             ARTIFACTS.mkdir(exist_ok=True)
             await page.screenshot(path=str(ARTIFACTS / "review-page.png"), full_page=True)
 
