@@ -8,6 +8,7 @@ import tornado.web
 from .mcp import mcp_routes, openapi_paths as mcp_openapi_paths
 from .nodes.handlers import NODE_PATHS, node_routes
 from .openapi import openapi_document
+from .review.handlers import REVIEW_PATHS, review_routes
 from .rest import BaseHandler, NotFoundHandler, tool_routes
 from .services import Services
 
@@ -39,8 +40,8 @@ class HealthzHandler(BaseHandler):
 class OpenApiHandler(BaseHandler):
     def get(self) -> None:
         svc: Services = self.application.services  # type: ignore[attr-defined]
-        self.send_json(openapi_document(svc.registry, {**OPERATOR_PATHS, **mcp_openapi_paths(), **NODE_PATHS}),
-                       cache_control="public, max-age=300")
+        self.send_json(openapi_document(svc.registry, {**OPERATOR_PATHS, **mcp_openapi_paths(), **NODE_PATHS,
+                                                       **REVIEW_PATHS}), cache_control="public, max-age=300")
 
 
 class Application(tornado.web.Application):
@@ -52,6 +53,7 @@ class Application(tornado.web.Application):
             *mcp_routes(),
             *tool_routes(services.registry),
             *node_routes(),
+            *review_routes(),
         ]
         super().__init__(routes, default_handler_class=NotFoundHandler, compress_response=True, **settings)
 

@@ -214,6 +214,8 @@ def parser() -> argparse.ArgumentParser:
     e.set_defaults(run=lambda a: asyncio.run(_embed(a)))
     from .nodes.cli import add_parser as add_nodes_parser
     add_nodes_parser(sub, db_arg, _settings)
+    from .review.cli import add_parser as add_reviewers_parser
+    add_reviewers_parser(sub, db_arg, _settings)
     return p
 
 

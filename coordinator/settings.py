@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     engine_builds: str = Field("", description="Comma-separated engine build hashes accepted from nodes, besides those of published node-app manifests (a development hash in tests and demo).")
     node_enrol_secret: str = Field("", description="When set, enrolment needs this shared secret in the X-Enrol-Secret header (by env or file, never in the repository); empty means open enrolment, as volunteer projects run.")
 
+    seen_max_facts: int = Field(1000, ge=10, le=20000, description="Most facts one seen_layer answer serves; beyond it the nearest are served with truncated:true and a caveat, so latency stays bounded.")
+
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
                                    env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,

@@ -243,3 +243,63 @@ class SweepTransition(Base):
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (Index("ix_sweep_transitions_subject", "subject", "subject_id", "id"),)
+
+
+# ---- review and the seen layer (migration 0004) ----
+
+class Reviewer(Base):
+    """A reviewer's key: a person allowed to approve or reject contributed sweeps. Only the
+    SHA-256 hash of the token is kept. Self-contained until the access system takes keys over."""
+
+    __tablename__ = "reviewers"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(120))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    revoked_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class SeenFact(Base):
+    """An approved street fact, live in the seen layer; ``cell`` is its H3 cell (resolution 10)."""
+
+    __tablename__ = "seen_facts"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    cell: Mapped[int] = mapped_column(BigInteger, index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    lat: Mapped[float] = mapped_column(Float)
+    lon: Mapped[float] = mapped_column(Float)
+    value: Mapped[dict | float | None] = mapped_column(JSON, nullable=True)
+    unit: Mapped[str] = mapped_column(String(16))
+    confidence: Mapped[str] = mapped_column(String(8))
+    basis: Mapped[str] = mapped_column(String(10))
+    photos: Mapped[list] = mapped_column(JSON)
+    provider: Mapped[str] = mapped_column(String(40))
+    license: Mapped[str] = mapped_column(String(60))
+    observed_at: Mapped[str] = mapped_column(String(40))
+    job_id: Mapped[int] = mapped_column(BigId, index=True)
+    sweep_id: Mapped[str] = mapped_column(String(40))
+    approved_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class SeenMeasurement(Base):
+    """An approved per-photo measurement (road width, calibration, objects), for street_measure."""
+
+    __tablename__ = "seen_measurements"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    cell: Mapped[int] = mapped_column(BigInteger, index=True)
+    photo_id: Mapped[str] = mapped_column(String(200))
+    lat: Mapped[float] = mapped_column(Float)
+    lon: Mapped[float] = mapped_column(Float)
+    heading: Mapped[float | None] = mapped_column(Float, nullable=True)
+    captured_at: Mapped[str] = mapped_column(String(40))
+    provider: Mapped[str] = mapped_column(String(40))
+    license: Mapped[str] = mapped_column(String(60))
+    photo_url: Mapped[str] = mapped_column(Text)
+    road_width: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    calibration: Mapped[dict] = mapped_column(JSON)
+    objects: Mapped[list] = mapped_column(JSON)
+    job_id: Mapped[int] = mapped_column(BigId)
+    approved_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,7 @@
+"""Review of contributed sweeps: reviewer keys, the review API and page.
+
+Validated results wait in ``in_review`` (``sweeps.transitions.JOB_IN_REVIEW``);
+a reviewer approves or rejects a job with a reason. Approval publishes the job's
+facts and measurements to the seen layer (``seen.publish``) and covers its cells
+through ``sweeps.coverage.mark_cells_covered``, in the same transaction.
+"""

@@ -1,0 +1,50 @@
+"""Making an approved job's facts and measurements live (called in the approval's
+write transaction, so a fact is live exactly when its job is approved)."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import insert
+
+from sweep_engine.schema import Result
+
+from ..db.models import SeenFact, SeenMeasurement, SweepJob
+from ..sweeps import coverage
+
+
+def _license(licenses: set[str]) -> str:
+    """A fact derived from photos under one license carries it; from several, all of them,
+    so that share-alike and permissive records stay separable."""
+    return " AND ".join(sorted(licenses))[:60] if licenses else "unknown"
+
+
+async def publish(session, job: SweepJob, result: Result, at: datetime) -> tuple[int, int]:
+    """Insert the facts and per-photo measurements of ``result`` (the job's canonical,
+    agreed result). Returns (facts, measurements) written."""
+    photos = {p["id"]: p for p in job.photos}
+    facts = []
+    for f in result.facts:
+        srcs = [photos[s] for s in f.source if s in photos]
+        facts.append({
+            "cell": coverage.point_cell(f.lat, f.lon), "kind": f.kind, "lat": f.lat, "lon": f.lon,
+            "value": f.value, "unit": f.unit, "confidence": f.confidence, "basis": f.basis,
+            "photos": list(f.source), "provider": (srcs[0]["provider"] if srcs else "unknown")[:40],
+            "license": _license({p["license"] for p in srcs}), "observed_at": f.timestamp,
+            "job_id": job.id, "sweep_id": job.sweep_id, "approved_at": at})
+    measurements = []
+    for m in result.measurements:
+        p = photos.get(m.photo_id)
+        if p is None:   # validation has refused such results; never serve what cannot be placed
+            continue
+        d = m.to_dict()
+        measurements.append({
+            "cell": coverage.point_cell(p["lat"], p["lon"]), "photo_id": p["id"], "lat": p["lat"],
+            "lon": p["lon"], "heading": p.get("heading"), "captured_at": p["capturedAt"],
+            "provider": p["provider"][:40], "license": p["license"][:60], "photo_url": p["url"],
+            "road_width": d["roadWidth"], "calibration": d["calibration"], "objects": d["objects"],
+            "job_id": job.id, "approved_at": at})
+    if facts:
+        await session.execute(insert(SeenFact), facts)
+    if measurements:
+        await session.execute(insert(SeenMeasurement), measurements)
+    return len(facts), len(measurements)

@@ -1,0 +1,249 @@
+"""Reading the seen layer: facts around a point, street measurements, covered areas."""
+from __future__ import annotations
+
+import json
+import json.scanner
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import h3
+from sqlalchemy import Text, bindparam, func, select, type_coerce
+
+from ..db.models import CoverageCell, SeenFact, SeenMeasurement
+from ..sweeps import coverage
+from ..sweeps import transitions as tr
+from .spatial import EARTH_R, Disc, bearing_deg, distance_m
+
+M_PER_DEG = EARTH_R * math.pi / 180     # the haversine's sphere, so planar and exact distances agree
+
+def _raw(col):
+    """A JSON column read as its text: decoded here with ``json.loads`` only, which is
+    several times cheaper per row than the ORM type's result processing."""
+    return type_coerce(col, Text).label(col.key)
+
+
+# The C scanner behind json.loads, without its Python-level wrapper (which checks for
+# leading and trailing whitespace with a regex): five times cheaper for the small
+# documents of these columns, which this service wrote itself with json.dumps.
+_scan = json.scanner.make_scanner(json.JSONDecoder())
+
+
+def _loads(v: Any) -> Any:
+    """JSON text as read by ``_raw`` (asyncpg may already have decoded it)."""
+    if isinstance(v, str):
+        try:
+            obj, end = _scan(v, 0)
+        except StopIteration:
+            return json.loads(v)        # leading whitespace, or not JSON: say so the usual way
+        return obj if end == len(v) else json.loads(v)
+    return v
+
+
+FACT_COLUMNS = (SeenFact.id, SeenFact.kind, SeenFact.lat, SeenFact.lon, _raw(SeenFact.value), SeenFact.unit,
+                SeenFact.confidence, SeenFact.basis, _raw(SeenFact.photos), SeenFact.provider, SeenFact.license,
+                SeenFact.observed_at, SeenFact.sweep_id)
+
+
+@dataclass
+class Coverage:
+    cells: int
+    covered: int
+
+    @property
+    def fraction(self) -> float:
+        return self.covered / self.cells if self.cells else 0.0
+
+    @property
+    def complete(self) -> bool:
+        return self.cells > 0 and self.covered == self.cells
+
+    def as_json(self) -> dict[str, Any]:
+        return {"h3Resolution": coverage.RESOLUTION, "cells": self.cells, "coveredCells": self.covered,
+                "fraction": round(self.fraction, 4)}
+
+
+_COVERED = (select(func.count()).select_from(CoverageCell)
+            .where(CoverageCell.cell.in_(bindparam("cells", expanding=True)), CoverageCell.state == tr.CELL_COVERED))
+
+
+def circle_coverage(conn, disc: Disc) -> Coverage:
+    """How many of the circle's cells (as ``sweep_request`` counts them) are covered:
+    swept, and the sweep approved by a reviewer. One statement (at most about 520 cells)."""
+    return Coverage(len(disc.ground), conn.execute(_COVERED, {"cells": disc.ground}).scalar_one())
+
+
+@dataclass
+class Found:
+    rows: list[tuple[float, Any]] = field(default_factory=list)   # (distance, row), nearest first
+    truncated: bool = False
+
+
+_STATEMENTS: dict[tuple, Any] = {}
+
+
+def _statement(table, columns):
+    """Rows of ``table`` in the given cells, inside a lat/lon box and a planar distance,
+    nearest first: built once per (table, columns), every value a bound parameter, so it
+    is compiled once and its cache entry reused."""
+    key = (table.name, tuple(str(c) for c in columns))
+    q = _STATEMENTS.get(key)
+    if q is None:
+        dy = (table.c.lat - bindparam("lat0")) * M_PER_DEG
+        dx = (table.c.lon - bindparam("lon0")) * bindparam("kx")
+        d2 = dx * dx + dy * dy
+        q = _STATEMENTS[key] = (
+            select(*columns, d2.label("d2"))
+            .where(table.c.cell.in_(bindparam("cells", expanding=True)),
+                   table.c.lat.between(bindparam("s"), bindparam("n")),
+                   table.c.lon.between(bindparam("w"), bindparam("e")), d2 <= bindparam("reach2"))
+            .order_by(d2).limit(bindparam("lim")))
+    return q
+
+
+def _nearest(conn, table, columns, disc: Disc, lat: float, lon: float, radius_m: float, cap: int) -> Found:
+    """Rows within ``radius_m`` of the point, nearest first, at most ``cap``, in one statement.
+
+    The indexed cell column narrows the read to the circle's cells; a bounding box and a
+    local planar distance (plain arithmetic, the same SQL on SQLite and PostgreSQL) pick
+    and order the rows in the database, so only ``cap + 1`` rows ever come back; the
+    exact great-circle distance is checked here for rows near the edge."""
+    kx = M_PER_DEG * math.cos(math.radians(lat))
+    reach = radius_m * 1.001 + 1.0            # the planar distance is within 0.1 % here
+    dlat, dlon = reach / M_PER_DEG, reach / kx
+    rows = conn.execute(_statement(table, columns), {
+        "cells": disc.reach, "lat0": lat, "lon0": lon, "kx": kx, "s": lat - dlat, "n": lat + dlat,
+        "w": lon - dlon, "e": lon + dlon, "reach2": reach * reach, "lim": cap + 1}).all()
+    out = Found()
+    sure = (radius_m * 0.995) ** 2            # well inside: the planar distance will do
+    for r in rows:
+        if r.d2 <= sure:
+            out.rows.append((math.sqrt(r.d2), r))
+        else:
+            d = distance_m(lat, lon, r.lat, r.lon)
+            if d <= radius_m:
+                out.rows.append((d, r))
+    out.rows.sort(key=lambda x: x[0])
+    if len(out.rows) > cap:
+        out.truncated = True
+        del out.rows[cap:]
+    return out
+
+
+def fact_json(d: float, r: Any) -> dict[str, Any]:
+    """One fact as served; ``r`` is a row of ``FACT_COLUMNS`` (plus ``d2``), unpacked by
+    position because this runs for every fact of every answer."""
+    fid, kind, lat, lon, value, unit, confidence, basis, photos, provider, license_, observed_at, sweep_id = r[:13]
+    photos = _loads(photos)
+    return {"id": fid, "kind": kind, "geometry": {"type": "Point", "coordinates": [lon, lat]},
+            "value": _loads(value), "unit": unit, "confidence": confidence, "basis": basis,
+            "source": provider + ":" + ",".join(photos), "photos": photos, "timestamp": observed_at,
+            "license": license_, "sweepId": sweep_id, "distanceM": round(d, 1)}
+
+
+async def seen_facts(reader, lat: float, lon: float, radius_m: float, cap: int) -> tuple[Coverage, list, bool]:
+    """(coverage, facts as served, truncated)."""
+    def read(conn):
+        disc = Disc.of(lat, lon, radius_m)
+        cov = circle_coverage(conn, disc)
+        found = _nearest(conn, SeenFact.__table__, FACT_COLUMNS, disc, lat, lon, radius_m, cap)
+        return cov, [fact_json(d, r) for d, r in found.rows], found.truncated
+    return await reader.run(read)
+
+
+# ---- street measure -------------------------------------------------------------------
+
+MEASURE_PHOTOS_CAP = 200
+OBJECTS_CAP = 500
+ROAD_WIDTH_PHOTOS = 7
+
+
+def _percentile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    i = (len(xs) - 1) * q
+    lo, hi = int(i), min(int(i) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+
+
+def road_width(scenes: list[tuple[float, Any]]) -> dict[str, Any] | None:
+    """The road width near the point: the median of the nearest photos' measured widths.
+    ``spreadM`` is the larger of the photos' own spread and half the interquartile range
+    between photos, so that disagreement between photos is not hidden."""
+    measured = [(d, m) for d, m in scenes if m.road_width][:ROAD_WIDTH_PHOTOS]
+    if not measured:
+        return None
+    widths = [m.road_width["widthM"] for _, m in measured]
+    own = statistics.median(m.road_width["spreadM"] for _, m in measured)
+    between = (_percentile(widths, 0.75) - _percentile(widths, 0.25)) / 2 if len(widths) > 1 else 0.0
+    methods = sorted({m.road_width["method"] for _, m in measured})
+    trusts = [m.calibration.get("scaleTrust") for _, m in measured]
+    confidence = "high" if len(measured) >= 2 and all(t == "high" for t in trusts) else "low"
+    return {"value": round(statistics.median(widths), 2), "unit": "m", "confidence": confidence,
+            "method": methods[0] if len(methods) == 1 else "+".join(methods),
+            "spreadM": round(max(own, between), 2), "photos": len(measured),
+            "samples": sum(m.road_width["samples"] for _, m in measured),
+            "nearestPhotoM": round(measured[0][0], 1), "basis": "measured"}
+
+
+async def street_measure(reader, lat: float, lon: float, max_m: float) -> dict[str, Any]:
+    def read(conn):
+        disc = Disc.of(lat, lon, max_m)
+        cols = (SeenMeasurement.photo_id, SeenMeasurement.lat, SeenMeasurement.lon, SeenMeasurement.heading,
+                SeenMeasurement.captured_at, SeenMeasurement.provider, SeenMeasurement.license,
+                SeenMeasurement.photo_url, SeenMeasurement.road_width, SeenMeasurement.calibration,
+                SeenMeasurement.objects)
+        return (_nearest(conn, SeenMeasurement.__table__, cols, disc, lat, lon, max_m, MEASURE_PHOTOS_CAP),
+                circle_coverage(conn, disc))
+    found, cov = await reader.run(read)
+    scenes, objects = [], []
+    for d, m in found.rows:
+        cal = m.calibration
+        scenes.append({"photoId": m.photo_id, "photoUrl": m.photo_url, "provider": m.provider,
+                       "license": m.license, "capturedAt": m.captured_at,
+                       "geometry": {"type": "Point", "coordinates": [m.lon, m.lat]}, "distanceM": round(d, 1),
+                       "scaleTrust": cal["scaleTrust"], "focalPx": cal["focalPx"], "focalBasis": cal["focalBasis"],
+                       "cameraHeightM": cal["cameraHeightM"], "pitchDeg": cal["pitchDeg"],
+                       "evidence": cal.get("evidence", {})})
+        for o in m.objects:
+            od = distance_m(lat, lon, o["lat"], o["lon"])
+            if od > max_m:
+                continue
+            objects.append({"label": o["label"], "distanceM": o["distanceM"], "size": o["size"],
+                            "bearingDeg": o["bearingDeg"],
+                            "geometry": {"type": "Point", "coordinates": [o["lon"], o["lat"]]},
+                            "heightIsLowerBound": o["heightIsLowerBound"],
+                            "widthIsLowerBound": o.get("widthIsLowerBound", False), "score": o.get("score"),
+                            "photoId": m.photo_id, "scaleTrust": cal["scaleTrust"],
+                            "fromPointM": round(od, 1),
+                            "bearingFromPointDeg": round(bearing_deg(lat, lon, o["lat"], o["lon"]), 1)})
+    objects.sort(key=lambda o: o["fromPointM"])
+    truncated = found.truncated or len(objects) > OBJECTS_CAP
+    return {"measured": bool(found.rows), "coverage": cov, "roadWidth": road_width(found.rows),
+            "scenes": scenes, "objects": objects[:OBJECTS_CAP], "truncated": truncated}
+
+
+# ---- covered areas --------------------------------------------------------------------
+
+async def covered_areas(reader, max_features: int) -> tuple[list[dict[str, Any]], int, bool]:
+    """Covered ground as GeoJSON polygons: connected groups of covered cells."""
+    rows = await reader.run(lambda conn: conn.execute(select(CoverageCell.cell, CoverageCell.covered_at)
+                                                      .where(CoverageCell.state == tr.CELL_COVERED)).all())
+    if not rows:
+        return [], 0, False
+    when = {h3.int_to_str(c): tr.aware(at) for c, at in rows}
+    shape = h3.cells_to_h3shape(list(when))
+    polys = list(shape) if isinstance(shape, h3.LatLngMultiPoly) else [shape]
+    features = []
+    for poly in polys:
+        geo = poly.__geo_interface__
+        inside = h3.h3shape_to_cells(poly, coverage.RESOLUTION)
+        times = [when[c] for c in inside if c in when and when[c] is not None]
+        features.append({"type": "Feature", "geometry": geo,
+                         "properties": {"cells": len(inside), "h3Resolution": coverage.RESOLUTION,
+                                        "areaKm2": round(len(inside) * h3.average_hexagon_area(coverage.RESOLUTION, "km^2"), 4),
+                                        "firstCoveredAt": tr.iso(min(times)) if times else None,
+                                        "lastCoveredAt": tr.iso(max(times)) if times else None}})
+    features.sort(key=lambda f: -f["properties"]["cells"])
+    total = len(features)
+    return features[:max_features], total, total > max_features

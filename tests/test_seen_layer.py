@@ -1,0 +1,154 @@
+"""The seen layer read path: H3 cell lookups plus an exact distance filter, the same answer
+on SQLite and PostgreSQL, a bounded answer (cap, truncated, nearest first), the contract's
+parameter bounds and families."""
+from __future__ import annotations
+
+import math
+import random
+from datetime import datetime, timezone
+
+import pytest
+from sqlalchemy import insert
+
+from coordinator.db.models import CoverageCell, SeenFact
+from coordinator.seen.spatial import Disc, distance_m
+from coordinator.sweeps import coverage
+from sweep_engine.schema import FACT_KINDS, PRIMARY_KEY
+from tests.support import start_coordinator, stop_coordinator
+from tests.test_error_shape import assert_error_shape
+from tests.test_sweeps_kit import migrate, photos, sweep_settings  # noqa: F401
+
+LAT, LON = -6.9147, 107.6098
+AT = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+def fact_rows(n: int, spread_m: float, seed: int = 3) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        r, a = spread_m * math.sqrt(rng.random()), rng.uniform(0, 2 * math.pi)
+        lat, lon = coverage.offset(LAT, LON, r * math.sin(a), r * math.cos(a))
+        kind = FACT_KINDS[i % len(FACT_KINDS)]
+        value = None if i % 17 == 0 else {PRIMARY_KEY[kind]: round(1 + rng.random() * 5, 2)}
+        out.append({"cell": coverage.point_cell(lat, lon), "kind": kind, "lat": lat, "lon": lon, "value": value,
+                    "unit": "m", "confidence": "unknown" if value is None else "high",
+                    "basis": ("measured", "modelled", "assumed")[i % 3], "photos": [f"ph-{i}"],
+                    "provider": "panoramax", "license": "CC-BY-SA-4.0", "observed_at": "2026-06-01T08:00:00Z",
+                    "job_id": 1, "sweep_id": "sr_test", "approved_at": AT})
+    return out
+
+
+async def seeded(db_url, photos, rows: list[dict], covered: set[int] = frozenset(), **kw):
+    await migrate(db_url)
+    c = await start_coordinator(sweep_settings(db_url, photos, **kw))
+    async with c.services.db.write() as s:
+        if rows:
+            await s.execute(insert(SeenFact), rows)
+        if covered:
+            await s.execute(insert(CoverageCell), [{"cell": x, "state": "covered", "request_id": None,
+                                                    "updated_at": AT, "covered_at": AT} for x in covered])
+    return c
+
+
+def test_the_ground_cells_are_those_a_sweep_request_asks_for():
+    rng = random.Random(5)
+    for _ in range(300):
+        lat, lon, r = rng.uniform(-70, 70), rng.uniform(-180, 180), rng.choice([100, 200, 450, 999, 1500])
+        assert set(Disc.of(lat, lon, r).ground) == coverage.circle_cells(lat, lon, r)
+
+
+def test_the_cells_read_reach_every_point_of_the_circle():
+    rng = random.Random(6)
+    for _ in range(200):
+        lat, lon, r = rng.uniform(-70, 70), rng.uniform(-180, 180), rng.choice([100, 450, 1500])
+        reach = set(Disc.of(lat, lon, r).reach)
+        for _ in range(50):
+            d, a = r * math.sqrt(rng.random()), rng.uniform(0, 2 * math.pi)
+            la, lo = coverage.offset(lat, lon, d * math.sin(a), d * math.cos(a))
+            assert coverage.point_cell(la, lo) in reach
+
+
+async def test_facts_served_are_exactly_those_within_the_radius_on_each_database(db_url, photos):
+    rows = fact_rows(600, 1200)
+    c = await seeded(db_url, photos, rows)
+    try:
+        for radius in (100, 450, 1000):
+            body = (await c.get(f"/earth/seen?lat={LAT}&lon={LON}&radius={radius}")).json()
+            want = sorted((distance_m(LAT, LON, r["lat"], r["lon"]), r["photos"][0]) for r in rows
+                          if distance_m(LAT, LON, r["lat"], r["lon"]) <= radius)
+            assert body["count"] == len(want) > 0 and body["truncated"] is False
+            assert {f["photos"][0] for f in body["facts"]} == {p for _, p in want}     # none missed, none extra
+            got = [f["distanceM"] for f in body["facts"]]
+            assert got == sorted(got)                                                # nearest first
+            exact = dict((p, d) for d, p in want)
+            assert all(abs(f["distanceM"] - exact[f["photos"][0]]) <= 0.1 + 3e-4 * f["distanceM"]
+                       for f in body["facts"])
+            assert body["covered"] is False and body["coverage"]["coveredCells"] == 0
+        unknown = next(f for f in body["facts"] if f["value"] is None)
+        assert unknown["confidence"] == "unknown"                      # unknown is not zero
+        assert {f["basis"] for f in body["facts"]} == {"measured", "modelled", "assumed"}
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_a_dense_circle_is_truncated_to_the_nearest_with_a_caveat(db_url, photos):
+    rows = fact_rows(400, 300, seed=4)
+    c = await seeded(db_url, photos, rows, seen_max_facts=25)
+    try:
+        body = (await c.get(f"/earth/seen?lat={LAT}&lon={LON}&radius=450")).json()
+        assert body["truncated"] is True and body["count"] == 25 and body["maxFacts"] == 25
+        nearest = sorted((distance_m(LAT, LON, r["lat"], r["lon"]), r["photos"][0]) for r in rows)[:25]
+        assert [f["photos"][0] for f in body["facts"]] == [p for _, p in nearest]
+        assert any(x.startswith("Truncated") for x in body["caveats"])
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_covered_needs_every_cell_and_partial_coverage_is_a_fraction(db_url, photos):
+    ground = coverage.circle_cells(LAT, LON, 300)
+    some = set(sorted(ground)[: len(ground) // 2])
+    c = await seeded(db_url, photos, [], covered=some)
+    try:
+        body = (await c.get(f"/earth/seen?lat={LAT}&lon={LON}&radius=300")).json()
+        assert body["covered"] is False
+        assert body["coverage"] == {"h3Resolution": 10, "cells": len(ground), "coveredCells": len(some),
+                                    "fraction": round(len(some) / len(ground), 4)}
+        async with c.services.db.write() as s:
+            await s.execute(insert(CoverageCell), [{"cell": x, "state": "covered", "request_id": None,
+                                                    "updated_at": AT, "covered_at": AT} for x in ground - some])
+        body = (await c.get(f"/earth/seen?lat={LAT}&lon={LON}&radius=300")).json()
+        assert body["covered"] is True and body["coverage"]["fraction"] == 1.0
+        wider = (await c.get(f"/earth/seen?lat={LAT}&lon={LON}&radius=600")).json()
+        assert wider["covered"] is False and 0 < wider["coverage"]["fraction"] < 1
+        areas = (await c.get("/public/v1/anon/seen-areas")).json()
+        assert areas["count"] == 1 and areas["features"][0]["properties"]["cells"] == len(ground)
+    finally:
+        await stop_coordinator(c)
+
+
+@pytest.mark.parametrize("path,param", [
+    ("/earth/seen?lat=0&lon=0&radius=99", "radius"), ("/earth/seen?lat=0&lon=0&radius=1501", "radius"),
+    ("/earth/seen?lat=91&lon=0", "lat"), ("/earth/street-measure?lat=0&lon=0&maxM=49", "maxM"),
+    ("/earth/street-measure?lat=0&lon=0&maxM=401", "maxM"), ("/earth/seen?lon=0", "lat")])
+async def test_bounds_of_the_contract_are_enforced_with_the_one_error_shape(coordinator, path, param):
+    r = await coordinator.get(path)
+    assert r.status == 400
+    assert_error_shape(r.json(), "bad_parameter")
+    assert r.json()["error"]["details"]["parameter"] == param
+
+
+async def test_defaults_families_and_credentials(coordinator):
+    body = (await coordinator.get("/earth/seen?lat=1&lon=1")).json()
+    assert body["covered"] is False and body["facts"] == [] and list(body)[0] == "caveats"
+    assert body["coverage"]["cells"] == len(coverage.circle_cells(1, 1, 450))      # radius defaults to 450
+    m = (await coordinator.get("/earth/street-measure?lat=1&lon=1")).json()
+    assert m["measured"] is False and m["roadWidth"]["value"] is None
+    assert (await coordinator.get("/legacy/seen?lat=1&lon=1")).status == 404     # absent from legacy
+    assert (await coordinator.get("/legacy/street-measure?lat=1&lon=1")).status == 404
+    r = await coordinator.get("/public/v1/not-a-credential/seen-areas")
+    assert r.status == 401
+    assert_error_shape(r.json(), "unauthorized")
+    doc = (await coordinator.get("/public/v1/anon/seen-areas")).json()
+    assert doc["type"] == "FeatureCollection" and doc["features"] == [] and doc["truncated"] is False
+    spec = (await coordinator.get("/openapi.json")).json()
+    assert {"/earth/seen", "/earth/street-measure", "/public/v1/{cred}/seen-areas"} <= set(spec["paths"])
