@@ -337,6 +337,12 @@ class Calibration(_Wire):
 
 @dataclass
 class ObjectMeasurement(_Wire):
+    """One detected object: its near face's range, bearing and position, and its apparent size.
+
+    ``heightIsLowerBound`` / ``widthIsLowerBound`` say the frame cut the object
+    (its box touches the top/bottom or left/right edge), so the size is a minimum.
+    """
+
     label: str
     distance_m: float
     width_m: float
@@ -345,23 +351,25 @@ class ObjectMeasurement(_Wire):
     lon: float
     lat: float
     height_is_lower_bound: bool
+    width_is_lower_bound: bool = False
     score: float = 1.0
 
     def to_dict(self):
         return {"label": self.label, "distanceM": self.distance_m,
                 "size": {"widthM": self.width_m, "heightM": self.height_m}, "bearingDeg": self.bearing_deg,
                 "lon": self.lon, "lat": self.lat, "heightIsLowerBound": self.height_is_lower_bound,
-                "score": self.score}
+                "widthIsLowerBound": self.width_is_lower_bound, "score": self.score}
 
     @classmethod
     def _read(cls, data, path, errors):
         r = _Reader(data, path, errors, ("label", "distanceM", "size", "bearingDeg", "lon", "lat",
-                                         "heightIsLowerBound", "score"))
+                                         "heightIsLowerBound", "widthIsLowerBound", "score"))
         size = _Reader(r.obj("size") or {}, _join(path, "size"), errors, ("widthM", "heightM"))
         return cls(label=r.text("label"), distance_m=r.num("distanceM", 0), width_m=size.num("widthM", 0),
                    height_m=size.num("heightM", 0), bearing_deg=r.num("bearingDeg", 0, 360),
                    lon=r.num("lon", -180, 180), lat=r.num("lat", -90, 90),
-                   height_is_lower_bound=r.flag("heightIsLowerBound"), score=r.num("score", 0, 1))
+                   height_is_lower_bound=r.flag("heightIsLowerBound"),
+                   width_is_lower_bound=r.flag("widthIsLowerBound"), score=r.num("score", 0, 1))
 
 
 @dataclass
@@ -467,8 +475,27 @@ class Timings(_Wire):
 
 
 @dataclass
+class Skipped(_Wire):
+    """A job photo that gave no measurement, and why (fetch failed, undecodable, ...)."""
+
+    photo_id: str
+    reason: str
+
+    def to_dict(self):
+        return {"photoId": self.photo_id, "reason": self.reason}
+
+    @classmethod
+    def _read(cls, data, path, errors):
+        r = _Reader(data, path, errors, ("photoId", "reason"))
+        return cls(photo_id=r.text("photoId"), reason=r.text("reason"))
+
+
+@dataclass
 class Result(_Wire):
-    """What a node submits for a job: facts, per-photo measurements, and who made them how."""
+    """What a node submits for a job: facts, per-photo measurements, and who made them how.
+
+    Every job photo is either in ``measurements`` or in ``skipped`` with its reason.
+    """
 
     job_id: str
     node_id: str
@@ -478,6 +505,7 @@ class Result(_Wire):
     measurements: list[Measurement]
     timings: Timings
     device: str
+    skipped: list[Skipped] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self):
@@ -485,12 +513,13 @@ class Result(_Wire):
                 "engineVersion": self.engine_version, "engineBuild": self.engine_build,
                 "facts": [f.to_dict() for f in self.facts],
                 "measurements": [m.to_dict() for m in self.measurements],
-                "timings": self.timings.to_dict(), "device": self.device}
+                "timings": self.timings.to_dict(), "device": self.device,
+                "skipped": [k.to_dict() for k in self.skipped]}
 
     @classmethod
     def _read(cls, data, path, errors):
         r = _Reader(data, path, errors, ("schemaVersion", "jobId", "nodeId", "engineVersion", "engineBuild",
-                                         "facts", "measurements", "timings", "device"))
+                                         "facts", "measurements", "timings", "device", "skipped"))
         r.version()
         timings = r.obj("timings")
         return cls(job_id=r.text("jobId"), node_id=r.text("nodeId"), engine_version=r.text("engineVersion"),
@@ -498,4 +527,5 @@ class Result(_Wire):
                    facts=[Fact._read(item, p, errors) for p, item in r.items("facts")],
                    measurements=[Measurement._read(item, p, errors) for p, item in r.items("measurements")],
                    timings=Timings._read(timings, _join(path, "timings"), errors) if timings is not None else None,
-                   device=r.text("device"))
+                   device=r.text("device"),
+                   skipped=[Skipped._read(item, p, errors) for p, item in r.items("skipped")])

@@ -49,8 +49,9 @@ def result(**over):
                              "evidence": {"vehiclesUsed": 2, "disagreement": 0.02}},
              "objects": [{"label": "pole", "distanceM": 12.0, "size": {"widthM": 0.3, "heightM": 8.0},
                           "bearingDeg": 95.0, "lon": 13.4001, "lat": 52.5, "heightIsLowerBound": True,
-                          "score": 0.9}]}],
-         "timings": {"fetchS": 0.1, "inferS": 0.5, "totalS": 0.7}, "device": "cpu"}
+                          "widthIsLowerBound": False, "score": 0.9}]}],
+         "timings": {"fetchS": 0.1, "inferS": 0.5, "totalS": 0.7}, "device": "cpu",
+         "skipped": [{"photoId": "p2", "reason": "fetch failed: HTTP 404"}]}
     d.update(over)
     return d
 
@@ -143,6 +144,7 @@ def _obj_mut(**over):
     (lambda d: d["timings"].update(totalS=-1), "timings.totalS: must be within [0, inf]"),
     (lambda d: d.pop("engineBuild"), "engineBuild: is required"),
     (lambda d: d.update(timings=3), "timings: must be an object"),
+    (lambda d: d["skipped"][0].pop("reason"), "skipped[0].reason: is required"),
 ])
 def test_result_rejections(mutate, expected):
     data = copy.deepcopy(result())
