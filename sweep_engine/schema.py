@@ -1,0 +1,531 @@
+"""Wire types between the coordinator, the node agent and the sweep engine.
+
+This module is the contract the coordinator imports (``coordinator ->
+sweep_engine.schema`` only), so it is pure Python: no torch, no numpy.
+
+Stability rules:
+
+- ``SCHEMA_VERSION`` is 1.  ``Job`` and ``Result`` carry it on the wire as
+  ``schemaVersion``; a document with another version is refused, never guessed.
+  A field is added, renamed or given a new meaning only with a version bump.
+- JSON field names are camelCase (``scaleTrust``, ``heightIsLowerBound``,
+  ``engineBuild``); Python attributes are snake_case.  Positions are WGS84
+  degrees, lengths metres, angles degrees (heading clockwise from north,
+  pitch positive up), times ISO 8601 text.
+- Every type has ``to_dict``/``from_dict`` and ``to_json``/``from_json``.
+  ``from_dict`` checks everything and raises ``SchemaError`` with *all* the
+  reasons at once (``err.reasons``, each prefixed with the field path, e.g.
+  ``photos[2].lat: ...``).  Unknown fields are refused: a typo such as
+  ``height_is_lower_bound`` must not pass silently.  ``validate(obj)`` checks
+  an object built in Python through the same path.
+- Honesty: a ``Fact`` whose confidence is ``unknown`` carries ``value: null``,
+  and a null value must say ``unknown`` (unknown is not zero).
+- Plausibility is apart from structure: ``PHYSICAL_BOUNDS`` gives, per fact
+  kind and value key, a plausible ``(min, max)``; ``bound_violations(fact)``
+  lists what falls outside, for the coordinator's validator.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+FACT_KINDS: tuple[str, ...] = (
+    "roadway", "kerbs", "gates", "entrances", "fences",
+    "poles", "wires", "signage", "drainage", "vegetation",
+)
+CONFIDENCES = ("high", "low", "unknown")
+SCALE_TRUSTS = ("high", "low", "unknown")
+BASES = ("measured", "modelled", "assumed")
+
+# Per kind, the value keys a fact may carry and their plausible range in metres.
+PHYSICAL_BOUNDS: dict[str, dict[str, tuple[float, float]]] = {
+    "roadway": {"widthM": (1.5, 60.0)},
+    "kerbs": {"lengthM": (0.3, 500.0), "offsetM": (0.0, 40.0)},
+    "gates": {"widthM": (0.5, 20.0), "heightM": (0.3, 6.0)},
+    "entrances": {"widthM": (0.5, 20.0), "heightM": (1.0, 12.0)},
+    "fences": {"lengthM": (0.3, 500.0), "heightM": (0.2, 6.0)},
+    "poles": {"heightM": (0.5, 40.0), "widthM": (0.03, 2.0)},
+    "wires": {"clearanceM": (2.0, 60.0)},
+    "signage": {"widthM": (0.1, 10.0), "heightM": (0.1, 10.0)},
+    "drainage": {"widthM": (0.1, 5.0)},
+    "vegetation": {"heightM": (0.1, 60.0), "widthM": (0.1, 60.0)},
+}
+# The key a bare-number value stands for.
+PRIMARY_KEY: dict[str, str] = {
+    "roadway": "widthM", "kerbs": "lengthM", "gates": "widthM", "entrances": "widthM",
+    "fences": "lengthM", "poles": "heightM", "wires": "clearanceM", "signage": "heightM",
+    "drainage": "widthM", "vegetation": "heightM",
+}
+
+
+class SchemaError(ValueError):
+    """A wire document that does not fit the schema; ``reasons`` lists every fault."""
+
+    def __init__(self, reasons: list[str]):
+        self.reasons = list(reasons)
+        super().__init__("; ".join(self.reasons) or "invalid document")
+
+
+class _Reader:
+    """Reads fields out of one JSON object, collecting faults instead of stopping at the first."""
+
+    def __init__(self, data: Any, path: str, errors: list[str], allowed: tuple[str, ...]):
+        self.path, self.errors = path, errors
+        if not isinstance(data, dict):
+            self.fail("", "must be an object")
+            data = {}
+        self.data = data
+        for key in data:
+            if key not in allowed:
+                self.fail(key, "unknown field")
+
+    def fail(self, key: str, why: str) -> None:
+        where = _join(self.path, key) if key else (self.path or "(document)")
+        self.errors.append(f"{where}: {why}")
+
+    def _get(self, key: str, optional: bool) -> tuple[bool, Any]:
+        if key not in self.data or (optional and self.data[key] is None):
+            if not optional:
+                self.fail(key, "is required")
+            return False, None
+        return True, self.data[key]
+
+    def num(self, key: str, lo: float = -math.inf, hi: float = math.inf, optional: bool = False) -> float | None:
+        ok, v = self._get(key, optional)
+        if not ok:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            self.fail(key, "must be a finite number")
+            return None
+        if not lo <= v <= hi:
+            self.fail(key, f"must be within [{lo:g}, {hi:g}]")
+        return float(v)
+
+    def int(self, key: str, lo: int = 0, optional: bool = False) -> int | None:
+        ok, v = self._get(key, optional)
+        if not ok:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            self.fail(key, f"must be an integer >= {lo}")
+            return None
+        return v
+
+    def text(self, key: str, optional: bool = False, choices: tuple[str, ...] | None = None) -> str | None:
+        ok, v = self._get(key, optional)
+        if not ok:
+            return None
+        if not isinstance(v, str) or not v:
+            self.fail(key, "must be non-empty text")
+            return None
+        if choices is not None and v not in choices:
+            self.fail(key, f"must be one of {', '.join(choices)}")
+        return v
+
+    def time(self, key: str) -> str | None:
+        v = self.text(key)
+        if v is not None:
+            try:
+                datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                self.fail(key, "must be an ISO 8601 time")
+        return v
+
+    def flag(self, key: str) -> bool:
+        ok, v = self._get(key, False)
+        if ok and not isinstance(v, bool):
+            self.fail(key, "must be true or false")
+            return False
+        return bool(v)
+
+    def obj(self, key: str, optional: bool = False) -> dict | None:
+        ok, v = self._get(key, optional)
+        if ok and not isinstance(v, dict):
+            self.fail(key, "must be an object")
+            return None
+        return v
+
+    def items(self, key: str) -> list[tuple[str, Any]]:
+        ok, v = self._get(key, False)
+        if not ok:
+            return []
+        if not isinstance(v, list):
+            self.fail(key, "must be a list")
+            return []
+        return [(f"{_join(self.path, key)}[{i}]", item) for i, item in enumerate(v)]
+
+    def version(self) -> None:
+        v = self.int("schemaVersion", lo=0)
+        if v is not None and v != SCHEMA_VERSION:
+            self.fail("schemaVersion", f"is {v}; this engine speaks version {SCHEMA_VERSION}")
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _finish(obj: Any, errors: list[str]) -> Any:
+    if errors:
+        raise SchemaError(errors)
+    return obj
+
+
+class _Wire:
+    """JSON helpers shared by every wire type."""
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SchemaError([f"not JSON: {exc}"]) from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Any, path: str = ""):
+        errors: list[str] = []
+        return _finish(cls._read(data, path, errors), errors)
+
+
+def validate(obj: _Wire) -> None:
+    """Check an object built in Python exactly as if it had arrived on the wire."""
+    type(obj).from_dict(obj.to_dict())
+
+
+@dataclass
+class PhotoRef(_Wire):
+    """One street photo as the provider lists it; read in place, never rehosted."""
+
+    id: str
+    lon: float
+    lat: float
+    captured_at: str
+    width: int
+    height: int
+    url: str
+    license: str
+    provider: str
+    heading: float | None = None
+    pitch: float | None = None
+    camera_make: str | None = None
+    camera_model: str | None = None
+    focal_mm: float | None = None
+    sensor_width_mm: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "lon": self.lon, "lat": self.lat, "heading": self.heading, "pitch": self.pitch,
+                "capturedAt": self.captured_at, "cameraMake": self.camera_make, "cameraModel": self.camera_model,
+                "focalMm": self.focal_mm, "sensorWidthMm": self.sensor_width_mm, "width": self.width,
+                "height": self.height, "url": self.url, "license": self.license, "provider": self.provider}
+
+    @classmethod
+    def _read(cls, data, path, errors):
+        r = _Reader(data, path, errors, ("id", "lon", "lat", "heading", "pitch", "capturedAt", "cameraMake",
+                                         "cameraModel", "focalMm", "sensorWidthMm", "width", "height", "url",
+                                         "license", "provider"))
+        url = r.text("url")
+        if url is not None and not url.startswith(("http://", "https://")):
+            r.fail("url", "must be an http(s) URL")
+        return cls(id=r.text("id"), lon=r.num("lon", -180, 180), lat=r.num("lat", -90, 90),
+                   heading=r.num("heading", 0, 360, optional=True), pitch=r.num("pitch", -90, 90, optional=True),
+                   captured_at=r.time("capturedAt"), camera_make=r.text("cameraMake", optional=True),
+                   camera_model=r.text("cameraModel", optional=True),
+                   focal_mm=r.num("focalMm", 0.5, 2000, optional=True),
+                   sensor_width_mm=r.num("sensorWidthMm", 0.5, 100, optional=True),
+                   width=r.int("width", lo=1), height=r.int("height", lo=1), url=url,
+                   license=r.text("license"), provider=r.text("provider"))
+
+
+def _read_polygon(r: _Reader, key: str) -> dict | None:
+    poly = r.obj(key)
+    if poly is None:
+        return None
+    rings = poly.get("coordinates")
+    ok = poly.get("type") == "Polygon" and isinstance(rings, list) and len(rings) >= 1
+    for ring in rings if ok else []:
+        ok = ok and isinstance(ring, list) and len(ring) >= 4 and ring[0] == ring[-1] and all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(c, (int, float)) and not isinstance(c, bool)
+                                                         for c in p)
+            and -180 <= p[0] <= 180 and -90 <= p[1] <= 90 for p in ring)
+    if not ok:
+        r.fail(key, "must be a GeoJSON Polygon of closed [lon, lat] rings")
+    return poly
+
+
+@dataclass
+class Job(_Wire):
+    """A work unit: photos in one area, and the engine parameters to run them with."""
+
+    job_id: str
+    sweep_id: str
+    area: dict
+    center_lon: float
+    center_lat: float
+    radius_m: float
+    photos: list[PhotoRef]
+    params: dict = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schemaVersion": self.schema_version, "jobId": self.job_id, "sweepId": self.sweep_id,
+                "area": self.area, "centerLon": self.center_lon, "centerLat": self.center_lat,
+                "radiusM": self.radius_m, "photos": [p.to_dict() for p in self.photos], "params": self.params}
+
+    @classmethod
+    def _read(cls, data, path, errors):
+        r = _Reader(data, path, errors, ("schemaVersion", "jobId", "sweepId", "area", "centerLon", "centerLat",
+                                         "radiusM", "photos", "params"))
+        r.version()
+        photos = [PhotoRef._read(item, p, errors) for p, item in r.items("photos")]
+        ids = [p.id for p in photos]
+        if len(set(ids)) != len(ids):
+            r.fail("photos", "photo ids must be unique")
+        return cls(job_id=r.text("jobId"), sweep_id=r.text("sweepId"), area=_read_polygon(r, "area"),
+                   center_lon=r.num("centerLon", -180, 180), center_lat=r.num("centerLat", -90, 90),
+                   radius_m=r.num("radiusM", 1, 50_000), photos=photos,
+                   params=r.obj("params", optional=True) or {})
+
+
+@dataclass
+class RoadWidth(_Wire):
+    width_m: float
+    method: str
+    spread_m: float
+    samples: int
+
+    def to_dict(self):
+        return {"widthM": self.width_m, "method": self.method, "spreadM": self.spread_m, "samples": self.samples}
+
+    @classmethod
+    def _read(cls, data, path, errors):
+        r = _Reader(data, path, errors, ("widthM", "method", "spreadM", "samples"))
+        return cls(width_m=r.num("widthM", 0), method=r.text("method"), spread_m=r.num("spreadM", 0),
+                   samples=r.int("samples", lo=1))
+
+
+@dataclass
+class Calibration(_Wire):
+    """The per-scene scale verdict and the evidence it rests on (in-band, never hidden)."""
+
+    scale_trust: str
+    focal_px: float
+    focal_basis: str
+    camera_height_m: float
+    pitch_deg: float
+    evidence: dict = field(default_factory=dict)
+
+    def to_dict(self):
+        return {"scaleTrust": self.scale_trust, "focalPx": self.focal_px, "focalBasis": self.focal_basis,
+                "cameraHeightM": self.camera_height_m, "pitchDeg": self.pitch_deg, "evidence": self.evidence}
+
+    @classmethod
+    def _read(cls, data, path, errors):
+        r = _Reader(data, path, errors, ("scaleTrust", "focalPx", "focalBasis", "cameraHeightM", "pitchDeg",
+                                         "evidence"))
+        return cls(scale_trust=r.text("scaleTrust", choices=SCALE_TRUSTS), focal_px=r.num("focalPx", 1),
+                   focal_basis=r.text("focalBasis", choices=BASES),
+                   camera_height_m=r.num("cameraHeightM", 0.1, 20), pitch_deg=r.num("pitchDeg", -90, 90),
+                   evidence=r.obj("evidence") or {})
+
+
+@dataclass
+class ObjectMeasurement(_Wire):
+    """One detected object: its near face's range, bearing and position, and its apparent size.
+
+    ``heightIsLowerBound`` / ``widthIsLowerBound`` say the frame cut the object
+    (its box touches the top/bottom or left/right edge), so the size is a minimum.
+    """
+
+    label: str
+    distance_m: float
+    width_m: float
+    height_m: float
+    bearing_deg: float
+    lon: float
+    lat: float
+    height_is_lower_bound: bool
+    width_is_lower_bound: bool = False
+    score: float = 1.0
+
+    def to_dict(self):
+        return {"label": self.label, "distanceM": self.distance_m,
+                "size": {"widthM": self.width_m, "heightM": self.height_m}, "bearingDeg": self.bearing_deg,
+                "lon": self.lon, "lat": self.lat, "heightIsLowerBound": self.height_is_lower_bound,
+                "widthIsLowerBound": self.width_is_lower_bound, "score": self.score}
+
+    @classmethod
+    def _read(cls, data, path, errors):
+        r = _Reader(data, path, errors, ("label", "distanceM", "size", "bearingDeg", "lon", "lat",
+                                         "heightIsLowerBound", "widthIsLowerBound", "score"))
+        size = _Reader(r.obj("size") or {}, _join(path, "size"), errors, ("widthM", "heightM"))
+        return cls(label=r.text("label"), distance_m=r.num("distanceM", 0), width_m=size.num("widthM", 0),
+                   height_m=size.num("heightM", 0), bearing_deg=r.num("bearingDeg", 0, 360),
+                   lon=r.num("lon", -180, 180), lat=r.num("lat", -90, 90),
+                   height_is_lower_bound=r.flag("heightIsLowerBound"),
+                   width_is_lower_bound=r.flag("widthIsLowerBound"), score=r.num("score", 0, 1))
+
+
+@dataclass
+class Measurement(_Wire):
+    """What one photo gave: road width (or null), the calibration verdict, and the objects."""
+
+    photo_id: str
+    calibration: Calibration
+    road_width: RoadWidth | None = None
+    objects: list[ObjectMeasurement] = field(default_factory=list)
+
+    def to_dict(self):
+        return {"photoId": self.photo_id, "roadWidth": self.road_width.to_dict() if self.road_width else None,
+                "calibration": self.calibration.to_dict(), "objects": [o.to_dict() for o in self.objects]}
+
+    @classmethod
+    def _read(cls, data, path, errors):
+        r = _Reader(data, path, errors, ("photoId", "roadWidth", "calibration", "objects"))
+        rw = r.obj("roadWidth", optional=True)
+        cal = r.obj("calibration")
+        return cls(photo_id=r.text("photoId"),
+                   road_width=RoadWidth._read(rw, _join(path, "roadWidth"), errors) if rw is not None else None,
+                   calibration=Calibration._read(cal, _join(path, "calibration"), errors) if cal is not None else None,
+                   objects=[ObjectMeasurement._read(item, p, errors) for p, item in r.items("objects")])
+
+
+@dataclass
+class Fact(_Wire):
+    """A georeferenced street fact of one of ``FACT_KINDS``, as the seen layer serves it."""
+
+    kind: str
+    lon: float
+    lat: float
+    value: dict | float | None
+    unit: str
+    confidence: str
+    basis: str
+    source: list[str]
+    timestamp: str
+
+    def to_dict(self):
+        return {"kind": self.kind, "lon": self.lon, "lat": self.lat, "value": self.value, "unit": self.unit,
+                "confidence": self.confidence, "basis": self.basis, "source": list(self.source),
+                "timestamp": self.timestamp}
+
+    @classmethod
+    def _read(cls, data, path, errors):
+        r = _Reader(data, path, errors, ("kind", "lon", "lat", "value", "unit", "confidence", "basis", "source",
+                                         "timestamp"))
+        kind, confidence = r.text("kind", choices=FACT_KINDS), r.text("confidence", choices=CONFIDENCES)
+        value = r.data.get("value")
+        if "value" not in r.data:
+            r.fail("value", "is required (null when unknown)")
+        elif value is None:
+            if confidence not in (None, "unknown"):
+                r.fail("value", "is null, so confidence must be 'unknown'")
+        elif confidence == "unknown":
+            r.fail("value", "must be null when confidence is 'unknown'")
+        elif isinstance(value, dict):
+            v = _Reader(value, _join(path, "value"), errors, tuple(PHYSICAL_BOUNDS.get(kind, {})))
+            if not value:
+                r.fail("value", "must name at least one quantity")
+            for key in value:
+                if key in PHYSICAL_BOUNDS.get(kind, {}):
+                    v.num(key, 0, optional=True)
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            r.fail("value", "must be an object, a finite number or null")
+        source = [s for p, s in r.items("source")]
+        if not source or not all(isinstance(s, str) and s for s in source):
+            r.fail("source", "must list the photo ids it rests on")
+        return cls(kind=kind, lon=r.num("lon", -180, 180), lat=r.num("lat", -90, 90), value=value,
+                   unit=r.text("unit"), confidence=confidence, basis=r.text("basis", choices=BASES),
+                   source=source, timestamp=r.time("timestamp"))
+
+
+def bound_violations(fact: Fact) -> list[str]:
+    """Quantities of a (structurally valid) fact outside ``PHYSICAL_BOUNDS``; empty when plausible."""
+    bounds = PHYSICAL_BOUNDS.get(fact.kind, {})
+    if fact.value is None:
+        return []
+    values = fact.value if isinstance(fact.value, dict) else {PRIMARY_KEY[fact.kind]: fact.value}
+    out = []
+    for key, v in values.items():
+        if key in bounds and v is not None and not bounds[key][0] <= v <= bounds[key][1]:
+            lo, hi = bounds[key]
+            out.append(f"{fact.kind}.{key} = {v:g} is outside the plausible [{lo:g}, {hi:g}]")
+    return out
+
+
+@dataclass
+class Timings(_Wire):
+    fetch_s: float
+    infer_s: float
+    total_s: float
+
+    def to_dict(self):
+        return {"fetchS": self.fetch_s, "inferS": self.infer_s, "totalS": self.total_s}
+
+    @classmethod
+    def _read(cls, data, path, errors):
+        r = _Reader(data, path, errors, ("fetchS", "inferS", "totalS"))
+        return cls(fetch_s=r.num("fetchS", 0), infer_s=r.num("inferS", 0), total_s=r.num("totalS", 0))
+
+
+@dataclass
+class Skipped(_Wire):
+    """A job photo that gave no measurement, and why (fetch failed, undecodable, ...)."""
+
+    photo_id: str
+    reason: str
+
+    def to_dict(self):
+        return {"photoId": self.photo_id, "reason": self.reason}
+
+    @classmethod
+    def _read(cls, data, path, errors):
+        r = _Reader(data, path, errors, ("photoId", "reason"))
+        return cls(photo_id=r.text("photoId"), reason=r.text("reason"))
+
+
+@dataclass
+class Result(_Wire):
+    """What a node submits for a job: facts, per-photo measurements, and who made them how.
+
+    Every job photo is either in ``measurements`` or in ``skipped`` with its reason.
+    """
+
+    job_id: str
+    node_id: str
+    engine_version: str
+    engine_build: str
+    facts: list[Fact]
+    measurements: list[Measurement]
+    timings: Timings
+    device: str
+    skipped: list[Skipped] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self):
+        return {"schemaVersion": self.schema_version, "jobId": self.job_id, "nodeId": self.node_id,
+                "engineVersion": self.engine_version, "engineBuild": self.engine_build,
+                "facts": [f.to_dict() for f in self.facts],
+                "measurements": [m.to_dict() for m in self.measurements],
+                "timings": self.timings.to_dict(), "device": self.device,
+                "skipped": [k.to_dict() for k in self.skipped]}
+
+    @classmethod
+    def _read(cls, data, path, errors):
+        r = _Reader(data, path, errors, ("schemaVersion", "jobId", "nodeId", "engineVersion", "engineBuild",
+                                         "facts", "measurements", "timings", "device", "skipped"))
+        r.version()
+        timings = r.obj("timings")
+        return cls(job_id=r.text("jobId"), node_id=r.text("nodeId"), engine_version=r.text("engineVersion"),
+                   engine_build=r.text("engineBuild"),
+                   facts=[Fact._read(item, p, errors) for p, item in r.items("facts")],
+                   measurements=[Measurement._read(item, p, errors) for p, item in r.items("measurements")],
+                   timings=Timings._read(timings, _join(path, "timings"), errors) if timings is not None else None,
+                   device=r.text("device"),
+                   skipped=[Skipped._read(item, p, errors) for p, item in r.items("skipped")])
