@@ -5,6 +5,7 @@ from typing import Any
 
 import tornado.web
 
+from .nodes.handlers import NODE_PATHS, node_routes
 from .openapi import openapi_document
 from .rest import BaseHandler, NotFoundHandler, tool_routes
 from .services import Services
@@ -37,7 +38,7 @@ class HealthzHandler(BaseHandler):
 class OpenApiHandler(BaseHandler):
     def get(self) -> None:
         svc: Services = self.application.services  # type: ignore[attr-defined]
-        self.send_json(openapi_document(svc.registry, OPERATOR_PATHS), cache_control="public, max-age=300")
+        self.send_json(openapi_document(svc.registry, {**OPERATOR_PATHS, **NODE_PATHS}), cache_control="public, max-age=300")
 
 
 class Application(tornado.web.Application):
@@ -47,6 +48,7 @@ class Application(tornado.web.Application):
             (r"/healthz", HealthzHandler),
             (r"/openapi.json", OpenApiHandler),
             *tool_routes(services.registry),
+            *node_routes(),
         ]
         super().__init__(routes, default_handler_class=NotFoundHandler, compress_response=True, **settings)
 

@@ -69,6 +69,12 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
                         registry=registry or default_registry(), cache=AnswerCache(),
                         poller=Poller(db, sources, settings.poll_interval_s, settings.polls_kept),
                         _closers=closers)
+    from .sweeps.service import attach as attach_sweeps
+    try:
+        await attach_sweeps(services, start_background=start_background)
+    except BaseException:
+        await services.close()
+        raise
     if start_background:
         services.poller.start()
     return services

@@ -41,6 +41,22 @@ class Settings(BaseSettings):
 
     redis_url: str = Field("", description="Redis URL for shared caches and rate-limit counters when several coordinators run; empty means in process.")
 
+    photo_provider_base_url: str = Field("https://api.panoramax.xyz/api", description="Base URL of the street-photo provider's STAC API (Panoramax-compatible: {base}/search). Only photo references are read; image bytes never pass through the coordinator.")
+    photo_provider_timeout_s: float = Field(15.0, gt=0, le=120, description="Timeout of one page of the photo provider's search.")
+    sweep_max_photos: int = Field(3000, ge=1, le=100000, description="Most photos one sweep request discovers; the rest of the ground waits for a later request (said in its caveats).")
+    job_max_photos: int = Field(20, ge=1, le=500, description="Most photos in one job (work unit) handed to a node.")
+    lease_ttl_s: float = Field(600.0, gt=0, description="Lifetime of a job lease; a heartbeat extends it by this much from now.")
+    lease_sweep_interval_s: float = Field(30.0, ge=0, description="Interval of the sweeper that returns lapsed leases to the queue; 0 disables it.")
+    lease_retry_after_s: int = Field(30, ge=1, description="Retry-After sent to a node when no job is waiting.")
+    job_max_failures: int = Field(5, ge=1, description="Lapsed leases plus rejected results after which a job is parked as failed, with its reason.")
+    trust_streak: int = Field(10, ge=1, description="Consecutive valid results after which a node is trusted (its jobs are no longer replicated); one invalid result resets the streak.")
+    quorum_max: int = Field(3, ge=2, le=5, description="Most replicas of one job: two disagreeing results call one more node, up to this many.")
+    fact_margin_m: float = Field(25.0, ge=0, le=500, description="How far outside a job's area a submitted fact may lie (positions are derived from photos at the area's edge).")
+    object_margin_m: float = Field(150.0, ge=0, le=1000, description="How far outside a job's area a measured object may lie (seen from a photo inside it).")
+    result_max_bytes: int = Field(2_000_000, ge=1024, description="Largest result body a node may submit; larger ones are refused unread (413).")
+    engine_builds: str = Field("", description="Comma-separated engine build hashes accepted from nodes, besides those of published node-app manifests (a development hash in tests and demo).")
+    node_enrol_secret: str = Field("", description="When set, enrolment needs this shared secret in the X-Enrol-Secret header (by env or file, never in the repository); empty means open enrolment, as volunteer projects run.")
+
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
                                    env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,

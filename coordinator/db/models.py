@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # BigInteger ids that still autoincrement on SQLite (where only INTEGER PRIMARY KEY does).
@@ -61,3 +61,141 @@ class EventChange(Base):
     event_type: Mapped[str] = mapped_column(String(8))
 
     __table_args__ = (Index("ix_event_changes_at_id", "at", "id"),)
+
+
+# ---- sweeps: requests, coverage, jobs, leases, results, nodes (migration 0003) ----
+
+class Node(Base):
+    """A volunteer compute node. Its bearer token is stored only as a SHA-256 hash."""
+
+    __tablename__ = "nodes"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(120))
+    platform: Mapped[str] = mapped_column(String(200))
+    gpu: Mapped[str] = mapped_column(String(200))
+    engine_version: Mapped[str] = mapped_column(String(60))
+    engine_build: Mapped[str] = mapped_column(String(128))
+    enrolled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    revoked_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    streak: Mapped[int] = mapped_column(Integer, default=0)
+    valid_total: Mapped[int] = mapped_column(Integer, default=0)
+    invalid_total: Mapped[int] = mapped_column(Integer, default=0)
+    trusted: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class SweepRequest(Base):
+    """A request to sweep a circle of ground. ``requester_hash`` is never served."""
+
+    __tablename__ = "sweep_requests"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    lat: Mapped[float] = mapped_column(Float)
+    lon: Mapped[float] = mapped_column(Float)
+    radius_m: Mapped[float] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    requester_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    asked: Mapped[int] = mapped_column(Integer, default=1)
+    photos: Mapped[int] = mapped_column(Integer, default=0)
+    jobs_total: Mapped[int] = mapped_column(Integer, default=0)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class SweepRequestCell(Base):
+    """The H3 cells a request asked for; ``sweepable`` when the provider listed photos in it."""
+
+    __tablename__ = "sweep_request_cells"
+    request_id: Mapped[str] = mapped_column(String(40), ForeignKey("sweep_requests.id", ondelete="CASCADE"),
+                                            primary_key=True)
+    cell: Mapped[int] = mapped_column(BigInteger, primary_key=True, index=True)
+    sweepable: Mapped[bool] = mapped_column(Boolean)
+
+
+class CoverageCell(Base):
+    """Sweep bookkeeping of one H3 cell: queued (jobs exist for it) or covered (approved results)."""
+
+    __tablename__ = "coverage_cells"
+    cell: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    state: Mapped[str] = mapped_column(String(12), index=True)
+    request_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    covered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class SweepJob(Base):
+    """A work unit: a bounded set of photo references in one area."""
+
+    __tablename__ = "sweep_jobs"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    sweep_id: Mapped[str] = mapped_column(String(40), ForeignKey("sweep_requests.id", ondelete="CASCADE"),
+                                          index=True)
+    state: Mapped[str] = mapped_column(String(16))
+    area: Mapped[dict] = mapped_column(JSON)
+    center_lat: Mapped[float] = mapped_column(Float)
+    center_lon: Mapped[float] = mapped_column(Float)
+    radius_m: Mapped[float] = mapped_column(Float)
+    cells: Mapped[list] = mapped_column(JSON)
+    photos: Mapped[list] = mapped_column(JSON)
+    quorum: Mapped[int] = mapped_column(Integer, default=1)
+    active_leases: Mapped[int] = mapped_column(Integer, default=0)
+    valid_results: Mapped[int] = mapped_column(Integer, default=0)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    canonical_result_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_sweep_jobs_state_id", "state", "id"),)
+
+
+class SweepLease(Base):
+    """One node's hold on one replica of a job, with an expiry that heartbeats extend."""
+
+    __tablename__ = "sweep_leases"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    job_id: Mapped[int] = mapped_column(BigId, ForeignKey("sweep_jobs.id", ondelete="CASCADE"), index=True)
+    node_id: Mapped[str] = mapped_column(String(40), ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    state: Mapped[str] = mapped_column(String(12))
+    leased_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    __table_args__ = (Index("ix_sweep_leases_state_expires", "state", "expires_at"),)
+
+
+class SweepResult(Base):
+    """What a node submitted on one lease (at most one per lease: submissions are idempotent)."""
+
+    __tablename__ = "sweep_results"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    lease_id: Mapped[str] = mapped_column(String(40), ForeignKey("sweep_leases.id", ondelete="CASCADE"),
+                                          unique=True)
+    job_id: Mapped[int] = mapped_column(BigId, ForeignKey("sweep_jobs.id", ondelete="CASCADE"), index=True)
+    node_id: Mapped[str] = mapped_column(String(40), index=True)
+    state: Mapped[str] = mapped_column(String(12))
+    reasons: Mapped[list] = mapped_column(JSON)
+    body: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    body_sha256: Mapped[str] = mapped_column(String(64))
+    engine_build: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    facts: Mapped[int] = mapped_column(Integer, default=0)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class SweepTransition(Base):
+    """Every state change of a request, job, lease, result, node or cell: who, when, why."""
+
+    __tablename__ = "sweep_transitions"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    subject: Mapped[str] = mapped_column(String(8))
+    subject_id: Mapped[str] = mapped_column(String(40))
+    from_state: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    to_state: Mapped[str] = mapped_column(String(16))
+    actor: Mapped[str] = mapped_column(String(80))
+    reason: Mapped[str] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_sweep_transitions_subject", "subject", "subject_id", "id"),)

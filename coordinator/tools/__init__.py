@@ -3,9 +3,9 @@ registry is built from the modules listed here, in order."""
 from __future__ import annotations
 
 from ..registry import Tool, ToolRegistry
-from . import events, limits
+from . import events, limits, sweeps
 
-MODULES = (events, limits)
+MODULES = (events, limits, sweeps)
 
 
 def all_tools() -> list[Tool]:

@@ -1,0 +1,188 @@
+"""Node protocol handlers under ``/node/v1`` (plain Tornado handlers, not public tools).
+
+Every route but enrolment needs ``Authorization: Bearer <token>``. Errors use the
+service's one error shape. Bodies are JSON; a result body over
+``result_max_bytes`` is refused unread with 413 and recorded as an invalid result.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from ..errors import BadParameter, NotFound, PayloadTooLarge, ServiceError
+from ..rest import BaseHandler
+from ..sweeps import leases, results
+from ..sweeps import transitions as tr
+from ..sweeps.jobs import job_document
+from ..sweeps.service import Sweeps, sweeps_of
+from ..sweeps.validation import accepted_builds
+from . import registry
+
+PREFIX = "/node/v1"
+MAX_SMALL_BODY = 16 * 1024
+TEXT_FIELDS = {"platform": 200, "gpu": 200, "engineVersion": 60, "engineBuild": 128, "name": 120}
+
+
+class InvalidResult(ServiceError):
+    """A result that failed validation: its reasons are in ``details.reasons``."""
+
+    code = "invalid_result"
+
+    @property
+    def status(self) -> int:
+        return 422
+
+
+class NodeHandler(BaseHandler):
+    SUPPORTED_METHODS = ("GET", "POST")
+
+    @property
+    def sweeps(self) -> Sweeps:
+        return sweeps_of(self.application.services)  # type: ignore[attr-defined]
+
+    def check_xsrf_cookie(self) -> None:  # bearer-token API, no cookies
+        return None
+
+    def json_body(self, limit: int = MAX_SMALL_BODY) -> dict[str, Any]:
+        body = self.request.body or b"{}"
+        if len(body) > limit:
+            raise PayloadTooLarge("the request body is too large", {"maxBytes": limit})
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            raise BadParameter("the request body is not valid JSON") from None
+        if not isinstance(doc, dict):
+            raise BadParameter("the request body must be a JSON object")
+        return doc
+
+    async def node(self):
+        return await registry.authenticate(self.sweeps.db, self.request.headers.get("Authorization"))
+
+
+class EnrolHandler(NodeHandler):
+    async def post(self) -> None:
+        settings = self.sweeps.settings
+        if settings.node_enrol_secret and not hmac.compare_digest(
+                self.request.headers.get("X-Enrol-Secret", ""), settings.node_enrol_secret):
+            from ..errors import Unauthorized
+            raise Unauthorized("enrolment needs the X-Enrol-Secret header of this coordinator")
+        doc = self.json_body()
+        unknown = sorted(set(doc) - set(TEXT_FIELDS))
+        if unknown:
+            raise BadParameter(f"unknown field '{unknown[0]}'", {"parameter": unknown[0], "allowed": sorted(TEXT_FIELDS)})
+        values = {}
+        for key, limit in TEXT_FIELDS.items():
+            v = doc.get(key, "" if key == "name" else None)
+            if v is None or not isinstance(v, str) or (key != "name" and not v.strip()) or len(v) > limit:
+                raise BadParameter(f"'{key}' must be text of at most {limit} characters",
+                                   {"parameter": key, "maxLength": limit})
+            values[key] = v.strip()
+        if values["engineBuild"] not in accepted_builds(settings):
+            from ..errors import Forbidden
+            raise Forbidden("this engine build is not among the published builds: download the current node app",
+                            {"engineBuild": values["engineBuild"]})
+        node, token = await registry.enrol(self.sweeps.db, name=values["name"] or values["platform"][:120],
+                                           platform=values["platform"], gpu=values["gpu"],
+                                           engine_version=values["engineVersion"], engine_build=values["engineBuild"])
+        self.send_json({"nodeId": node.id, "token": token, "trusted": False,
+                        "leaseTtlS": settings.lease_ttl_s, "heartbeatS": max(1.0, settings.lease_ttl_s / 3),
+                        "resultMaxBytes": settings.result_max_bytes}, 201)
+
+
+class MeHandler(NodeHandler):
+    async def get(self) -> None:
+        node = await self.node()
+        self.send_json(registry.node_json(node))
+
+
+class LeaseHandler(NodeHandler):
+    async def post(self) -> None:
+        node = await self.node()
+        sweeps = self.sweeps
+        claim = await leases.claim(sweeps, node)
+        if claim is None:
+            self.set_header("Retry-After", str(sweeps.settings.lease_retry_after_s))
+            self.set_status(204)
+            self.finish()
+            return
+        ttl = sweeps.settings.lease_ttl_s
+        self.send_json({"lease": {"leaseId": claim.lease_id, "expiresAt": tr.iso(claim.expires_at), "ttlS": ttl,
+                                  "heartbeatS": max(1.0, ttl / 3)},
+                        "job": job_document(claim.job).to_dict()}, 200)
+
+
+class HeartbeatHandler(NodeHandler):
+    async def post(self, lease_id: str) -> None:
+        node = await self.node()
+        beat = await leases.heartbeat(self.sweeps, node, lease_id)
+        if beat is None:
+            raise NotFound("no such lease for this node", {"leaseId": lease_id})
+        body: dict[str, Any] = {"action": beat.action}
+        if beat.expires_at is not None:
+            body["expiresAt"] = tr.iso(beat.expires_at)
+        if beat.reason is not None:
+            body["reason"] = beat.reason
+        self.send_json(body)
+
+
+class ResultHandler(NodeHandler):
+    async def post(self, lease_id: str) -> None:
+        node = await self.node()
+        limit = self.sweeps.settings.result_max_bytes
+        body = self.request.body or b""
+        too_large = len(body) > limit
+        outcome = await results.submit(self.sweeps, node, lease_id, body, too_large=too_large)
+        if too_large:
+            raise PayloadTooLarge(f"the result body is over {limit} bytes; it was recorded as invalid",
+                                  {"maxBytes": limit, "reasons": outcome.reasons, "resultState": outcome.result_state})
+        if not outcome.accepted:
+            raise InvalidResult("the result was rejected; nothing of it goes forward", outcome.as_json())
+        self.send_json(outcome.as_json(), 200)
+
+
+def node_routes() -> list[tuple[str, type, dict]]:
+    return [
+        (rf"{PREFIX}/enrol", EnrolHandler, {}),
+        (rf"{PREFIX}/me", MeHandler, {}),
+        (rf"{PREFIX}/lease", LeaseHandler, {}),
+        (rf"{PREFIX}/leases/([A-Za-z0-9_]+)/heartbeat", HeartbeatHandler, {}),
+        (rf"{PREFIX}/leases/([A-Za-z0-9_]+)/result", ResultHandler, {}),
+    ]
+
+
+def _op(op_id: str, summary: str, responses: dict[str, str], auth: bool = True, body: str | None = None) -> dict:
+    op: dict[str, Any] = {"operationId": op_id, "summary": summary, "tags": ["node"],
+                          "description": "Node protocol (docs/node-protocol.md); not a tool of the public API.",
+                          "responses": {code: {"description": text} for code, text in responses.items()}}
+    if auth:
+        op["description"] += " Needs Authorization: Bearer <node token>."
+    if body:
+        op["requestBody"] = {"required": True, "description": body,
+                             "content": {"application/json": {"schema": {"type": "object"}}}}
+    return {"post" if op_id != "node_me" else "get": op}
+
+
+def lease_param() -> list[dict]:
+    return [{"name": "leaseId", "in": "path", "required": True, "schema": {"type": "string"}}]
+
+
+NODE_PATHS: dict[str, Any] = {
+    f"{PREFIX}/enrol": _op("node_enrol", "Enrol a node: returns its id and bearer token (shown once)",
+                           {"201": "Enrolled", "400": "Bad field", "403": "Engine build not published"},
+                           auth=False, body="platform, gpu, engineVersion, engineBuild, name (optional)"),
+    f"{PREFIX}/me": _op("node_me", "The node's own record: trust and counts", {"200": "The node", "401": "Bad token"}),
+    f"{PREFIX}/lease": _op("node_lease", "Lease a job (data only), or 204 with Retry-After when none waits",
+                           {"200": "A lease and its job", "204": "No job now", "401": "Bad token",
+                            "403": "Node revoked"}),
+    f"{PREFIX}/leases/{{leaseId}}/heartbeat": _op(
+        "node_heartbeat", "Extend a lease; the answer is continue or cancel",
+        {"200": "continue (with the new expiry) or cancel (with its reason)", "404": "Not this node's lease"}),
+    f"{PREFIX}/leases/{{leaseId}}/result": _op(
+        "node_result", "Submit the result of a lease (idempotent)",
+        {"200": "Accepted (or the same submission again)", "409": "Lease lapsed, or a different result already",
+         "413": "Body too large (recorded as invalid)", "422": "Rejected, with every reason"},
+        body="A Result of sweep_engine.schema"),
+}
+for _path in (f"{PREFIX}/leases/{{leaseId}}/heartbeat", f"{PREFIX}/leases/{{leaseId}}/result"):
+    NODE_PATHS[_path]["post"]["parameters"] = lease_param()

@@ -1,0 +1,124 @@
+"""Coverage bookkeeping on H3 cells.
+
+Resolution 10 (hexagons about 76 m a side, about 150 m across, 0.015 km²):
+a street photo measures the street it stands in out to some 50-60 m, so a cell is
+about the ground that photos taken inside it can speak for. A 200 m request holds
+about 10 cells and a 1000 m one about 230, small enough for plain ``IN`` lists on
+both databases; resolution 9 (about 350 m across) would call a whole block swept
+from one street, and resolution 11 would multiply rows sevenfold for no gain in
+what a photo can see. Cells are stored as their 64-bit integer ids (indexed
+``BIGINT``), so the same queries run on SQLite and PostgreSQL; shapely does the
+exact geometry.
+
+A cell is ``queued`` while jobs exist for it and ``covered`` once approved
+results cover it. ``mark_cells_covered`` is the one way to cover cells: the
+review workflow calls it when it approves a job, and it moves every queued
+request whose sweepable cells are now all covered to ``covered``.
+"""
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Iterable
+
+import h3
+from shapely.geometry import Polygon
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..db.models import CoverageCell, SweepRequest, SweepRequestCell
+from . import transitions as tr
+
+RESOLUTION = 10
+M_PER_DEG = 111_320.0
+CHUNK = 500
+
+
+def offset(lat: float, lon: float, east_m: float, north_m: float) -> tuple[float, float]:
+    """(lat, lon) of a point east/north of another, on a local equirectangular plane."""
+    return (lat + north_m / M_PER_DEG,
+            lon + east_m / (M_PER_DEG * max(math.cos(math.radians(lat)), 1e-6)))
+
+
+def circle_ring(lat: float, lon: float, radius_m: float, n: int = 64) -> list[tuple[float, float]]:
+    """The circle as (lon, lat) vertices."""
+    out = []
+    for i in range(n):
+        a = 2 * math.pi * i / n
+        la, lo = offset(lat, lon, radius_m * math.sin(a), radius_m * math.cos(a))
+        out.append((lo, la))
+    return out
+
+
+def circle_cells(lat: float, lon: float, radius_m: float) -> set[int]:
+    """Cells whose centres lie in the circle, and always the centre's own cell."""
+    ring = [(la, lo) for lo, la in circle_ring(lat, lon, radius_m)]
+    cells = {h3.str_to_int(c) for c in h3.polygon_to_cells(h3.LatLngPoly(ring), RESOLUTION)}
+    cells.add(point_cell(lat, lon))
+    return cells
+
+
+def point_cell(lat: float, lon: float) -> int:
+    return h3.str_to_int(h3.latlng_to_cell(lat, lon, RESOLUTION))
+
+
+def cell_polygon(cell: int) -> Polygon:
+    return Polygon([(lo, la) for la, lo in h3.cell_to_boundary(h3.int_to_str(cell))])
+
+
+def cell_text(cell: int) -> str:
+    return h3.int_to_str(cell)
+
+
+def chunks(items: Iterable[int], size: int = CHUNK) -> Iterable[list[int]]:
+    items = list(items)
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+async def cell_states(session: AsyncSession, cells: Iterable[int]) -> dict[int, CoverageCell]:
+    out: dict[int, CoverageCell] = {}
+    for part in chunks(cells):
+        rows = await session.execute(select(CoverageCell).where(CoverageCell.cell.in_(part)))
+        out.update({c.cell: c for c in rows.scalars()})
+    return out
+
+
+async def mark_cells_covered(session: AsyncSession, cells: Iterable[int], *, actor: str, reason: str,
+                             at: datetime | None = None) -> list[str]:
+    """Mark cells covered (approved results cover them) and move each queued request whose
+    sweepable cells are now all covered to ``covered``. Runs in the caller's write
+    transaction; returns the ids of the requests it moved."""
+    at = at or tr.utcnow()
+    cells = set(cells)
+    known = await cell_states(session, cells)
+    logs = []
+    for cell in sorted(cells):
+        existing = known.get(cell)
+        if existing is None:
+            session.add(CoverageCell(cell=cell, state=tr.CELL_COVERED, request_id=None, updated_at=at,
+                                     covered_at=at))
+            logs.append(tr.row("cell", cell, None, tr.CELL_COVERED, actor, reason, at))
+        elif existing.state != tr.CELL_COVERED:
+            logs.append(tr.row("cell", cell, existing.state, tr.CELL_COVERED, actor, reason, at))
+            existing.state, existing.updated_at, existing.covered_at = tr.CELL_COVERED, at, at
+    await session.flush()
+    moved: list[str] = []
+    candidates: set[str] = set()
+    for part in chunks(cells):
+        q = (select(SweepRequestCell.request_id).join(SweepRequest, SweepRequest.id == SweepRequestCell.request_id)
+             .where(SweepRequestCell.cell.in_(part), SweepRequest.state == tr.REQUEST_QUEUED))
+        candidates.update((await session.execute(q)).scalars())
+    for request_id in sorted(candidates):
+        q = (select(SweepRequestCell.cell).where(SweepRequestCell.request_id == request_id,
+                                                 SweepRequestCell.sweepable.is_(True)))
+        wanted = set((await session.execute(q)).scalars())
+        states = await cell_states(session, wanted)
+        if all(states.get(c) is not None and states[c].state == tr.CELL_COVERED for c in wanted):
+            await session.execute(update(SweepRequest).where(SweepRequest.id == request_id)
+                                  .values(state=tr.REQUEST_COVERED, updated_at=at))
+            logs.append(tr.row("request", request_id, tr.REQUEST_QUEUED, tr.REQUEST_COVERED, actor,
+                               f"every sweepable cell is covered ({reason})", at))
+            moved.append(request_id)
+    await tr.record(session, *logs)
+    return moved

@@ -1,0 +1,136 @@
+"""The street-photo provider adapter, modelled on Panoramax's STAC search API.
+
+``GET {base}/search?bbox=w,s,e,n&limit=N`` answers a GeoJSON FeatureCollection of
+STAC items, one per picture, with a ``next`` link while more pages remain. From
+each item only a reference is kept (``sweep_engine.schema.PhotoRef``): id,
+position, heading (``view:azimuth``), pitch (``pers:pitch``), capture time,
+camera make, model and focal length (``pers:interior_orientation``), image size,
+the image URL (asset ``hd``, else ``sd``) and the license. The coordinator never
+fetches or stores image bytes: nodes read each photo in place at its URL.
+
+Items that cannot be measured honestly are skipped and counted, never guessed:
+360° panoramas (the engine reads perspective frames), items with no license,
+no image URL or no image size.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+from sweep_engine.schema import PhotoRef, SchemaError
+
+from ..sources.base import USER_AGENT, SourceError
+
+log = logging.getLogger("sis.sweeps.photos")
+PAGE_LIMIT = 500
+
+
+@dataclass
+class PhotoSearch:
+    photos: list[PhotoRef]
+    truncated: bool = False
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+
+class PhotoProvider:
+    name = "panoramax"
+
+    def __init__(self, base_url: str, timeout_s: float, *, name: str = "panoramax") -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.name = name
+
+    async def _get_json(self, url: str) -> Any:
+        req = HTTPRequest(url, method="GET", connect_timeout=self.timeout_s, request_timeout=self.timeout_s,
+                          headers={"User-Agent": USER_AGENT, "Accept": "application/geo+json, application/json"},
+                          follow_redirects=True, max_redirects=3)
+        try:
+            resp = await AsyncHTTPClient().fetch(req, raise_error=False)
+        except OSError as exc:
+            raise SourceError(f"unreachable: {exc.strerror or exc}") from exc
+        if resp.code == 599:
+            raise SourceError(f"unreachable: {resp.error}")
+        if resp.code != 200:
+            raise SourceError(f"HTTP {resp.code}")
+        try:
+            return json.loads(resp.body or b"")
+        except ValueError as exc:
+            raise SourceError("answer is not JSON") from exc
+
+    async def search(self, bbox: tuple[float, float, float, float], max_photos: int) -> PhotoSearch:
+        """Every usable photo in ``bbox`` (w, s, e, n), up to ``max_photos``; raises SourceError
+        when the provider cannot be read."""
+        out = PhotoSearch([])
+        seen: set[str] = set()
+        url: str | None = f"{self.base_url}/search?" + urlencode(
+            {"bbox": ",".join(f"{v:.7f}" for v in bbox), "limit": min(PAGE_LIMIT, max_photos)})
+        pages = 0
+        while url and len(out.photos) < max_photos:
+            doc = await self._get_json(url)
+            pages += 1
+            if not isinstance(doc, dict) or not isinstance(doc.get("features"), list):
+                raise SourceError("answer is not a GeoJSON FeatureCollection")
+            for item in doc["features"]:
+                ref = self.parse_item(item, out)
+                if ref is not None and ref.id not in seen:
+                    seen.add(ref.id)
+                    out.photos.append(ref)
+                    if len(out.photos) >= max_photos:
+                        break
+            url = next((ln.get("href") for ln in doc.get("links", []) or []
+                        if isinstance(ln, dict) and ln.get("rel") == "next"), None)
+            if pages >= 1000:
+                raise SourceError("the provider's pages do not end")
+        out.truncated = bool(url) and len(out.photos) >= max_photos
+        return out
+
+    def parse_item(self, item: Any, out: PhotoSearch) -> PhotoRef | None:
+        if not isinstance(item, dict):
+            out.skip("not an item")
+            return None
+        props = item.get("properties") or {}
+        geom = item.get("geometry") or {}
+        coords = geom.get("coordinates") if geom.get("type") == "Point" else None
+        interior = props.get("pers:interior_orientation") or {}
+        fov = interior.get("field_of_view")
+        if isinstance(fov, (int, float)) and fov >= 180:
+            out.skip("360° panorama")
+            return None
+        assets = item.get("assets") or {}
+        href = (assets.get("hd") or {}).get("href") or (assets.get("sd") or {}).get("href")
+        license_ = props.get("license")
+        dims = interior.get("sensor_array_dimensions")
+        if not license_:
+            out.skip("no license")
+            return None
+        if not href:
+            out.skip("no image URL")
+            return None
+        if not (isinstance(dims, list) and len(dims) == 2):
+            out.skip("no image size")
+            return None
+        heading = props.get("view:azimuth")
+        if isinstance(heading, (int, float)):
+            heading = float(heading) % 360.0
+        doc = {
+            "id": str(item.get("id") or ""), "lon": coords[0] if coords else None,
+            "lat": coords[1] if coords else None, "heading": heading, "pitch": props.get("pers:pitch"),
+            "capturedAt": props.get("datetime"), "cameraMake": interior.get("camera_manufacturer") or None,
+            "cameraModel": interior.get("camera_model") or None, "focalMm": interior.get("focal_length"),
+            "sensorWidthMm": None, "width": dims[0], "height": dims[1], "url": href, "license": license_,
+            "provider": self.name,
+        }
+        try:
+            return PhotoRef.from_dict(doc)
+        except SchemaError as exc:
+            out.skip("malformed item")
+            log.debug("skipped photo %s: %s", doc["id"], exc)
+            return None

@@ -1,0 +1,230 @@
+"""Sweep requests: ground asked for, answered as covered, merged or queued.
+
+``covered`` and ``pending`` are read from the H3 coverage table. Ground that is
+all covered is answered ``queued: false`` with its reason. Ground already
+queued by an earlier request merges into that request (its ``asked`` count
+grows) instead of doubling the work. Otherwise the photo provider is asked for
+photo references in the circle, and jobs are made for the cells that hold
+photos and are neither covered nor queued. Two requests racing for the same
+ground both try to claim its cells in ``coverage_cells`` (primary key): one
+wins, the other retries and merges.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from ..db.models import CoverageCell, SweepJob, SweepRequest, SweepRequestCell
+from ..errors import Unavailable
+from ..sources.base import SourceError
+from . import coverage, jobs
+from . import transitions as tr
+
+ACTOR_API = "api:sweep_request"
+
+
+@dataclass
+class Outcome:
+    queued: bool
+    reason_code: str | None = None
+    reason: str | None = None
+    merged: bool = False
+    request: dict[str, Any] | None = None
+    cells: int = 0
+    covered_cells: int = 0
+    photos: int = 0
+    jobs: int = 0
+    caveats: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"queued": self.queued}
+        if self.reason is not None:
+            out["reason"] = self.reason
+            out["reasonCode"] = self.reason_code
+        out["merged"] = self.merged
+        out["request"] = self.request
+        out["ground"] = {"h3Resolution": coverage.RESOLUTION, "cells": self.cells,
+                         "coveredCells": self.covered_cells}
+        if self.queued and not self.merged:
+            out["photos"] = self.photos
+            out["jobs"] = self.jobs
+        return out
+
+
+def requester_hash(ip: str | None) -> str | None:
+    """Kept for abuse handling only; never served."""
+    return hashlib.sha256(f"sis-requester:{ip}".encode()).hexdigest() if ip else None
+
+
+def public_request(req: SweepRequest, done: int, failed: int) -> dict[str, Any]:
+    """What the public queue shows of a request: never who asked."""
+    return {"id": req.id, "center": {"type": "Point", "coordinates": [req.lon, req.lat]},
+            "radiusM": req.radius_m, "state": req.state, "requestedAt": tr.iso(req.requested_at),
+            "updatedAt": tr.iso(req.updated_at), "timesRequested": req.asked,
+            "progress": {"jobsDone": done, "jobsTotal": req.jobs_total, "jobsFailed": failed}}
+
+
+async def progress(session, request_ids: list[str]) -> dict[str, tuple[int, int]]:
+    if not request_ids:
+        return {}
+    q = (select(SweepJob.sweep_id, SweepJob.state, func.count()).where(SweepJob.sweep_id.in_(request_ids))
+         .group_by(SweepJob.sweep_id, SweepJob.state))
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for sid, state, n in (await session.execute(q)).all():
+        if state in tr.JOB_DONE:
+            out[sid][0] += n
+        elif state == tr.JOB_FAILED:
+            out[sid][1] += n
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+async def request_json(session, req: SweepRequest) -> dict[str, Any]:
+    done, failed = (await progress(session, [req.id])).get(req.id, (0, 0))
+    return public_request(req, done, failed)
+
+
+def _within(lat: float, lon: float, radius_m: float, plat: float, plon: float) -> bool:
+    dy = (plat - lat) * coverage.M_PER_DEG
+    dx = (plon - lon) * coverage.M_PER_DEG * math.cos(math.radians(lat))
+    return math.hypot(dx, dy) <= radius_m
+
+
+def _bbox(lat: float, lon: float, radius_m: float) -> tuple[float, float, float, float]:
+    s, w = coverage.offset(lat, lon, -radius_m, -radius_m)
+    n, e = coverage.offset(lat, lon, radius_m, radius_m)
+    return (max(-180.0, w), max(-90.0, s), min(180.0, e), min(90.0, n))
+
+
+async def _merge(db, owner_id: str, at) -> dict[str, Any]:
+    async with db.write() as s:
+        await s.execute(update(SweepRequest).where(SweepRequest.id == owner_id)
+                        .values(asked=SweepRequest.asked + 1, updated_at=at))
+        req = await s.get(SweepRequest, owner_id)
+        await tr.record(s, tr.row("request", owner_id, req.state, req.state, ACTOR_API,
+                                  "asked again over the same ground: merged", at))
+        return await request_json(s, req)
+
+
+def _owner(states: dict[int, CoverageCell], cells: set[int]) -> str | None:
+    counts: dict[str, int] = defaultdict(int)
+    for c in cells:
+        st = states.get(c)
+        if st is not None and st.state == tr.CELL_QUEUED and st.request_id:
+            counts[st.request_id] += 1
+    return max(sorted(counts), key=lambda k: counts[k]) if counts else None
+
+
+async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: str | None) -> Outcome:
+    db, settings = sweeps.db, sweeps.settings
+    cells = coverage.circle_cells(lat, lon, radius_m)
+    async with db.read() as s:
+        states = await coverage.cell_states(s, cells)
+    covered = {c for c, st in states.items() if st.state == tr.CELL_COVERED}
+    pending = {c for c, st in states.items() if st.state == tr.CELL_QUEUED}
+    base = dict(cells=len(cells), covered_cells=len(covered))
+    if covered == cells:
+        return Outcome(False, "covered", "this ground is already covered: every cell of it has been swept and "
+                       "approved; its facts are in the seen layer", **base)
+    at = tr.utcnow()
+    if cells <= covered | pending:
+        owner = _owner(states, cells)
+        return Outcome(True, merged=True, request=await _merge(db, owner, at), **base,
+                       caveats=["This ground is already queued by an earlier request; yours was merged into it "
+                                "rather than doubling the work."])
+    try:
+        found = await sweeps.provider.search(_bbox(lat, lon, radius_m), settings.sweep_max_photos)
+    except SourceError as exc:
+        raise Unavailable(f"the street-photo provider could not be read ({exc}); nothing was queued, retry later",
+                          {"provider": sweeps.provider.name}, headers={"Retry-After": "60"}) from None
+    by_cell: dict[int, list] = defaultdict(list)
+    for p in found.photos:
+        if _within(lat, lon, radius_m, p.lat, p.lon):
+            by_cell[coverage.point_cell(p.lat, p.lon)].append(p)
+    caveats = []
+    if found.truncated:
+        caveats.append(f"The provider lists more than {settings.sweep_max_photos} photos here; only the first "
+                       f"{settings.sweep_max_photos} were queued, and the rest of the ground waits for a later "
+                       "request.")
+    if found.skipped:
+        caveats.append("Photos the engine cannot measure were left out: " +
+                       ", ".join(f"{n} {why}" for why, n in sorted(found.skipped.items())) + ".")
+    for attempt in range(3):
+        try:
+            return await _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats)
+        except IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats) -> Outcome:
+    db, settings = sweeps.db, sweeps.settings
+    at = tr.utcnow()
+    photo_cells = set(by_cell) & cells
+    async with db.write() as s:
+        states = await coverage.cell_states(s, cells)
+        covered = {c for c, st in states.items() if st.state == tr.CELL_COVERED}
+        pending = {c for c, st in states.items() if st.state == tr.CELL_QUEUED}
+        base = dict(cells=len(cells), covered_cells=len(covered), caveats=caveats)
+        if not photo_cells - covered - pending:
+            if not photo_cells and not pending:
+                return Outcome(False, "no_photos", "the street-photo provider lists no usable photos on this "
+                               "ground, so there is nothing to sweep; unswept ground says nothing about what "
+                               "stands there", **base)
+            if photo_cells <= covered and not (pending & cells):
+                return Outcome(False, "covered", "every part of this ground that has street photos is already "
+                               "covered; the rest has no photos to sweep", **base)
+            owner = _owner(states, cells)
+            await s.execute(update(SweepRequest).where(SweepRequest.id == owner)
+                            .values(asked=SweepRequest.asked + 1, updated_at=at))
+            req = await s.get(SweepRequest, owner)
+            await tr.record(s, tr.row("request", owner, req.state, req.state, ACTOR_API,
+                                      "asked again over the same ground: merged", at))
+            return Outcome(True, merged=True, request=await request_json(s, req), **base)
+        new_cells = photo_cells - covered - pending
+        plans = jobs.split({c: by_cell[c] for c in new_cells}, settings.job_max_photos)
+        req = SweepRequest(id=tr.new_id("sr"), lat=lat, lon=lon, radius_m=radius_m, state=tr.REQUEST_QUEUED,
+                           requested_at=at, updated_at=at, requester_hash=requester_hash(requester_ip), asked=1,
+                           photos=sum(len(p.photos) for p in plans), jobs_total=len(plans), reason=None)
+        s.add(req)
+        await s.flush()
+        await s.execute(insert(SweepRequestCell), [
+            {"request_id": req.id, "cell": c, "sweepable": c in photo_cells} for c in sorted(cells)])
+        await s.execute(insert(CoverageCell), [
+            {"cell": c, "state": tr.CELL_QUEUED, "request_id": req.id, "updated_at": at, "covered_at": None}
+            for c in sorted(new_cells)])
+        rows = [{"sweep_id": req.id, "state": tr.JOB_QUEUED, "area": p.area, "center_lat": p.center_lat,
+                 "center_lon": p.center_lon, "radius_m": p.radius_m,
+                 "cells": [coverage.cell_text(c) for c in p.cells], "photos": [ph.to_dict() for ph in p.photos],
+                 "quorum": 1, "active_leases": 0, "valid_results": 0, "failures": 0, "canonical_result_id": None,
+                 "reason": None, "created_at": at, "updated_at": at} for p in plans]
+        job_ids = list((await s.execute(insert(SweepJob).returning(SweepJob.id), rows)).scalars()) if rows else []
+        logs = [tr.row("request", req.id, None, tr.REQUEST_QUEUED, ACTOR_API,
+                       f"{len(new_cells)} new cells with {req.photos} photos in {len(plans)} jobs", at)]
+        logs += [tr.row("job", jid, None, tr.JOB_QUEUED, ACTOR_API, f"made for request {req.id}", at)
+                 for jid in job_ids]
+        await tr.record(s, *logs)
+        shared = (pending & cells)
+        if shared:
+            caveats.append(f"{len(shared)} cells of this ground were already queued by an earlier request and are "
+                           "swept by its jobs; this request is covered when they are too.")
+        return Outcome(True, request=public_request(req, 0, 0), photos=req.photos, jobs=len(plans), **base)
+
+
+async def queue(db, state: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+    async with db.read() as s:
+        q = select(SweepRequest)
+        cq = select(func.count()).select_from(SweepRequest)
+        if state != "all":
+            q, cq = q.where(SweepRequest.state == state), cq.where(SweepRequest.state == state)
+        q = q.order_by(SweepRequest.requested_at, SweepRequest.id).limit(limit)
+        reqs = list((await s.execute(q)).scalars())
+        total = (await s.execute(cq)).scalar_one()
+        prog = await progress(s, [r.id for r in reqs])
+        return [public_request(r, *prog.get(r.id, (0, 0))) for r in reqs], total

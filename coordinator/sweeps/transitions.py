@@ -1,0 +1,79 @@
+"""The states of every sweep object and the one place a state change is recorded.
+
+Every change is a row of ``sweep_transitions`` (who, when, why), written in the
+same transaction as the change itself, so the log cannot disagree with the state.
+"""
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..db.models import SweepTransition
+
+# Sweep requests: the ground asked for.
+REQUEST_QUEUED, REQUEST_COVERED = "queued", "covered"
+
+# Jobs (work units). queued: waits for a lease; leased: every replica it needs is held;
+# in_review: a quorum of valid, agreeing results waits for a reviewer; failed: parked
+# after too many lapsed leases or rejected results (its reason says which);
+# approved / rejected: the reviewer's verdict (a later part sets them).
+JOB_QUEUED, JOB_LEASED, JOB_IN_REVIEW, JOB_FAILED = "queued", "leased", "in_review", "failed"
+JOB_APPROVED, JOB_REJECTED = "approved", "rejected"
+JOB_STATES = (JOB_QUEUED, JOB_LEASED, JOB_IN_REVIEW, JOB_FAILED, JOB_APPROVED, JOB_REJECTED)
+JOB_DONE = (JOB_IN_REVIEW, JOB_APPROVED)
+
+# Leases: one node's hold on one replica of a job.
+LEASE_ACTIVE, LEASE_SUBMITTED, LEASE_LAPSED, LEASE_CANCELLED = "active", "submitted", "lapsed", "cancelled"
+
+# Results: pending (valid, awaits its quorum), accepted (part of the quorum that went to
+# review), outvoted (valid but a quorum of replicas disagreed with it), disagreed (no two
+# replicas agreed and the quorum could not grow: nobody is blamed), invalid (failed
+# validation: reasons recorded, nothing goes forward).
+RESULT_PENDING, RESULT_ACCEPTED, RESULT_OUTVOTED = "pending", "accepted", "outvoted"
+RESULT_DISAGREED, RESULT_INVALID = "disagreed", "invalid"
+
+# Coverage of one H3 cell.
+CELL_QUEUED, CELL_COVERED = "queued", "covered"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def aware(dt: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; every time here is UTC."""
+    if dt is not None and dt.tzinfo is None:
+        return dt.replace(tzinfo=timezone.utc)
+    return dt
+
+
+def iso(dt: datetime | None) -> str | None:
+    dt = aware(dt)
+    return dt.isoformat().replace("+00:00", "Z") if dt is not None else None
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(10)}"
+
+
+def row(subject: str, subject_id: Any, from_state: str | None, to_state: str, actor: str, reason: str,
+        at: datetime) -> dict[str, Any]:
+    return {"subject": subject, "subject_id": str(subject_id), "from_state": from_state, "to_state": to_state,
+            "actor": actor[:80], "reason": reason, "at": at}
+
+
+async def record(session: AsyncSession, *rows: dict[str, Any]) -> None:
+    """Write transition rows (built by ``row``) in the caller's transaction."""
+    if rows:
+        await session.execute(insert(SweepTransition), list(rows))
+
+
+async def history(session: AsyncSession, subject: str, subject_id: Any) -> list[SweepTransition]:
+    from sqlalchemy import select
+    q = select(SweepTransition).where(SweepTransition.subject == subject,
+                                      SweepTransition.subject_id == str(subject_id)).order_by(SweepTransition.id)
+    return list((await session.execute(q)).scalars())

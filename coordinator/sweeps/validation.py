@@ -1,0 +1,128 @@
+"""Validation of every submitted result, all of it or none of it.
+
+A result goes forward only if every check passes; otherwise it is rejected with
+every reason found (not just the first), and the reasons are recorded:
+
+- schema: the wire types of ``sweep_engine.schema`` (unknown fields refused);
+- identity: the job id is the leased job's, the node id the authenticated node's;
+- engine build: among the accepted builds (published manifests, or the
+  configured development hashes);
+- photos: every photo id named (facts' sources, measurements, skipped) is one of
+  the job's, and every job photo is accounted for exactly once;
+- place: every fact lies inside the job's area, within ``fact_margin_m``; every
+  measured object within ``object_margin_m`` (it is seen from a photo inside);
+- values: within ``PHYSICAL_BOUNDS`` per fact kind; measured road widths and
+  object sizes and ranges within plain physical limits; not more facts than
+  photos could give;
+- timings: total at least the longest stage, no longer than the lease has
+  existed, and inference time spent where photos were measured;
+- fact timestamps not in the future.
+"""
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+from shapely.geometry import Point, Polygon
+
+from sweep_engine.schema import PHYSICAL_BOUNDS, Result, SchemaError, bound_violations
+
+from . import coverage, jobs
+
+MAX_OBJECT_RANGE_M = 300.0
+MAX_OBJECT_SIZE_M = 100.0
+MAX_FACTS_PER_PHOTO = 100
+CLOCK_SLACK_S = 5.0
+
+
+def accepted_builds(settings) -> set[str]:
+    """Engine builds a result may come from. Published node-app manifests are served by a
+    later part; until then the configured hashes are the whole list."""
+    return {b.strip() for b in settings.engine_builds.split(",") if b.strip()}
+
+
+class _Local:
+    """A local metric plane around the job's centre, for distances in metres."""
+
+    def __init__(self, lat0: float, lon0: float) -> None:
+        self.lat0, self.lon0 = lat0, lon0
+        self.kx = coverage.M_PER_DEG * math.cos(math.radians(lat0))
+
+    def xy(self, lon: float, lat: float) -> tuple[float, float]:
+        return ((lon - self.lon0) * self.kx, (lat - self.lat0) * coverage.M_PER_DEG)
+
+
+def validate_result(body: bytes, job, node_id: str, leased_at: datetime, now: datetime,
+                    settings) -> tuple[Result | None, list[str]]:
+    """(the parsed result, []) when valid; (parsed or None, reasons) when not."""
+    try:
+        result = Result.from_json(body)
+    except SchemaError as exc:
+        return None, [f"schema: {r}" for r in exc.reasons]
+    reasons: list[str] = []
+    if result.job_id != jobs.wire_id(job.id):
+        reasons.append(f"jobId: is {result.job_id!r}, but the lease is for {jobs.wire_id(job.id)!r}")
+    if result.node_id != node_id:
+        reasons.append(f"nodeId: is {result.node_id!r}, but the token is node {node_id!r}")
+    builds = accepted_builds(settings)
+    if result.engine_build not in builds:
+        reasons.append(f"engineBuild: {result.engine_build!r} is not among the published engine builds")
+
+    job_photos = {p["id"] for p in job.photos}
+    measured = [m.photo_id for m in result.measurements]
+    skipped = [k.photo_id for k in result.skipped]
+    for pid in sorted(set(measured + skipped) - job_photos):
+        reasons.append(f"photos: {pid!r} is not a photo of this job")
+    for pid in sorted({p for p in measured + skipped if (measured + skipped).count(p) > 1}):
+        reasons.append(f"photos: {pid!r} is accounted for more than once")
+    missing = job_photos - set(measured) - set(skipped)
+    if missing:
+        reasons.append(f"photos: {len(missing)} job photos are neither measured nor skipped "
+                       f"(e.g. {sorted(missing)[0]!r})")
+
+    local = _Local(job.center_lat, job.center_lon)
+    area = Polygon([local.xy(x, y) for x, y in job.area["coordinates"][0]])
+    if len(result.facts) > MAX_FACTS_PER_PHOTO * max(1, len(job_photos)):
+        reasons.append(f"facts: {len(result.facts)} facts from {len(job_photos)} photos is implausible")
+    for i, fact in enumerate(result.facts):
+        bad_src = sorted(set(fact.source) - job_photos)
+        if bad_src:
+            reasons.append(f"facts[{i}].source: {bad_src[0]!r} is not a photo of this job")
+        d = area.distance(Point(local.xy(fact.lon, fact.lat)))
+        if d > settings.fact_margin_m:
+            reasons.append(f"facts[{i}]: lies {d:.0f} m outside the job's area (margin {settings.fact_margin_m:g} m)")
+        for v in bound_violations(fact):
+            reasons.append(f"facts[{i}]: {v}")
+        try:
+            ts = datetime.fromisoformat(fact.timestamp.replace("Z", "+00:00"))
+            if ts.tzinfo is not None and ts > now + timedelta(hours=1):
+                reasons.append(f"facts[{i}].timestamp: {fact.timestamp} is in the future")
+        except ValueError:  # pragma: no cover - the schema has checked it
+            reasons.append(f"facts[{i}].timestamp: not a time")
+
+    lo, hi = PHYSICAL_BOUNDS["roadway"]["widthM"]
+    for i, m in enumerate(result.measurements):
+        if m.road_width is not None and not lo <= m.road_width.width_m <= hi:
+            reasons.append(f"measurements[{i}].roadWidth.widthM = {m.road_width.width_m:g} is outside the "
+                           f"plausible [{lo:g}, {hi:g}]")
+        for j, o in enumerate(m.objects):
+            where = f"measurements[{i}].objects[{j}]"
+            if o.distance_m > MAX_OBJECT_RANGE_M:
+                reasons.append(f"{where}.distanceM = {o.distance_m:g} is beyond {MAX_OBJECT_RANGE_M:g} m")
+            if o.width_m > MAX_OBJECT_SIZE_M or o.height_m > MAX_OBJECT_SIZE_M:
+                reasons.append(f"{where}.size is larger than {MAX_OBJECT_SIZE_M:g} m")
+            d = area.distance(Point(local.xy(o.lon, o.lat)))
+            if d > settings.object_margin_m:
+                reasons.append(f"{where}: lies {d:.0f} m outside the job's area "
+                               f"(margin {settings.object_margin_m:g} m)")
+
+    t = result.timings
+    lease_age = (now - leased_at).total_seconds()
+    if t.total_s + 1e-6 < max(t.fetch_s, t.infer_s):
+        reasons.append(f"timings: totalS {t.total_s:g} is shorter than a stage (fetchS {t.fetch_s:g}, "
+                       f"inferS {t.infer_s:g})")
+    if t.total_s > lease_age + CLOCK_SLACK_S:
+        reasons.append(f"timings: totalS {t.total_s:g} is longer than the lease has existed ({lease_age:.1f} s)")
+    if result.measurements and t.infer_s <= 0:
+        reasons.append("timings: photos were measured with no inference time")
+    return result, reasons

@@ -1,0 +1,58 @@
+"""sweep_request (POST /earth/sweep-request) and the public sweep queue (GET /earth/sweep-queue).
+
+``sweep_request`` takes ``lat``, ``lon`` and ``radius`` either as query
+parameters or as a JSON object body (``Content-Type: application/json``); both
+may be used at once if they do not contradict each other.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..context import ToolContext
+from ..honesty import Answer
+from ..registry import INTEGER, STRING, Param, Tool, lat, lon, radius, tool
+from ..sweeps import requests
+from ..sweeps.service import sweeps_of
+
+TOOLS: list[Tool] = []
+
+REQUEST_CAVEATS = [
+    "A sweep is done by volunteer compute nodes reading street photos in place; it typically takes minutes to "
+    "hours, and its facts go live in the seen layer only after validation and review.",
+    "Ground is counted in H3 cells (resolution 10, about 150 m across); covered means approved results cover "
+    "every cell of it that has street photos.",
+]
+
+
+@tool(TOOLS, name="sweep_request", title="Request a sweep of unswept ground",
+      description="Ask for the ground within radius of a point to be swept from street photos. Covered ground "
+                  "answers queued:false with a reason; ground already queued merges into the earlier request; "
+                  "otherwise the request is queued and appears in the public sweep queue. Parameters travel as "
+                  "query parameters or as a JSON object body.",
+      params=(lat(), lon(), radius(200, 1000, 450)), routes={"earth": "/sweep-request"}, method="POST",
+      http_max_age_s=0, tags=("sweeps",),
+      output_schema={"type": "object", "required": ["caveats", "queued", "merged", "request", "ground"],
+                     "properties": {"caveats": {"type": "array", "items": {"type": "string"}},
+                                    "queued": {"type": "boolean"}, "reason": {"type": "string"},
+                                    "reasonCode": {"type": "string", "enum": ["covered", "no_photos"]},
+                                    "merged": {"type": "boolean"},
+                                    "request": {"type": ["object", "null"]}, "ground": {"type": "object"}}})
+async def sweep_request(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    out = await requests.submit(sweeps_of(ctx.services), params["lat"], params["lon"], params["radius"],
+                                ctx.caller.ip)
+    return Answer(out.as_json(), caveats=list(out.caveats) + REQUEST_CAVEATS, cacheable=False)
+
+
+@tool(TOOLS, name="sweep_queue", title="Public sweep queue",
+      description="Sweep requests, oldest first: id, centre, radius, state, requested and updated times, and "
+                  "progress in jobs done / total. Never who asked.",
+      params=(Param("state", STRING, "Which requests to list", default="queued",
+                    enum=("queued", "covered", "all")),
+              Param("limit", INTEGER, "Most requests listed", default=100, minimum=1, maximum=500)),
+      routes={"earth": "/sweep-queue"}, http_max_age_s=10, tags=("sweeps",))
+async def sweep_queue(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    rows, total = await requests.queue(ctx.services.db, params["state"], params["limit"])
+    return Answer({"state": params["state"], "count": len(rows), "total": total, "requests": rows},
+                  caveats=["The queue shows the ground asked for, never who asked.",
+                           "Progress counts the jobs each request made; ground shared with an earlier request is "
+                           "swept by that request's jobs."])
