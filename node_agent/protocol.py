@@ -30,7 +30,6 @@ ROUTES = {
     "lease": ("POST", PREFIX + "/lease"),
     "heartbeat": ("POST", PREFIX + "/leases/{lease}/heartbeat"),
     "submit": ("POST", PREFIX + "/leases/{lease}/result"),
-    "release": ("POST", PREFIX + "/leases/{lease}/release"),
     "manifest": ("GET", "/earth/node-app"),
 }
 
@@ -58,6 +57,7 @@ class Lease:
     lease_id: str
     job: Any  # the job document as received; validated by the loop before any use
     expires_at: str | None = None
+    heartbeat_s: float | None = None
 
 
 @dataclass
@@ -126,13 +126,17 @@ class Client:
 
     async def lease(self, facts: dict[str, Any] | None = None) -> Lease | NoWork:
         status, doc, headers = await self.call("lease", facts or {})
+        if status != 204 and doc is not None and not isinstance(doc, dict):
+            raise Refused("lease: the coordinator's answer is not a JSON object")
         if status == 204 or not doc or doc.get("job") is None:
             return NoWork(_retry_after(headers))
-        lease = doc.get("lease") or {}
-        lease_id = lease.get("id") if isinstance(lease, dict) else None
+        lease = doc.get("lease") if isinstance(doc.get("lease"), dict) else {}
+        lease_id = lease.get("leaseId")
         if not lease_id:
             raise Refused("lease: the coordinator's answer has a job but no lease id")
-        return Lease(str(lease_id), doc["job"], lease.get("expiresAt"))
+        beat = lease.get("heartbeatS")
+        return Lease(str(lease_id), doc["job"], lease.get("expiresAt"),
+                     float(beat) if isinstance(beat, (int, float)) and beat > 0 else None)
 
     async def heartbeat(self, lease_id: str, progress: dict[str, Any] | None = None) -> dict[str, Any]:
         _, doc, _ = await self.call("heartbeat", progress or {}, lease=lease_id)
@@ -140,11 +144,6 @@ class Client:
 
     async def submit(self, lease_id: str, result: dict[str, Any]) -> dict[str, Any]:
         _, doc, _ = await self.call("submit", result, lease=lease_id)
-        return doc or {}
-
-    async def release(self, lease_id: str, reason: str, failed: bool = False) -> dict[str, Any]:
-        """Give a job back: ``failed`` says the job itself is at fault (malformed), not this node."""
-        _, doc, _ = await self.call("release", {"reason": reason, "failed": failed}, lease=lease_id)
         return doc or {}
 
     async def manifest(self) -> Any:
