@@ -113,7 +113,8 @@ class Agent:
         self.progress = progress or Progress()
         self.spool = Spool(paths.spool_dir)
         self.contribution = Contribution(paths.stats_file)
-        self.status = StatusFile(paths.status_file)
+        self.status = StatusFile(paths.status_file, on_update=self._changed)
+        self._tick: asyncio.Event | None = None
         self.backoff = Backoff(config.backoff_base_s, config.backoff_max_s, rng)
         self.enrol_secret = enrol_secret
         self.update_check = update_check
@@ -122,10 +123,28 @@ class Agent:
         self.stop_event: asyncio.Event | None = None
         self.now_event: asyncio.Event | None = None
         self.leases_taken = 0
+        self.paused_turns = 0
         self.jobs_finished = 0
         self._recovered = False
         self._engine_failures = 0
         self._last_unreachable = Unreachable("the coordinator cannot be reached")
+
+    # ---- observing (status, tests) ----------------------------------------------------
+
+    def _changed(self) -> None:
+        if self._tick is not None:
+            self._tick.set()
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> None:
+        """Wait until ``predicate()`` holds, checked at each change of the agent's state."""
+        if self._tick is None:
+            self._tick = asyncio.Event()
+
+        async def waiting() -> None:
+            while not predicate():
+                self._tick.clear()
+                await self._tick.wait()
+        await asyncio.wait_for(waiting(), timeout)
 
     # ---- stopping ---------------------------------------------------------------------
 
@@ -180,7 +199,14 @@ class Agent:
                 except Exception as exc:  # an update notice is a courtesy; it never stops the work
                     log.debug("update check failed: %s", exc)
             while not self.stopping:
-                await self._once()
+                try:
+                    await self._once()
+                except (Fatal, asyncio.CancelledError):
+                    raise
+                except Exception:  # a fault of this agent must not end the volunteer's contribution
+                    log.exception("unexpected fault in the job loop; going on after a pause")
+                    self.status.update(lastError="unexpected fault in the job loop (see the log)")
+                    await self._sleep(self.backoff.next())
         except Fatal as exc:
             log.error("%s", exc)
             self.status.update(state="stopped", lastError=str(exc))
@@ -201,6 +227,7 @@ class Agent:
             return
         verdict = self.policy.check()
         if verdict.paused:
+            self.paused_turns += 1
             self.status.update(state="paused", pauseReasons=verdict.reasons, watching=verdict.watching)
             await self._sleep(self.config.pause_poll_s)
             return

@@ -24,6 +24,10 @@ log = logging.getLogger("sis.node.photos")
 IMAGE_FORMATS = {"JPEG", "PNG", "WEBP"}
 
 
+class TooLarge(Exception):
+    """A photo over the size limit; the download is abandoned."""
+
+
 @dataclass
 class Fetched:
     images: dict[str, bytes] = field(default_factory=dict)
@@ -56,21 +60,35 @@ async def fetch_photos(job: Job, *, timeout_s: float, max_bytes: int, concurrenc
         nonlocal done
         async with sem:
             reason = None
+            chunks: list[bytes] = []
+            size = 0
+
+            def collect(chunk: bytes) -> None:
+                nonlocal size
+                size += len(chunk)
+                if size > max_bytes:
+                    raise TooLarge()
+                chunks.append(chunk)
+
             req = HTTPRequest(photo.url, method="GET", headers={"User-Agent": USER_AGENT, "Accept": "image/*"},
                               connect_timeout=timeout_s, request_timeout=timeout_s, follow_redirects=True,
-                              max_redirects=3, max_body_size=max_bytes)
+                              max_redirects=3, streaming_callback=collect)
             try:
                 resp = await AsyncHTTPClient().fetch(req, raise_error=False)
-                if resp.code == 599:
+                if size > max_bytes:
+                    reason = f"fetch refused: larger than {max_bytes} bytes"
+                elif resp.code == 599:
                     reason = f"fetch failed: {resp.error}"
                 elif resp.code != 200:
                     reason = f"fetch failed: HTTP {resp.code}"
                 else:
-                    reason = check_image(resp.body or b"", photo.width, photo.height)
+                    reason = check_image(b"".join(chunks), photo.width, photo.height)
+            except TooLarge:
+                reason = f"fetch refused: larger than {max_bytes} bytes"
             except OSError as exc:
                 reason = f"fetch failed: {exc.strerror or exc}"
             if reason is None:
-                out.images[photo.id] = resp.body
+                out.images[photo.id] = b"".join(chunks)
             else:
                 log.warning("photo %s skipped: %s", photo.id, reason)
                 out.skipped.append(Skipped(photo_id=photo.id, reason=reason))

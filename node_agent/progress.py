@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from .files import read_json, write_json
 
@@ -71,13 +71,16 @@ class Progress:
 class StatusFile:
     """The running agent's state, rewritten atomically as it changes; read by ``sis-node status``."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, on_update: Callable[[], None] | None = None):
         self.path = path
         self.doc: dict[str, Any] = {}
+        self.on_update = on_update
 
     def update(self, **fields: Any) -> None:
         self.doc.update(fields, pid=os.getpid(), updatedAt=time.time())
         write_json(self.path, self.doc, mode=0o644)
+        if self.on_update is not None:
+            self.on_update()
 
     def read(self) -> dict[str, Any] | None:
         return read_json(self.path)
