@@ -29,7 +29,7 @@ log = logging.getLogger("sis.node")
 
 def setup_logging(paths: config_mod.Paths, cfg: config_mod.Config, console: bool = True) -> None:
     """Log to a rotating file in the data folder and to the console."""
-    root = logging.getLogger("sis")
+    root = logging.getLogger("sis.node")
     root.setLevel(cfg.log_level.upper())
     for h in list(root.handlers):
         root.removeHandler(h)
@@ -44,7 +44,6 @@ def setup_logging(paths: config_mod.Paths, cfg: config_mod.Config, console: bool
         ch = logging.StreamHandler(sys.stderr)
         ch.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
         root.addHandler(ch)
-    root.propagate = False
 
 
 def _config(args: argparse.Namespace, paths: config_mod.Paths, **overrides: Any) -> config_mod.Config:

@@ -124,6 +124,7 @@ class Agent:
         self.now_event: asyncio.Event | None = None
         self.leases_taken = 0
         self.paused_turns = 0
+        self.heartbeat_failures = 0
         self.jobs_finished = 0
         self._recovered = False
         self._engine_failures = 0
@@ -232,6 +233,8 @@ class Agent:
             await self._sleep(self.config.pause_poll_s)
             return
         self.status.update(state="idle", pauseReasons=[], watching=verdict.watching)
+        if self.stopping:
+            return
         try:
             got = await self.client.lease()
         except Unreachable as exc:
@@ -446,7 +449,9 @@ class Agent:
             try:
                 doc = await self.client.heartbeat(lease.lease_id)
             except Unreachable as exc:
+                self.heartbeat_failures += 1
                 log.warning("heartbeat for lease %s failed (%s); the job goes on", lease.lease_id, exc.message)
+                self.status.update(lastError=exc.message)
                 continue
             except Refused as exc:
                 doc = {"action": "cancel", "reason": exc.message}
