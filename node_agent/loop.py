@@ -315,8 +315,8 @@ class Agent:
             beat = {"action": "cancel", "reason": exc.message}
         self._recovered = True
         if beat.get("action") != "continue":
-            log.info("the job leased before a restart (%s) is no longer ours (%s); the coordinator re-leases it",
-                     doc.get("jobId"), beat.get("reason") or "cancelled")
+            log.info("the job leased before a restart (%s, lease %s) is no longer ours (%s); "
+                     "the coordinator re-leases it", doc.get("jobId"), lease_id, beat.get("reason") or "cancelled")
             remove(self.paths.current_job_file)
             return True
         log.info("resuming job %s, leased before a restart (lease %s still holds)", doc.get("jobId"), lease_id)
