@@ -166,7 +166,10 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
 async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats) -> Outcome:
     db, settings = sweeps.db, sweeps.settings
     at = tr.utcnow()
-    photo_cells = set(by_cell) & cells
+    # A photo inside the circle may stand in an edge cell whose centre is outside it: that
+    # cell is part of the request's ground too.
+    photo_cells = set(by_cell)
+    cells = cells | photo_cells
     async with db.write() as s:
         states = await coverage.cell_states(s, cells)
         covered = {c for c, st in states.items() if st.state == tr.CELL_COVERED}

@@ -108,7 +108,8 @@ async def submit(sweeps, node: Node, lease_id: str, body: bytes, *, too_large: b
             job.updated_at = now
             if job.state != before:
                 logs.append(tr.row("job", job.id, before, job.state, actor,
-                                   job.reason if job.reason != reason_before or job.state == tr.JOB_FAILED
+                                   job.reason if job.reason and (job.reason != reason_before
+                                                                 or job.state == tr.JOB_FAILED)
                                    else f"result {result.id}", now))
             await tr.record(s, *logs)
             return SubmitOutcome(result.state != tr.RESULT_INVALID, result.state, job.state, list(reasons))

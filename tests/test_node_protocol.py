@@ -1,0 +1,232 @@
+"""The node protocol under /node/v1: enrolment, leases as data, heartbeats, idempotent
+submission, revocation; and the faults: a silent node, a duplicate, a restarted coordinator."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+
+from sqlalchemy import select, text
+
+from coordinator.cli import main as cli_main
+from coordinator.db.models import Node, SweepJob, SweepLease, SweepResult, SweepTransition
+from coordinator.sweeps.service import sweeps_of
+from sweep_engine.schema import Job
+from tests.support import stop_coordinator
+from tests.test_error_shape import assert_error_shape
+from tests.test_sweeps_kit import (CENTRE, SimNode, enrolled, node_row, photos, request_sweep, set_trusted,  # noqa: F401
+                                   start, sweeps_db, sweeps_sqlite)
+
+
+async def test_enrolment_records_the_node_and_stores_only_a_hash_of_its_token(sweeps_db):
+    node = SimNode(sweeps_db)
+    r = await node.enrol(name="kitchen box")
+    assert r.status == 201
+    body = r.json()
+    assert body["token"].startswith("sisn_") and body["nodeId"].startswith("nd_") and body["trusted"] is False
+    row = await node_row(sweeps_db, node.node_id)
+    assert row.token_hash == hashlib.sha256(body["token"].encode()).hexdigest()
+    assert (row.platform, row.gpu, row.engine_version, row.name) == \
+        ("Linux-6.8-x86_64", "NVIDIA RTX 3060 12GB", "0.1.0", "kitchen box")
+    async with sweeps_db.services.db.read() as s:
+        dump = json.dumps([list(map(str, r)) for r in (await s.execute(text("SELECT * FROM nodes"))).all()])
+    assert body["token"] not in dump
+    me = await sweeps_db.get("/node/v1/me", headers=node.auth)
+    assert me.status == 200 and me.json()["nodeId"] == node.node_id and "token" not in me.json()
+
+
+async def test_enrolment_refuses_an_unpublished_engine_build_and_bad_fields(sweeps_sqlite):
+    r = await SimNode(sweeps_sqlite).enrol(build="sha256:" + "f" * 64)
+    assert r.status == 403
+    assert_error_shape(r.json(), "forbidden")
+    r = await SimNode(sweeps_sqlite).enrol(gpu="")
+    assert r.status == 400
+    r = await SimNode(sweeps_sqlite).enrol(colour="red")
+    assert r.status == 400 and "colour" in r.json()["error"]["message"]
+
+
+async def test_node_routes_need_a_valid_bearer_token(sweeps_sqlite):
+    for headers in ({}, {"Authorization": "Bearer sisn_nope"}, {"Authorization": "Basic abc"}):
+        r = await sweeps_sqlite.post("/node/v1/lease", {}, headers=headers)
+        assert r.status == 401
+        assert_error_shape(r.json(), "unauthorized")
+        assert "WWW-Authenticate" in r.headers
+
+
+async def test_an_empty_queue_answers_204_with_retry_after(sweeps_sqlite):
+    (node,) = await enrolled(sweeps_sqlite)
+    r = await sweeps_sqlite.post("/node/v1/lease", {}, headers=node.auth)
+    assert r.status == 204 and r.headers["Retry-After"] == "30" and r.body == b""
+
+
+async def test_a_lease_hands_the_job_over_as_data_only(sweeps_db, photos):
+    photos.scatter(*CENTRE, radius_m=300, n=6, seed=1)
+    await request_sweep(sweeps_db, radius=300)
+    (node,) = await enrolled(sweeps_db)
+    doc = await node.lease()
+    job = Job.from_dict(doc["job"])           # the wire type, checked whole
+    assert job.photos and all(p.url.startswith(photos.api_url.rsplit("/api", 1)[0]) for p in job.photos)
+    assert doc["lease"]["ttlS"] == 600 and doc["lease"]["expiresAt"].endswith("Z")
+    assert set(doc) == {"lease", "job"}
+
+
+async def test_a_heartbeat_extends_the_lease(sweeps_db, photos):
+    photos.scatter(*CENTRE, radius_m=300, n=6, seed=1)
+    await request_sweep(sweeps_db, radius=300)
+    (node,) = await enrolled(sweeps_db)
+    doc = await node.lease()
+    lid = doc["lease"]["leaseId"]
+    r = await node.heartbeat(lid)
+    assert r.status == 200 and r.json()["action"] == "continue"
+    assert r.json()["expiresAt"] >= doc["lease"]["expiresAt"]
+    other = (await enrolled(sweeps_db))[0]
+    r = await other.heartbeat(lid)
+    assert r.status == 404
+
+
+async def test_an_honest_result_from_a_trusted_node_goes_to_review(sweeps_db, photos):
+    photos.scatter(*CENTRE, radius_m=300, n=6, seed=1)
+    await request_sweep(sweeps_db, radius=300)
+    (node,) = await enrolled(sweeps_db, trusted=True)
+    doc = await node.lease()
+    r = await node.submit(doc["lease"]["leaseId"], node.honest(doc))
+    assert r.status == 200, r.body
+    assert r.json() == {"accepted": True, "resultState": "accepted", "jobState": "in_review", "reasons": [],
+                        "duplicate": False}
+    q = (await sweeps_db.get("/earth/sweep-queue")).json()["requests"][0]
+    assert q["progress"]["jobsDone"] == 1
+
+
+async def test_a_duplicate_submission_gives_one_result(sweeps_db, photos):
+    photos.scatter(*CENTRE, radius_m=300, n=6, seed=1)
+    await request_sweep(sweeps_db, radius=300)
+    (node,) = await enrolled(sweeps_db, trusted=True)
+    doc = await node.lease()
+    lid, body = doc["lease"]["leaseId"], json.dumps(node.honest(doc))
+    answers = await asyncio.gather(*(node.submit(lid, body) for _ in range(4)))
+    assert [a.status for a in answers] == [200] * 4
+    assert sorted(a.json()["duplicate"] for a in answers) == [False, True, True, True]
+    async with sweeps_db.services.db.read() as s:
+        assert len((await s.execute(select(SweepResult))).scalars().all()) == 1
+        assert (await node_row(sweeps_db, node.node_id)).valid_total == 1
+    different = node.honest(doc)
+    different["facts"][0]["value"]["widthM"] += 1
+    r = await node.submit(lid, different)
+    assert r.status == 409
+    assert_error_shape(r.json(), "conflict")
+
+
+async def test_a_node_that_stops_heartbeating_loses_its_job_after_the_ttl(db_url, photos):
+    photos.scatter(*CENTRE, radius_m=100, n=1, seed=1)
+    c = await start(db_url, photos, lease_ttl_s=1.0, lease_sweep_interval_s=0.1)
+    try:
+        sw = sweeps_of(c.services)
+        sw.sweeper.start()
+        await request_sweep(c, radius=200)
+        silent, patient = await enrolled(c, 2, trusted=True)
+        first = await silent.lease()
+        assert await patient.lease() is None          # the only job is held
+        await sw.sweeper.wait_for(lambda: sw.sweeper.lapsed_total >= 1, timeout=10)
+        second = await patient.lease()
+        assert second is not None and second["job"]["jobId"] == first["job"]["jobId"]
+        beat = await silent.heartbeat(first["lease"]["leaseId"])
+        assert beat.json() == {"action": "cancel", "reason": "the lease is lapsed"}
+        late = await silent.submit(first["lease"]["leaseId"], silent.honest(first))
+        assert late.status == 409
+        r = await patient.submit(second["lease"]["leaseId"], patient.honest(second))
+        assert r.status == 200 and r.json()["jobState"] == "in_review"
+        async with c.services.db.read() as s:
+            log = (await s.execute(select(SweepTransition).where(SweepTransition.subject == "lease",
+                                                                 SweepTransition.to_state == "lapsed"))).scalars().all()
+        assert len(log) == 1 and log[0].actor == "sweeper" and "lapsed" in log[0].reason
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_a_job_that_fails_too_often_is_parked_with_its_reason(sqlite_url, photos):
+    photos.scatter(*CENTRE, radius_m=100, n=1, seed=1)
+    c = await start(sqlite_url, photos, lease_ttl_s=0.05, job_max_failures=3)
+    try:
+        sw = sweeps_of(c.services)
+        await request_sweep(c, radius=200)
+        (node,) = await enrolled(c, trusted=True)
+        for _ in range(3):
+            assert await node.lease() is not None
+            await asyncio.sleep(0.06)   # the lease TTL passing is the point of this test
+            assert await sw.sweeper.run_once() == 1
+        assert await node.lease() is None
+        async with c.services.db.read() as s:
+            job = (await s.execute(select(SweepJob))).scalar_one()
+        assert job.state == "failed" and job.failures == 3 and "failed 3 times" in job.reason
+        q = (await c.get("/earth/sweep-queue")).json()["requests"][0]
+        assert q["progress"]["jobsFailed"] == 1
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_a_restarted_coordinator_still_accepts_the_submission(db_url, photos):
+    photos.scatter(*CENTRE, radius_m=300, n=6, seed=1)
+    c = await start(db_url, photos)
+    await request_sweep(c, radius=300)
+    (node,) = await enrolled(c, trusted=True)
+    doc = await node.lease()
+    await stop_coordinator(c)
+    c2 = await start(db_url, photos)
+    try:
+        node.c = c2
+        r = await node.submit(doc["lease"]["leaseId"], node.honest(doc))
+        assert r.status == 200 and r.json()["jobState"] == "in_review"
+    finally:
+        await stop_coordinator(c2)
+
+
+async def test_revocation_from_the_cli_takes_effect_at_once_and_frees_the_nodes_jobs(sqlite_url, photos, capsys):
+    photos.scatter(*CENTRE, radius_m=100, n=1, seed=1)
+    c = await start(sqlite_url, photos)
+    try:
+        await request_sweep(c, radius=200)
+        bad, good = await enrolled(c, 2, trusted=True)
+        doc = await bad.lease()
+        rc = await asyncio.to_thread(cli_main, ["nodes", "revoke", bad.node_id, "--reason", "submitted junk",
+                                                "--database", sqlite_url])
+        assert rc == 0 and "released 1 lease" in capsys.readouterr().out
+        r = await c.post("/node/v1/lease", {}, headers=bad.auth)
+        assert r.status == 403
+        assert_error_shape(r.json(), "forbidden")
+        assert r.json()["error"]["details"]["reason"] == "submitted junk"
+        again = await good.lease()
+        assert again is not None and again["job"]["jobId"] == doc["job"]["jobId"]
+        rc = await asyncio.to_thread(cli_main, ["nodes", "list", "--database", sqlite_url])
+        out = capsys.readouterr().out
+        assert rc == 0 and bad.node_id in out and "revoked" in out
+        async with c.services.db.read() as s:
+            lease = (await s.execute(select(SweepLease).where(SweepLease.node_id == bad.node_id))).scalar_one()
+            job = (await s.execute(select(SweepJob))).scalar_one()
+        assert lease.state == "cancelled" and job.failures == 0
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_every_transition_is_recorded_with_who_when_and_why(sweeps_db, photos):
+    photos.scatter(*CENTRE, radius_m=100, n=1, seed=1)
+    await request_sweep(sweeps_db, radius=200)
+    (node,) = await enrolled(sweeps_db, trusted=True)
+    doc = await node.lease()
+    await node.submit(doc["lease"]["leaseId"], node.honest(doc))
+    async with sweeps_db.services.db.read() as s:
+        rows = (await s.execute(select(SweepTransition).order_by(SweepTransition.id))).scalars().all()
+        job_id = (await s.execute(select(SweepJob.id))).scalar_one()
+    job_log = [(r.from_state, r.to_state, r.actor) for r in rows if r.subject == "job" and r.subject_id == str(job_id)]
+    assert job_log == [(None, "queued", "api:sweep_request"), ("queued", "leased", f"node:{node.node_id}"),
+                       ("leased", "in_review", f"node:{node.node_id}")]
+    assert all(r.at is not None and r.reason for r in rows)
+    assert {r.subject for r in rows} >= {"request", "job", "lease", "result", "node"}
+
+
+async def test_node_routes_are_in_the_openapi_document_but_not_tools(sweeps_sqlite):
+    from openapi_spec_validator import validate
+    doc = (await sweeps_sqlite.get("/openapi.json")).json()
+    validate(doc)
+    assert "/node/v1/lease" in doc["paths"] and "/node/v1/leases/{leaseId}/result" in doc["paths"]
+    assert "/earth/sweep-request" in doc["paths"] and "post" in doc["paths"]["/earth/sweep-request"]
+    assert all(not t.name.startswith("node") for t in sweeps_sqlite.services.registry)
