@@ -165,7 +165,7 @@ def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float
         e, n = float(e), float(n)
         # The box's outline comes from the object's nearest part (the near corner when it is seen
         # obliquely), so its angular extent is read at that part's depth.
-        width, height = _apparent_size(cam, (x0, y0, x1, y1), float(np.percentile(d[ok], 5)))
+        width, height = apparent_size(cam, (x0, y0, x1, y1), float(np.percentile(d[ok], 5)))
     return ObjectEstimate(label=label, score=float(score), box=(x0, y0, x1, y1), east=e, north=n,
                           distance_m=float(np.hypot(e, n)), bearing_deg=float(bearing_deg(e, n)),
                           width_m=width, height_m=height,
@@ -173,14 +173,19 @@ def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float
                           width_is_lower_bound=bool(x0 <= 0.5 or x1 >= w - 0.5), face_depth=zf)
 
 
-def _apparent_size(cam: Camera, box, zf: float) -> tuple[float, float]:
-    """Width and height of the box's angular extent on the vertical plane facing the camera at depth ``zf``."""
+def apparent_size(cam: Camera, box, zf: float, anchor: str = "centre") -> tuple[float, float]:
+    """Width and height of a box's angular extent on a vertical plane facing the camera.
+
+    The plane passes through the point at z-depth ``zf`` on the ray through the
+    box's centre (``anchor="centre"``) or its bottom-centre (``"bottom"``, for a
+    ground contact point).
+    """
     x0, y0, x1, y1 = box
     uc, vc = (x0 + x1) / 2, (y0 + y1) / 2
     u = np.array([uc, x0, x1, uc, uc])
-    v = np.array([vc, vc, vc, y0, y1])
+    v = np.array([vc if anchor == "centre" else y1, vc, vc, y0, y1])
     rays = cam.rays_cam(u, v) @ cam.rotation().T
-    centre_h = rays[0, :2] * zf                      # horizontal offset of the side's centre
+    centre_h = rays[0, :2] * zf                      # horizontal offset of the plane's anchor point
     rng = np.linalg.norm(centre_h)
     c_hat = centre_h / rng
     perp = np.array([c_hat[1], -c_hat[0]])
