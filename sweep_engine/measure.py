@@ -17,8 +17,10 @@ Definitions (what the numbers mean):
   footprint centre.
 - Object size: apparent width and height, from the box's angular extent on the
   vertical plane facing the camera at the depth of the object's nearest part
-  (which is where the box's outline comes from).  A box touching the top or bottom frame edge
-  makes the height a lower bound; left or right, the width.
+  (which is where the box's outline comes from).
+- Cut: a box touching the top or bottom frame edge makes the height a lower
+  bound, and so does a foot hidden by something nearer (see
+  ``_foot_hidden``); a box touching the left or right edge, the width.
 """
 from __future__ import annotations
 
@@ -27,9 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .camera import Camera, bearing_deg
-from .labels import SEG
+from .labels import GROUND_CLASSES, SEG
 
 FLAT_LABELS = frozenset({"drainage"})
+GROUNDED_LABELS = frozenset({"car", "truck", "bus", "person", "pole", "gate", "entrance"})
 ROAD_EDGE_NEIGHBOURS = frozenset({SEG["kerb"], SEG["sidewalk"], SEG["terrain"]})
 
 
@@ -114,13 +117,31 @@ def _pixels(box, w: int, h: int) -> tuple[int, int, int, int]:
             min(w, int(np.ceil(x1))), min(h, int(np.ceil(y1))))
 
 
+def _clusters(values: np.ndarray, gap: float = 1.08) -> list[np.ndarray]:
+    """Sorted depths split where one is more than ``gap`` times the one before."""
+    values = np.sort(values)
+    return np.split(values, np.flatnonzero(values[1:] > values[:-1] * gap) + 1)
+
+
+def _near_part_depth(box_depths: np.ndarray, zf: float) -> float:
+    """Depth of the object's nearest part: the low end of the box's depth cluster holding ``zf``.
+
+    An oblique side is one continuous cluster reaching its near corner; an
+    occluder in front and the background behind are other clusters.
+    """
+    def gap(c: np.ndarray) -> float:
+        return 0.0 if c[0] <= zf <= c[-1] else min(abs(c[0] - zf), abs(c[-1] - zf))
+    return float(np.percentile(min(_clusters(box_depths), key=gap), 5))
+
+
 def face_depth(depth: np.ndarray, box) -> float | None:
     """Depth of an object at its box's centre, read from the box's central third of columns.
 
-    The object is the nearest thing in its own tight box (what lies beside it
-    is background or ground further away), so the pixels near the strip's low
-    percentile are the object's, found without a mask; their median is its
-    depth at the centre even when its side is oblique to the camera.
+    The strip's depths are split into clusters at gaps of more than 8 %; the
+    object is the most populous cluster (nearer wins a tie): background beside
+    a thin object and an occluder in front of part of it are both minorities.
+    An oblique side has continuous depths, so it stays one cluster, and its
+    median is the depth at the centre.
     """
     h, w = depth.shape
     ix0, iy0, ix1, iy1 = _pixels(box, w, h)
@@ -133,11 +154,36 @@ def face_depth(depth: np.ndarray, box) -> float | None:
     strip = strip[np.isfinite(strip) & (strip > 0)]
     if not len(strip):
         return None
-    near = float(np.percentile(strip, 20))
-    return float(np.median(strip[strip <= near * 1.15 + 0.3]))
+    return float(np.median(max(_clusters(strip), key=len)))
 
 
-def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float = 1.0) -> ObjectEstimate | None:
+def _foot_hidden(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, box, zf: float) -> bool:
+    """Whether something nearer hides the foot of an object that stands on the ground.
+
+    Its foot should be where the ground is at the object's range; a box ending
+    clearly above that row, over pixels nearer than the object that are not
+    ground, was cut by an occluder (a car hiding a pole's foot) as surely as by
+    the frame.
+    """
+    h, w = depth.shape
+    x0, y0, x1, y1 = box
+    uc = (x0 + x1) / 2
+    e, n, _ = cam.points(uc, (y0 + y1) / 2, zf)
+    _, v_foot, z_foot = cam.project(np.array([[float(e), float(n), 0.0]]))
+    if not (z_foot[0] > 0 and y1 < v_foot[0] - max(2.0, 0.03 * (y1 - y0))) or y1 >= h:
+        return False
+    ix0, _, ix1, iy1 = _pixels(box, w, h)
+    third = max(1, (ix1 - ix0) // 3)
+    cols = slice(ix0 + (ix1 - ix0 - third) // 2, ix0 + (ix1 - ix0 - third) // 2 + third)
+    below = depth[iy1:iy1 + 2, cols]
+    near = np.isfinite(below) & (below < 0.95 * zf)
+    if seg is not None:
+        near &= ~np.isin(seg[iy1:iy1 + 2, cols], [SEG[c] for c in GROUND_CLASSES])
+    return bool(near.size and near.mean() > 0.5)
+
+
+def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float = 1.0,
+                   seg: np.ndarray | None = None) -> ObjectEstimate | None:
     h, w = depth.shape
     ix0, iy0, ix1, iy1 = _pixels(box, w, h)
     x0, y0, x1, y1 = (float(c) for c in box)
@@ -165,11 +211,12 @@ def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float
         e, n = float(e), float(n)
         # The box's outline comes from the object's nearest part (the near corner when it is seen
         # obliquely), so its angular extent is read at that part's depth.
-        width, height = apparent_size(cam, (x0, y0, x1, y1), float(np.percentile(d[ok], 5)))
+        width, height = apparent_size(cam, (x0, y0, x1, y1), _near_part_depth(d[ok], zf))
+    hidden = label in GROUNDED_LABELS and _foot_hidden(cam, depth, seg, (x0, y0, x1, y1), zf)
     return ObjectEstimate(label=label, score=float(score), box=(x0, y0, x1, y1), east=e, north=n,
                           distance_m=float(np.hypot(e, n)), bearing_deg=float(bearing_deg(e, n)),
                           width_m=width, height_m=height,
-                          height_is_lower_bound=bool(y0 <= 0.5 or y1 >= h - 0.5),
+                          height_is_lower_bound=bool(y0 <= 0.5 or y1 >= h - 0.5 or hidden),
                           width_is_lower_bound=bool(x0 <= 0.5 or x1 >= w - 0.5), face_depth=zf)
 
 
@@ -195,11 +242,11 @@ def apparent_size(cam: Camera, box, zf: float, anchor: str = "centre") -> tuple[
     return float(abs(lateral[2] - lateral[1])), float(abs(up[3] - up[4]))
 
 
-def measure_objects(cam: Camera, depth: np.ndarray, detections) -> list[ObjectEstimate]:
+def measure_objects(cam: Camera, depth: np.ndarray, detections, seg: np.ndarray | None = None) -> list[ObjectEstimate]:
     """Every detection ``(label, box, score)`` measured and georeferenced from ``cam``'s position."""
     out = []
     for label, box, score in detections:
-        est = measure_object(cam, depth, label, box, score)
+        est = measure_object(cam, depth, label, box, score, seg)
         if est is not None:
             lon, lat = cam.to_lonlat(est.east, est.north)
             est.lon, est.lat = float(lon), float(lat)
