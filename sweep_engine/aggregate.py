@@ -78,11 +78,11 @@ def _observations(photos: list[PhotoMeasurement], lon0: float, lat0: float) -> l
         def add(kind, e, n, values, lower=(), radius=None, pixel_m=0.0):
             out.append(_Obs(kind, ce + e, cn + n, values, set(lower), p.scale_trust, p.photo_id, p.captured_at,
                             radius if radius is not None else RADIUS_M[kind], pixel_m))
-        if p.road is not None:
+        if p.road is not None and np.isfinite([p.road.east, p.road.north, p.road.width_m]).all():
             add("roadway", p.road.east, p.road.north, {"widthM": p.road.width_m})
         for o in p.objects:
             kind = DET_FACT_KIND.get(o.label)
-            if kind is None:
+            if kind is None or not np.isfinite([o.east, o.north, o.width_m, o.height_m, o.distance_m]).all():
                 continue
             lower = (["heightM"] if o.height_is_lower_bound else []) + (["widthM"] if o.width_is_lower_bound else [])
             values = {"widthM": o.width_m} if kind == "drainage" else {"heightM": o.height_m, "widthM": o.width_m}
@@ -90,7 +90,8 @@ def _observations(photos: list[PhotoMeasurement], lon0: float, lat0: float) -> l
                 radius=max(OBJECT_RADIUS_M, OBJECT_RADIUS_PER_M * o.distance_m),
                 pixel_m=o.distance_m / p.camera.fx)
         for s in p.structures:
-            add(s.kind, s.east, s.north, dict(s.value))
+            if np.isfinite([s.east, s.north, *s.value.values()]).all():
+                add(s.kind, s.east, s.north, dict(s.value))
     return out
 
 

@@ -42,6 +42,10 @@ MAX_VEHICLE_SPREAD = 0.10
 MAX_DISAGREEMENT = 0.08
 MAX_FOCAL_OVERRIDE = 0.10
 MIN_BOX_PX = 8
+# The solution is held within these; one that reaches them is not a calibration but a failure to find one.
+FOCAL_RANGE = (0.25, 4.0)     # x the prior focal length
+HEIGHT_RANGE_M = (0.3, 10.0)
+PITCH_RANGE_DEG = 30.0
 
 
 @dataclass
@@ -135,7 +139,9 @@ def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact"
             parts.append((_log(_ground_heights(cam, rows, depths)) - p[1]) / sig_g)
         return np.concatenate(parts)
 
-    p = prior_p.copy()
+    lo = np.array([prior_p[0] + math.log(FOCAL_RANGE[0]), math.log(HEIGHT_RANGE_M[0]), -math.radians(PITCH_RANGE_DEG)])
+    hi = np.array([prior_p[0] + math.log(FOCAL_RANGE[1]), math.log(HEIGHT_RANGE_M[1]), math.radians(PITCH_RANGE_DEG)])
+    p = np.clip(prior_p.copy(), lo, hi)
     for _ in range(20):
         r = residuals(p)
         jac = np.empty((len(r), 3))
@@ -145,7 +151,7 @@ def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact"
             jac[:, k] = (residuals(p + dp) - r) / step
         delta = np.linalg.lstsq(jac, -r, rcond=None)[0]
         delta = np.clip(delta, -0.5, 0.5)
-        p = p + delta
+        p = np.clip(p + delta, lo, hi)
         if np.max(np.abs(delta)) < 1e-7:
             break
     return p
@@ -205,6 +211,11 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
         trust = "unknown"
         reasons.append("no vehicles and no ground seen: the scale is the metadata priors alone")
     else:
+        at_bound = (min(abs(solved.fx / cam.fx - b) for b in FOCAL_RANGE) < 1e-3
+                    or min(abs(solved.height_m - b) for b in HEIGHT_RANGE_M) < 1e-3
+                    or abs(abs(solved.pitch_deg) - PITCH_RANGE_DEG) < 1e-3)
+        if at_bound:
+            reasons.append("the solution reached the edge of plausible focal, height or pitch: the cues are unusable")
         if len(vehicles) < 2:
             reasons.append(f"{len(vehicles)} vehicle(s) usable; two or more are needed to check the scale")
         if len(rows) < 5:

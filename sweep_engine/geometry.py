@@ -31,7 +31,7 @@ def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarra
 def to_schema(pm: PhotoMeasurement, evidence: dict) -> schema.Measurement:
     c = pm.camera
     road = None
-    if pm.road is not None:
+    if pm.road is not None and np.isfinite(pm.road.width_m) and np.isfinite(pm.road.spread_m):
         road = schema.RoadWidth(width_m=round(pm.road.width_m, 3), method=pm.road.method,
                                 spread_m=round(pm.road.spread_m, 3), samples=pm.road.samples)
     objects = [schema.ObjectMeasurement(label=o.label, distance_m=round(o.distance_m, 3),
@@ -40,13 +40,18 @@ def to_schema(pm: PhotoMeasurement, evidence: dict) -> schema.Measurement:
                                         height_is_lower_bound=o.height_is_lower_bound,
                                         width_is_lower_bound=o.width_is_lower_bound,
                                         score=round(min(max(o.score, 0.0), 1.0), 4))
-               for o in pm.objects]
+               for o in pm.objects if _finite(o)]
     return schema.Measurement(photo_id=pm.photo_id, road_width=road, objects=objects,
                               calibration=schema.Calibration(scale_trust=pm.scale_trust, focal_px=round(c.fx, 3),
                                                              focal_basis=c.focal_basis,
                                                              camera_height_m=round(c.height_m, 4),
                                                              pitch_deg=round(c.pitch_deg, 4),
                                                              evidence=_jsonable(evidence)))
+
+
+def _finite(o) -> bool:
+    """An object whose numbers are all finite: a degenerate box (junk detections) is dropped, not sent."""
+    return all(np.isfinite(v) for v in (o.distance_m, o.width_m, o.height_m, o.bearing_deg, o.lon, o.lat))
 
 
 def _jsonable(x):
