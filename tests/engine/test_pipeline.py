@@ -1,0 +1,162 @@
+"""The whole pipeline on the CPU: synthetic photos from a loopback fake provider, configured weights.
+
+The weights here are UNTRAINED (seeded random init written to a tmp dir with
+its sha256 in a tmp manifest): these tests prove the plumbing, the refusals
+and the wire format, not accuracy — the geometry tests do that.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+
+import pytest
+import torch
+
+from sweep_engine import build_hash, schema
+from sweep_engine.config import EngineConfig
+from sweep_engine.models import random_weights
+from sweep_engine.pipeline import Engine, inside
+from sweep_engine.synth.provider import FakeProvider, jpeg, job_for, synth_frames
+from sweep_engine.weights import WeightsError, sha256_bytes
+
+TINY = dict(backbone="mobilenetv3_small_100", detector="ssdlite320_mobilenet_v3_large", batch_size=4,
+            fetch_timeout_s=2.0)
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory):
+    return random_weights(EngineConfig(**TINY), tmp_path_factory.mktemp("weights"), seed=7)
+
+
+@pytest.fixture(scope="module")
+def engine(manifest):
+    return Engine(EngineConfig(**TINY, weights_manifest=str(manifest)))
+
+
+@pytest.fixture(scope="module")
+def frames():
+    return synth_frames(seed=2, n=6)
+
+
+@pytest.fixture
+async def provider(frames):
+    p = FakeProvider({f"p{i}": jpeg(f) for i, f in enumerate(frames)})
+    await p.start()
+    yield p
+    await p.stop()
+
+
+async def test_a_job_runs_end_to_end_on_the_cpu_into_a_valid_result(engine, manifest, frames, provider):
+    job = job_for(frames, provider.base_url)
+    result = await engine.run_job(job, node_id="node-a")
+    again = schema.Result.from_json(result.to_json())  # what the coordinator will parse
+    assert again.job_id == "job-1" and again.node_id == "node-a"
+    assert [m.photo_id for m in again.measurements] == [p.id for p in job.photos] and not again.skipped
+    assert again.engine_build == build_hash(manifest) and again.engine_version == "0.1.0"
+    assert again.device.startswith("cpu")
+    t = again.timings
+    assert 0 < t.fetch_s < t.total_s and 0 < t.infer_s < t.total_s
+    assert provider.requests == len(frames)
+    for m in again.measurements:
+        assert m.calibration.scale_trust in ("high", "low", "unknown")
+        assert m.calibration.focal_basis in ("measured", "assumed")
+    for f in again.facts:
+        assert inside(f.lon, f.lat, job.area) and set(f.source) <= {p.id for p in job.photos}
+        assert schema.bound_violations(f) == []
+
+
+async def test_junk_detections_from_untrained_weights_still_make_a_valid_result(manifest, frames, provider):
+    engine = Engine(EngineConfig(**TINY, weights_manifest=str(manifest), min_score=0.0))
+    result = await engine.run_job(job_for(frames[:2], provider.base_url))
+    schema.validate(result)
+    assert sum(len(m.objects) for m in result.measurements) > 0  # boxes went through the geometry
+
+
+async def test_photos_that_cannot_be_read_are_skipped_with_their_reason(engine, frames, provider):
+    provider.photos["bad"] = b"not an image"
+    provider.delays["p1"] = 5.0
+    job = job_for(frames[:3], provider.base_url)
+    job.photos[2].heading = None
+    extra = [schema.PhotoRef.from_dict({**job.photos[0].to_dict(), "id": pid,
+                                        "url": f"{provider.base_url}/photos/{pid}.jpg"})
+             for pid in ("gone", "bad")]
+    job.photos.extend(extra)
+    result = await engine.run_job(job)
+    reasons = {s.photo_id: s.reason for s in result.skipped}
+    assert [m.photo_id for m in result.measurements] == ["p0"]
+    assert reasons["p1"].startswith("fetch timed out")
+    assert reasons["p2"].startswith("no heading")
+    assert reasons["gone"] == "fetch failed: HTTP 404"
+    assert reasons["bad"].startswith("undecodable image")
+
+
+async def test_the_event_loop_stays_live_while_the_networks_run(engine, frames, provider):
+    ticks = 0
+
+    async def heartbeat():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    beat = asyncio.create_task(heartbeat())
+    result = await engine.run_job(job_for(frames, provider.base_url))
+    beat.cancel()
+    assert ticks >= 0.5 * result.timings.infer_s / 0.01
+
+
+def test_a_corrupted_weights_file_is_refused(manifest, tmp_path):
+    doc = json.loads(manifest.read_text())
+    for entry in doc["weights"]:
+        (tmp_path / entry["file"]).write_bytes((manifest.parent / entry["file"]).read_bytes())
+    (tmp_path / "weights.json").write_text(json.dumps(doc))
+    data = bytearray((tmp_path / "dense.pt").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (tmp_path / "dense.pt").write_bytes(bytes(data))
+    with pytest.raises(WeightsError, match="sha256 .* the manifest pins .*refusing"):
+        Engine(EngineConfig(**TINY, weights_manifest=str(tmp_path / "weights.json")))
+
+
+def test_missing_weights_are_a_clear_error(manifest, tmp_path):
+    with pytest.raises(WeightsError, match="no weights manifest configured"):
+        Engine(EngineConfig(**TINY))
+    with pytest.raises(WeightsError, match="does not exist"):
+        Engine(EngineConfig(**TINY, weights_manifest=str(tmp_path / "none.json")))
+    doc = json.loads(manifest.read_text())
+    (tmp_path / "weights.json").write_text(json.dumps(doc))  # the manifest without its files
+    with pytest.raises(WeightsError, match=r"weights file .*dense\.pt does not exist"):
+        Engine(EngineConfig(**TINY, weights_manifest=str(tmp_path / "weights.json")))
+
+
+def test_weights_for_another_architecture_are_refused(manifest):
+    with pytest.raises(WeightsError, match="are for sis-dense/mobilenetv3_small_100.*configured for"):
+        Engine(EngineConfig(**{**TINY, "backbone": "resnet10t"}, weights_manifest=str(manifest)))
+
+
+def test_a_pinned_file_that_is_not_plain_tensors_is_refused(tmp_path):
+    class Payload:
+        def __reduce__(self):
+            return (print, ("this must never run",))
+    data = pickle.dumps({"w": Payload()})
+    (tmp_path / "dense.pt").write_bytes(data)
+    (tmp_path / "weights.json").write_text(json.dumps({"manifestVersion": 1, "weights": [{
+        "name": "dense", "file": "dense.pt", "architecture": "sis-dense/mobilenetv3_small_100/c64/k17",
+        "sha256": sha256_bytes(data), "license": "none", "provenance": "hostile", "trained": False}]}))
+    with pytest.raises(WeightsError, match="not a plain state dict"):
+        Engine(EngineConfig(**TINY, weights_manifest=str(tmp_path / "weights.json")))
+
+
+def test_build_hash_names_the_weights(manifest, tmp_path):
+    other = random_weights(EngineConfig(**TINY), tmp_path, seed=8)
+    assert build_hash(manifest) != build_hash(other) != build_hash()
+    assert len(build_hash()) == 64
+
+
+def test_models_are_built_untrained_and_never_from_a_hub(monkeypatch, tmp_path):
+    def no_hub(*a, **k):
+        raise AssertionError("a hub download was attempted")
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", no_hub)
+    monkeypatch.setattr(torch.hub, "download_url_to_file", no_hub)
+    path = random_weights(EngineConfig(**TINY), tmp_path, seed=1)
+    assert all(not w["trained"] and "untrained" in w["provenance"] for w in json.loads(path.read_text())["weights"])
