@@ -103,7 +103,7 @@ def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
         log.info("running on %s (memory cap %.0f%%)", device.label, 100 * cfg.gpu_memory_fraction)
     from .engine import EngineMissing, load_engine
     try:
-        engine = (engine_factory or load_engine)(device)
+        engine = engine_factory(device) if engine_factory else load_engine(device, cfg.engine_weights)
     except EngineMissing as exc:
         print(f"sis-node: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -112,10 +112,18 @@ def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
         secret = Path(args.enrol_secret_file).read_text(encoding="utf-8").strip()
     elif os.environ.get("SIS_NODE_ENROL_SECRET"):
         secret = os.environ["SIS_NODE_ENROL_SECRET"]
-    return asyncio.run(_run_agent(cfg, paths, engine, device, secret))
+    code, at_once = asyncio.run(_run_agent(cfg, paths, engine, device, secret))
+    if at_once:
+        # Stop now: everything worth keeping is already on disk (journal, spool, fsynced), and an
+        # engine batch still running in a worker thread would otherwise hold the exit until it ends.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
-async def _run_agent(cfg, paths, engine, device, secret) -> int:
+async def _run_agent(cfg, paths, engine, device, secret) -> tuple[int, bool]:
     from .loop import Agent
     from .manifest import update_notice
 
@@ -128,7 +136,8 @@ async def _run_agent(cfg, paths, engine, device, secret) -> int:
             signal.signal(sig, lambda *_: loop.call_soon_threadsafe(agent.request_stop))
     log.info("sis-node %s: coordinator %s; data in %s; Ctrl-C finishes the current job and stops",
              __version__, cfg.coordinator, paths.data_dir)
-    return await agent.run()
+    code = await agent.run()
+    return code, agent.now_event is not None and agent.now_event.is_set()
 
 
 # ---- status, pause, resume --------------------------------------------------------------

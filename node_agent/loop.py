@@ -417,8 +417,13 @@ class Agent:
         """Stamp who and where, account for photos the agent could not fetch, and check the whole."""
         result.node_id = self.identity.node_id
         result.device = self.device.label
+        # Photos the agent could not fetch: the agent's reason is the one that says what happened.
+        mine = {k.photo_id: k for k in fetched.skipped}
         seen = {k.photo_id for k in result.skipped} | {m.photo_id for m in result.measurements}
-        result.skipped = [k for k in fetched.skipped if k.photo_id not in seen] + list(result.skipped)
+        skipped = [mine.get(k.photo_id, k) for k in result.skipped] + [k for k in fetched.skipped
+                                                                        if k.photo_id not in seen]
+        order = {p.id: i for i, p in enumerate(job.photos)}
+        result.skipped = sorted(skipped, key=lambda k: order.get(k.photo_id, len(order)))
         t = result.timings
         t.fetch_s = round(fetched.seconds, 4)
         t.infer_s = round(min(t.infer_s, engine_s) if t.infer_s > 0 else engine_s, 4)
