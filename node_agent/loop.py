@@ -125,6 +125,7 @@ class Agent:
         self.leases_taken = 0
         self.paused_turns = 0
         self.heartbeat_failures = 0
+        self.leases_lost = 0
         self.jobs_finished = 0
         self._recovered = False
         self._engine_failures = 0
@@ -463,6 +464,8 @@ class Agent:
             if doc.get("action") != "continue":
                 log.warning("the coordinator cancelled lease %s: %s", lease.lease_id, doc.get("reason"))
                 lost.set()
+                self.leases_lost += 1
+                self.status.update(lastError=f"lease {lease.lease_id} cancelled: {doc.get('reason')}")
                 return
 
     # ---- submission -------------------------------------------------------------------

@@ -83,10 +83,11 @@ async def fetch_photos(job: Job, *, timeout_s: float, max_bytes: int, concurrenc
                     reason = f"fetch failed: HTTP {resp.code}"
                 else:
                     reason = check_image(b"".join(chunks), photo.width, photo.height)
-            except TooLarge:
-                reason = f"fetch refused: larger than {max_bytes} bytes"
-            except OSError as exc:
-                reason = f"fetch failed: {exc.strerror or exc}"
+            except Exception as exc:  # connection reset, DNS, TLS, or our own refusal of a large body
+                if size > max_bytes or isinstance(exc, TooLarge):
+                    reason = f"fetch refused: larger than {max_bytes} bytes"
+                else:
+                    reason = f"fetch failed: {type(exc).__name__}: {exc}"
             if reason is None:
                 out.images[photo.id] = b"".join(chunks)
             else:

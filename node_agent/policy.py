@@ -94,25 +94,30 @@ def on_battery() -> bool | None:
     return not battery.power_plugged
 
 
+def _system_busy_s() -> float:
+    t = psutil.cpu_times()
+    return t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+
+
 class OtherCpu:
     """CPU use of every process but this one, as percent of all cores, since the last call."""
 
-    def __init__(self) -> None:
-        self.me = psutil.Process()
+    def __init__(self, system_busy_s: Callable[[], float] = _system_busy_s,
+                 own_busy_s: Callable[[], float] | None = None, clock: Callable[[], float] = time.monotonic,
+                 cores: int | None = None):
+        me = psutil.Process()
+        self.system_busy_s = system_busy_s
+        self.own_busy_s = own_busy_s or (lambda: sum(me.cpu_times()[:2]))
+        self.clock = clock
+        self.cores = cores or psutil.cpu_count() or 1
         self.last: tuple[float, float] | None = None
 
-    def _sample(self) -> tuple[float, float]:
-        t = psutil.cpu_times()
-        busy_all = t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
-        mine = sum(self.me.cpu_times()[:2])
-        return busy_all - mine, time.monotonic()
-
     def __call__(self) -> float | None:
-        now = self._sample()
+        now = (self.system_busy_s() - self.own_busy_s(), self.clock())
         before, self.last = self.last, now
         if before is None or now[1] - before[1] < 0.5:
             return None
-        return max(0.0, 100.0 * (now[0] - before[0]) / ((now[1] - before[1]) * (psutil.cpu_count() or 1)))
+        return min(100.0, max(0.0, 100.0 * (now[0] - before[0]) / ((now[1] - before[1]) * self.cores)))
 
 
 # ---- the policy -------------------------------------------------------------------------

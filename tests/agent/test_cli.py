@@ -63,3 +63,22 @@ def test_gpus_command_explains_itself(capsys):
     code = cli.main(["gpus"])
     out = capsys.readouterr().out
     assert (code == 0 and "usable" in out) or (code == cli.EXIT_NO_GPU and "no usable NVIDIA GPU: " in out)
+
+
+def test_logs_go_to_a_rotating_file_and_the_console(tmp_path, capsys):
+    import logging
+
+    from node_agent.config import Config, Paths
+
+    paths = Paths(tmp_path, tmp_path).ensure()
+    cli.setup_logging(paths, Config(log_max_bytes=2000, log_backups=2))
+    log = logging.getLogger("sis.node.test")
+    for i in range(100):
+        log.info("line %d of the rotation test", i)
+    names = sorted(p.name for p in paths.log_dir.iterdir())
+    assert names == ["sis-node.log", "sis-node.log.1", "sis-node.log.2"]
+    assert "line 99 of the rotation test" in capsys.readouterr().err
+    cli.setup_logging(paths, Config(), console=False)  # and leave no console handler behind
+    for h in list(logging.getLogger("sis.node").handlers):
+        logging.getLogger("sis.node").removeHandler(h)
+        h.close()

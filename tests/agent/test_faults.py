@@ -129,3 +129,20 @@ async def test_engine_failure_leaves_the_job_to_its_lease_and_the_agent_goes_on(
     assert await asyncio.wait_for(task, 20) == 0
     assert (await db_counts(coord))["results"] == []
     assert any("the engine failed on job" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_revoked_node_drops_its_job_and_stops_with_the_coordinators_reason(coord, tmp_path, caplog):
+    from coordinator.nodes import registry
+
+    await request_sweep(coord)
+    engine = FakeEngine(hold=True)
+    agent = make_agent(tmp_path / "a", coord.base_url, engine)
+    task = asyncio.create_task(agent.run())
+    await asyncio.to_thread(engine.started.wait, 20)
+    await registry.revoke(coord.services.db, agent.identity.node_id, "misbehaving", "admin:test", 5)
+    await agent.wait_until(lambda: agent.leases_lost == 1, 20)
+    engine.gate.set()
+    assert await asyncio.wait_for(task, 20) == 2
+    assert "this node has been revoked" in agent.status.doc["lastError"]
+    assert len(agent.spool) == 0 and (await db_counts(coord))["results"] == []
+    assert not agent.paths.current_job_file.exists()

@@ -83,3 +83,55 @@ def test_allow_cpu_runs_and_says_so_in_the_device(tmp_path):
     assert chosen is None and why is None
     device, _, why = cli.choose_device(Config(), False, no_gpu)
     assert device is None and "CPU-only build" in why
+
+
+def test_a_chosen_gpu_becomes_the_device_and_the_engine_runs_on_it(monkeypatch):
+    from node_agent.config import Config
+    from node_agent import engine as engine_mod
+
+    two = lambda: gpu.detect({"version": "2.5", "cuda": "12.4",  # noqa: E731
+                              "devices": [H100, {**H100, "index": 1, "name": "NVIDIA L4", "cc": "8.9"}]},
+                             {"absent": ""}, gpu.parse_smi(SMI_TEXT), {})
+    device, chosen, why = cli.choose_device(Config(gpus="1"), False, two)
+    assert device.on_gpu and device.label == "cuda:1 NVIDIA L4" and chosen.index == 1 and why is None
+    assert "compute 8.9" in device.gpu_text
+    device, _, why = cli.choose_device(Config(gpus="4"), True, two)
+    assert not device.on_gpu and "GPU 4 was chosen but does not exist" in device.gpu_text
+
+    seen = {}
+
+    class FakeEngine:
+        def __init__(self, config):
+            seen["device"], seen["weights"] = config.device, config.weights_manifest
+            self.version, self.build = "0.1.0", "b"
+    import sweep_engine.pipeline
+    monkeypatch.setattr(sweep_engine.pipeline, "Engine", FakeEngine)
+    gpu_device, _, _ = cli.choose_device(Config(gpus="1"), False, two)
+    engine_mod.load_engine(gpu_device, "/w/weights.json")
+    assert seen == {"device": "cuda:1", "weights": "/w/weights.json"}
+
+
+def test_no_weights_or_bad_weights_say_what_is_missing(tmp_path):
+    from node_agent.engine import EngineMissing, load_engine
+    import pytest
+
+    with pytest.raises(EngineMissing, match="no engine weights: set engine_weights"):
+        load_engine(_cpu(), "")
+    with pytest.raises(EngineMissing, match="the sweep engine cannot start: weights manifest .* does not exist"):
+        load_engine(_cpu(), str(tmp_path / "nowhere.json"))
+
+
+def _cpu():
+    from node_agent.loop import Device
+    return Device("cpu (development run)", False, "none")
+
+
+def test_memory_fraction_and_cpu_threads_are_applied_to_the_chosen_gpu(monkeypatch):
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, i: calls.append((f, i)))
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: calls.append(("threads", n)))
+    g = gpu.Gpu(2, "NVIDIA L4", 23034, "8.9")
+    gpu.apply_limits([g], 0.6, 1)
+    assert calls == [("threads", 1), (0.6, 2)]

@@ -72,3 +72,17 @@ def test_progress_bar_redraws_in_place_on_a_terminal_and_logs_phases_elsewhere(c
     q.finish("spooled")
     assert quiet.getvalue() == ""
     assert "job job-8: running the engine" in caplog.text
+
+
+async def test_a_photo_over_the_size_limit_is_not_downloaded_whole_and_is_skipped(coord, photos, tmp_path):
+    await request_sweep(coord)
+    engine = FakeEngine()
+    agent = make_agent(tmp_path / "a", coord.base_url, engine, photo_max_bytes=2000)
+    task = asyncio.create_task(agent.run())
+    jobs = len((await db_counts(coord))["jobs"])
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 30)
+    agent.request_stop()
+    await asyncio.wait_for(task, 10)
+    assert set(engine.images_seen) == {0}
+    reasons = {k["reason"] for r in (await db_counts(coord))["results"] for k in r.body["skipped"]}
+    assert reasons == {"fetch refused: larger than 2000 bytes"}

@@ -89,3 +89,31 @@ def test_the_user_away_long_enough_and_mains_power_do_not_pause(tmp_path):
     v = Policy(cfg, paths.pause_file, idle=lambda: 181.0, battery=lambda: False, other_cpu=lambda: 20.0).check()
     assert not v.paused and v.reasons == []
     assert {"battery", "user activity", "CPU load of other programs"} <= set(v.watching)
+
+
+def test_the_cpu_probe_counts_other_programs_not_the_agent():
+    from node_agent.policy import OtherCpu
+
+    samples = iter([(10.0, 2.0, 100.0), (13.0, 3.0, 102.0)])  # (all busy s, agent's own s, clock s)
+    current = {}
+
+    def take():
+        current.update(zip(("all", "own", "t"), next(samples)))
+    take()
+    probe = OtherCpu(lambda: current["all"], lambda: current["own"], lambda: current["t"], cores=2)
+    assert probe() is None  # one sample is no rate
+    take()
+    # 3 s busy over 2 s on 2 cores, of which 1 s was the agent's own: others used 2/4 = 50%
+    assert probe() == 50.0
+
+
+def test_the_cpu_probe_reads_this_machine():
+    import time
+
+    from node_agent.policy import OtherCpu
+
+    probe = OtherCpu()
+    probe()
+    time.sleep(0.55)  # a rate needs two samples apart in time
+    share = probe()
+    assert share is not None and 0.0 <= share <= 100.0
