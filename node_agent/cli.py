@@ -170,6 +170,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         lines.append(f"paused:       yes ({paused}); `sis-node resume` lifts it")
     elif running and status.get("pauseReasons"):
         lines.append("paused:       " + "; ".join(status["pauseReasons"]))
+    if running and status.get("watching"):
+        lines.append("watching:     " + ", ".join(status["watching"]))
     if running and status.get("progress"):
         p = status["progress"]
         lines.append(f"current job:  {p['jobId']} {bar(p['done'], p['total'])} {p['phase']}")

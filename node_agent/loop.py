@@ -40,6 +40,7 @@ from .protocol import Client, Lease, NoWork, Refused, Unreachable
 from .spool import Spool, Spooled
 
 log = logging.getLogger("sis.node.loop")
+UPDATE_CHECK_S = 24 * 3600.0
 
 
 class EngineLike(Protocol):
@@ -126,6 +127,7 @@ class Agent:
         self.paused_turns = 0
         self.heartbeat_failures = 0
         self.leases_lost = 0
+        self._next_update_check = 0.0
         self.jobs_finished = 0
         self._recovered = False
         self._engine_failures = 0
@@ -193,15 +195,9 @@ class Agent:
         try:
             if not await self._enrol():
                 return self._stopped(0)
-            if self.update_check is not None and self.config.check_updates:
-                try:
-                    notice = await self.update_check(self.client)
-                    if notice:
-                        self.status.update(update=notice)
-                except Exception as exc:  # an update notice is a courtesy; it never stops the work
-                    log.debug("update check failed: %s", exc)
             while not self.stopping:
                 try:
+                    await self._check_updates()
                     await self._once()
                 except (Fatal, asyncio.CancelledError):
                     raise
@@ -214,6 +210,18 @@ class Agent:
             self.status.update(state="stopped", lastError=str(exc))
             return 2
         return self._stopped(0)
+
+    async def _check_updates(self) -> None:
+        """Once at start and then daily: is a newer node app published? Tells; never downloads."""
+        if self.update_check is None or not self.config.check_updates or time.monotonic() < self._next_update_check:
+            return
+        self._next_update_check = time.monotonic() + UPDATE_CHECK_S
+        try:
+            notice = await self.update_check(self.client)
+        except Exception as exc:  # an update notice is a courtesy; it never stops the work
+            log.debug("update check failed: %s", exc)
+            return
+        self.status.update(update=notice)
 
     def _stopped(self, code: int) -> int:
         self.status.update(state="stopped", job=None, spooled=len(self.spool))
@@ -259,8 +267,7 @@ class Agent:
             log.warning("%s: the coordinator no longer knows this node's token; enrolling again", what)
             ident_mod.forget_token(self.paths.identity_file, self.identity)
             self.client.token = None
-            if not await self._enrol():
-                return
+            await self._enrol()
             return
         if exc.status == 403:
             raise Fatal(f"{what}: {exc.message}. This node cannot go on; see the coordinator's message above.")
