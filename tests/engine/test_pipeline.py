@@ -138,7 +138,7 @@ def test_a_pinned_file_that_is_not_plain_tensors_is_refused(tmp_path):
     class Payload:
         def __reduce__(self):
             return (print, ("this must never run",))
-    data = pickle.dumps({"w": Payload()})
+    data = pickle.dumps({"w": Payload()}, protocol=2)
     (tmp_path / "dense.pt").write_bytes(data)
     (tmp_path / "weights.json").write_text(json.dumps({"manifestVersion": 1, "weights": [{
         "name": "dense", "file": "dense.pt", "architecture": "sis-dense/mobilenetv3_small_100/c64/k17",
