@@ -96,6 +96,10 @@ class Engine:
         with torch.inference_mode(), self._autocast():
             depth, logits = self.dense(batch)
             dets = self.detector(list(batch))
+        return self.to_outputs(depth, logits, dets)
+
+    def to_outputs(self, depth: torch.Tensor, logits: torch.Tensor, dets: list[dict]) -> list[ModelOutput]:
+        """The networks' tensors as numpy depth, class indices and labelled boxes, per photo."""
         depth = depth.float().cpu().numpy()
         seg = logits.argmax(1).to(torch.uint8).cpu().numpy()
         out = []
