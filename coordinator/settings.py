@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     quorum_max: int = Field(3, ge=2, le=5, description="Most replicas of one job: two disagreeing results call one more node, up to this many.")
     fact_margin_m: float = Field(25.0, ge=0, le=500, description="How far outside a job's area a submitted fact may lie (positions are derived from photos at the area's edge).")
     object_margin_m: float = Field(150.0, ge=0, le=1000, description="How far outside a job's area a measured object may lie (seen from a photo inside it).")
-    result_max_bytes: int = Field(2_000_000, ge=1024, description="Largest result body a node may submit; larger ones are refused unread (413).")
+    result_max_bytes: int = Field(2_000_000, ge=1024, description="Largest result body a node may submit; larger ones are refused (413) and not kept.")
     engine_builds: str = Field("", description="Comma-separated engine build hashes accepted from nodes, besides those of published node-app manifests (a development hash in tests and demo).")
     node_enrol_secret: str = Field("", description="When set, enrolment needs this shared secret in the X-Enrol-Secret header (by env or file, never in the repository); empty means open enrolment, as volunteer projects run.")
 

@@ -230,3 +230,38 @@ async def test_node_routes_are_in_the_openapi_document_but_not_tools(sweeps_sqli
     assert "/node/v1/lease" in doc["paths"] and "/node/v1/leases/{leaseId}/result" in doc["paths"]
     assert "/earth/sweep-request" in doc["paths"] and "post" in doc["paths"]["/earth/sweep-request"]
     assert all(not t.name.startswith("node") for t in sweeps_sqlite.services.registry)
+
+
+def test_the_protocol_document_names_every_route_and_sweep_setting():
+    from pathlib import Path
+
+    from coordinator.nodes.handlers import NODE_PATHS
+    from coordinator.settings import Settings
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "node-protocol.md").read_text()
+    for path in NODE_PATHS:
+        assert path in doc, path
+    for name in ("engine_builds", "fact_margin_m", "object_margin_m", "result_max_bytes", "trust_streak",
+                 "quorum_max", "lease_sweep_interval_s", "job_max_failures", "node_enrol_secret",
+                 "photo_provider_base_url", "job_max_photos"):
+        assert name in Settings.model_fields
+        assert f"SIS_{name.upper()}" in doc, name
+
+
+async def test_demo_mode_serves_a_fake_photo_provider_and_accepts_the_development_build(sqlite_url):
+    from coordinator.demo.photos import DEMO_CENTRE, DEV_ENGINE_BUILD
+    from coordinator.sweeps.validation import accepted_builds
+    from tests.support import make_settings, start_coordinator
+    c = await start_coordinator(make_settings(sqlite_url, None, demo=True))
+    try:
+        sw = sweeps_of(c.services)
+        assert accepted_builds(sw.settings) == {DEV_ENGINE_BUILD}
+        r = await request_sweep(c, *DEMO_CENTRE, radius=400)
+        assert r.json()["queued"] is True and r.json()["photos"] > 0
+        node = SimNode(c)
+        assert (await node.enrol()).status == 201
+        doc = await node.lease()
+        from tornado.httpclient import AsyncHTTPClient
+        img = await AsyncHTTPClient().fetch(doc["job"]["photos"][0]["url"])
+        assert img.headers["Content-Type"] == "image/jpeg" and img.body[:2] == b"\xff\xd8"
+    finally:
+        await stop_coordinator(c)

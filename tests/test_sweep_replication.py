@@ -32,7 +32,7 @@ async def test_a_job_leased_by_an_untrusted_node_is_given_to_a_second_node(sweep
     async with sweeps_db.services.db.read() as s:
         job = (await s.execute(select(SweepJob))).scalar_one()
         results = (await s.execute(select(SweepResult).order_by(SweepResult.id))).scalars().all()
-    assert job.quorum == 2 and job.valid_results == 2 and job.canonical_result_id == results[0].id
+    assert job.quorum == 2 and job.valid_results == 2 and job.canonical_lease_id == results[0].lease_id
     assert [r.state for r in results] == ["accepted", "accepted"]
     assert (await node_row(sweeps_db, a.node_id)).streak == 1
 

@@ -88,7 +88,7 @@ async def test_a_hostile_result_is_rejected_with_reasons_and_nothing_reaches_rev
     assert again is not None and again["job"]["jobId"] == doc["job"]["jobId"]
 
 
-async def test_an_oversized_body_is_refused_unread_and_recorded(db_url, photos):
+async def test_an_oversized_body_is_refused_unkept_and_recorded(db_url, photos):
     photos.scatter(*CENTRE, radius_m=300, n=5, seed=1)
     c = await start(db_url, photos, result_max_bytes=4096)
     try:
@@ -96,11 +96,12 @@ async def test_an_oversized_body_is_refused_unread_and_recorded(db_url, photos):
         (node,) = await enrolled(c, trusted=True)
         doc = await node.lease()
         body = node.honest(doc)
-        body["device"] = "x" * 5000
+        body["device"] = "x" * 1_000_000       # streams in many chunks; none past the limit is kept
         r = await node.submit(doc["lease"]["leaseId"], body)
         assert r.status == 413
         assert_error_shape(r.json(), "payload_too_large")
         assert "over the limit" in r.json()["error"]["details"]["reasons"][0]
+        assert "body: 100" in r.json()["error"]["details"]["reasons"][0]   # its size as it arrived: ~1 MB
         async with c.services.db.read() as s:
             result = (await s.execute(select(SweepResult))).scalar_one()
         assert result.state == "invalid" and result.body is None

@@ -143,7 +143,7 @@ class SweepJob(Base):
     active_leases: Mapped[int] = mapped_column(Integer, default=0)
     valid_results: Mapped[int] = mapped_column(Integer, default=0)
     failures: Mapped[int] = mapped_column(Integer, default=0)
-    canonical_result_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    canonical_lease_id: Mapped[str | None] = mapped_column(String(40), nullable=True)   # its result is the canonical one
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

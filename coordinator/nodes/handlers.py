@@ -2,13 +2,15 @@
 
 Every route but enrolment needs ``Authorization: Bearer <token>``. Errors use the
 service's one error shape. Bodies are JSON; a result body over
-``result_max_bytes`` is refused unread with 413 and recorded as an invalid result.
+``result_max_bytes`` is refused with 413, not kept, and recorded as an invalid result.
 """
 from __future__ import annotations
 
 import hmac
 import json
 from typing import Any
+
+import tornado.web
 
 from ..errors import BadParameter, NotFound, PayloadTooLarge, ServiceError
 from ..rest import BaseHandler
@@ -21,6 +23,7 @@ from . import registry
 
 PREFIX = "/node/v1"
 MAX_SMALL_BODY = 16 * 1024
+STREAM_CEILING = 64 * 1024 * 1024
 TEXT_FIELDS = {"platform": 200, "gpu": 200, "engineVersion": 60, "engineBuild": 128, "name": 120}
 
 
@@ -126,16 +129,34 @@ class HeartbeatHandler(NodeHandler):
         self.send_json(body)
 
 
+@tornado.web.stream_request_body
 class ResultHandler(NodeHandler):
+    """The body streams in and is kept only up to ``result_max_bytes``; past that it is
+    dropped as it arrives (never buffered), and the submission is refused with 413."""
+
+    def prepare(self) -> None:
+        self.limit = self.sweeps.settings.result_max_bytes
+        self.chunks: list[bytes] = []
+        self.size = 0
+        # Past this, Tornado stops reading and closes the connection.
+        self.request.connection.set_max_body_size(max(4 * self.limit, STREAM_CEILING))
+
+    def data_received(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size <= self.limit:
+            self.chunks.append(chunk)
+        else:
+            self.chunks.clear()
+
     async def post(self, lease_id: str) -> None:
         node = await self.node()
-        limit = self.sweeps.settings.result_max_bytes
-        body = self.request.body or b""
-        too_large = len(body) > limit
-        outcome = await results.submit(self.sweeps, node, lease_id, body, too_large=too_large)
+        too_large = self.size > self.limit
+        body = f"over the limit: {self.size} bytes".encode() if too_large else b"".join(self.chunks)
+        outcome = await results.submit(self.sweeps, node, lease_id, body, too_large=too_large, size=self.size)
         if too_large:
-            raise PayloadTooLarge(f"the result body is over {limit} bytes; it was recorded as invalid",
-                                  {"maxBytes": limit, "reasons": outcome.reasons, "resultState": outcome.result_state})
+            raise PayloadTooLarge(f"the result body is over {self.limit} bytes; it was recorded as invalid",
+                                  {"maxBytes": self.limit, "reasons": outcome.reasons,
+                                   "resultState": outcome.result_state})
         if not outcome.accepted:
             raise InvalidResult("the result was rejected; nothing of it goes forward", outcome.as_json())
         self.send_json(outcome.as_json(), 200)

@@ -99,10 +99,3 @@ async def _revoke(db, node_id: str, reason: str, actor: str, max_failures: int) 
                                   now, max_failures, count_failure=False)
         await tr.record(s, *logs)
         return len(leases)
-
-
-async def touch(db, node: Node) -> None:
-    async with db.write() as s:
-        n = await s.get(Node, node.id)
-        if n is not None:
-            n.last_seen_at = tr.utcnow()

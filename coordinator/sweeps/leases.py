@@ -21,7 +21,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, exists, select
+from sqlalchemy import and_, case, exists, insert, select, update
+from sqlalchemy.orm import aliased
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..db.models import Node, SweepJob, SweepLease
@@ -80,33 +81,37 @@ async def claim(sweeps, node: Node) -> Claim | None:
     async def run() -> Claim | None:
         now = tr.utcnow()
         async with db.write() as s:
-            held = exists().where(and_(SweepLease.job_id == SweepJob.id, SweepLease.node_id == node.id,
+            # One statement picks and takes the job: UPDATE ... WHERE id = (the oldest queued
+            # job this node neither holds nor has answered [FOR UPDATE SKIP LOCKED]) RETURNING.
+            j = aliased(SweepJob)
+            held = exists().where(and_(SweepLease.job_id == j.id, SweepLease.node_id == node.id,
                                        SweepLease.state.in_((tr.LEASE_ACTIVE, tr.LEASE_SUBMITTED))))
-            q = (select(SweepJob).where(SweepJob.state == tr.JOB_QUEUED, ~held)
-                 .order_by(SweepJob.id).limit(1))
-            job = (await s.execute(_locked(db, q))).scalar_one_or_none()
+            pick = select(j.id).where(j.state == tr.JOB_QUEUED, ~held).order_by(j.id).limit(1)
+            if not db.is_sqlite:
+                pick = pick.with_for_update(skip_locked=True)
+            quorum = SweepJob.quorum if node.trusted else case((SweepJob.quorum < 2, 2), else_=SweepJob.quorum)
+            stmt = (update(SweepJob).where(SweepJob.id == pick.scalar_subquery())
+                    .values(quorum=quorum, active_leases=SweepJob.active_leases + 1, updated_at=now,
+                            state=case((SweepJob.active_leases + 1 + SweepJob.valid_results >= quorum,
+                                        tr.JOB_LEASED), else_=tr.JOB_QUEUED))
+                    .returning(SweepJob).execution_options(synchronize_session=False))
+            job = (await s.execute(stmt)).scalars().first()
             if job is None:
                 return None
-            logs = []
-            if not node.trusted and job.quorum < 2:
-                job.quorum = 2
-            job.active_leases += 1
-            before, job.state = job.state, _settle(job)
-            job.updated_at = now
-            lease = SweepLease(id=tr.new_id("ls"), job_id=job.id, node_id=node.id, state=tr.LEASE_ACTIVE,
-                               leased_at=now, expires_at=now + timedelta(seconds=settings.lease_ttl_s),
-                               heartbeat_at=now)
-            s.add(lease)
+            lease_id = tr.new_id("ls")
+            expires = now + timedelta(seconds=settings.lease_ttl_s)
+            await s.execute(insert(SweepLease).values(id=lease_id, job_id=job.id, node_id=node.id,
+                                                      state=tr.LEASE_ACTIVE, leased_at=now, expires_at=expires,
+                                                      heartbeat_at=now, ended_at=None))
             actor = f"node:{node.id}"
-            logs.append(tr.row("lease", lease.id, None, tr.LEASE_ACTIVE, actor,
-                               f"job {job.id} replica {job.active_leases + job.valid_results} of {job.quorum}"
-                               + ("" if node.trusted else " (untrusted node: quorum 2)"), now))
-            if before != job.state:
-                logs.append(tr.row("job", job.id, before, job.state, actor,
+            logs = [tr.row("lease", lease_id, None, tr.LEASE_ACTIVE, actor,
+                           f"job {job.id} replica {job.active_leases + job.valid_results} of {job.quorum}"
+                           + ("" if node.trusted else " (untrusted node: quorum 2)"), now)]
+            if job.state != tr.JOB_QUEUED:
+                logs.append(tr.row("job", job.id, tr.JOB_QUEUED, job.state, actor,
                                    f"every replica held ({job.quorum})", now))
-            await s.flush()
             await tr.record(s, *logs)
-            return Claim(lease.id, job, lease.expires_at)
+            return Claim(lease_id, job, expires)
 
     return await retrying(run)
 
@@ -140,6 +145,7 @@ async def heartbeat(sweeps, node: Node, lease_id: str) -> Beat | None:
                 return Beat("cancel", reason=f"the job is {job.state}")
             lease.expires_at = now + timedelta(seconds=settings.lease_ttl_s)
             lease.heartbeat_at = now
+            await s.execute(update(Node).where(Node.id == node.id).values(last_seen_at=now))
             return Beat("continue", expires_at=lease.expires_at)
 
     return await retrying(run)

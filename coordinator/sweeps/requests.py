@@ -205,7 +205,7 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
         rows = [{"sweep_id": req.id, "state": tr.JOB_QUEUED, "area": p.area, "center_lat": p.center_lat,
                  "center_lon": p.center_lon, "radius_m": p.radius_m,
                  "cells": [coverage.cell_text(c) for c in p.cells], "photos": [ph.to_dict() for ph in p.photos],
-                 "quorum": 1, "active_leases": 0, "valid_results": 0, "failures": 0, "canonical_result_id": None,
+                 "quorum": 1, "active_leases": 0, "valid_results": 0, "failures": 0, "canonical_lease_id": None,
                  "reason": None, "created_at": at, "updated_at": at} for p in plans]
         job_ids = list((await s.execute(insert(SweepJob).returning(SweepJob.id), rows)).scalars()) if rows else []
         logs = [tr.row("request", req.id, None, tr.REQUEST_QUEUED, ACTOR_API,

@@ -28,6 +28,9 @@ from .leases import _settle, fail_job, for_update, retrying
 from .validation import validate_result
 
 
+THIS = "(this result)"   # stands for the new result's id until it is written
+
+
 @dataclass
 class SubmitOutcome:
     accepted: bool
@@ -45,7 +48,10 @@ def _facts(body: dict) -> list[Fact]:
     return Result.from_dict(body).facts
 
 
-async def submit(sweeps, node: Node, lease_id: str, body: bytes, *, too_large: bool = False) -> SubmitOutcome:
+async def submit(sweeps, node: Node, lease_id: str, body: bytes, *, too_large: bool = False,
+                 size: int | None = None) -> SubmitOutcome:
+    """Record and decide one submission. ``too_large``: the body was over the limit and not
+    kept (``body`` then only identifies it, ``size`` is what arrived)."""
     db, settings = sweeps.db, sweeps.settings
     digest = hashlib.sha256(body).hexdigest()
 
@@ -53,30 +59,44 @@ async def submit(sweeps, node: Node, lease_id: str, body: bytes, *, too_large: b
         now = tr.utcnow()
         actor = f"node:{node.id}"
         async with db.write() as s:
-            q = select(SweepLease).where(SweepLease.id == lease_id)
-            lease = (await s.execute(q if db.is_sqlite else q.with_for_update())).scalar_one_or_none()
-            if lease is None or lease.node_id != node.id:
+            # The lease, its job and any earlier result, in one statement (locking the lease
+            # and the job on PostgreSQL, in the same order as every other writer).
+            q = (select(SweepLease, SweepJob, SweepResult).join(SweepJob, SweepJob.id == SweepLease.job_id)
+                 .outerjoin(SweepResult, SweepResult.lease_id == SweepLease.id).where(SweepLease.id == lease_id))
+            if not db.is_sqlite:
+                q = q.with_for_update(of=[SweepLease, SweepJob])
+            found = (await s.execute(q)).one_or_none()
+            if found is None or found[0].node_id != node.id:
                 raise NotFound("no such lease for this node", {"leaseId": lease_id})
-            prior = (await s.execute(select(SweepResult).where(SweepResult.lease_id == lease_id))) \
-                .scalar_one_or_none()
+            lease, job, prior = found
+            if prior is None and lease.state != tr.LEASE_ACTIVE:
+                # On PostgreSQL a submission that waited on the lease's lock sees the lease as
+                # committed by the one before it, but the joined result as of its own start.
+                prior = (await s.execute(select(SweepResult).where(SweepResult.lease_id == lease_id))) \
+                    .scalar_one_or_none()
             if prior is not None:
                 if prior.body_sha256 != digest:
                     raise Conflict("a different result was already submitted on this lease",
                                    {"leaseId": lease_id, "resultState": prior.state})
-                job = await s.get(SweepJob, lease.job_id)
                 return SubmitOutcome(prior.state != tr.RESULT_INVALID, prior.state, job.state,
                                      list(prior.reasons), duplicate=True)
             if lease.state != tr.LEASE_ACTIVE:
                 raise Conflict(f"the lease is {lease.state}: its job went back to the queue; lease a job again",
                                {"leaseId": lease_id, "leaseState": lease.state})
-            job = await s.get(SweepJob, lease.job_id, with_for_update=for_update(db))
             if too_large:
-                parsed, reasons = None, [f"body: {len(body)} bytes is over the limit of "
-                                         f"{settings.result_max_bytes} bytes"]
+                parsed, reasons = None, [f"body: {size if size is not None else len(body)} bytes is over "
+                                         f"the limit of {settings.result_max_bytes} bytes"]
             else:
                 parsed, reasons = validate_result(body, job, node.id, tr.aware(lease.leased_at), now, settings)
             me = await s.get(Node, node.id, with_for_update=for_update(db))
-            logs = [tr.row("lease", lease.id, tr.LEASE_ACTIVE, tr.LEASE_SUBMITTED, actor, "result received", now)]
+            deciding = not reasons and job.state in (tr.JOB_QUEUED, tr.JOB_LEASED)
+            earlier: list[SweepResult] = []
+            if deciding and (job.quorum > 1 or job.valid_results > 0):
+                earlier = list((await s.execute(select(SweepResult).where(
+                    SweepResult.job_id == job.id, SweepResult.state == tr.RESULT_PENDING)
+                    .order_by(SweepResult.id))).scalars())
+            # Every row is changed in memory first and written in one flush: one statement per row.
+            me.last_seen_at = now
             lease.state, lease.ended_at = tr.LEASE_SUBMITTED, now
             job.active_leases = max(0, job.active_leases - 1)
             before, reason_before = job.state, job.reason
@@ -84,80 +104,88 @@ async def submit(sweeps, node: Node, lease_id: str, body: bytes, *, too_large: b
                                  reasons=reasons, body=None, body_sha256=digest,
                                  engine_build=parsed.engine_build if parsed else None,
                                  facts=len(parsed.facts) if parsed else 0, received_at=now)
+            logs = [tr.row("lease", lease.id, tr.LEASE_ACTIVE, tr.LEASE_SUBMITTED, actor, "result received", now)]
+            this = f"the result on lease {lease.id}"
             if reasons:
-                s.add(result)
-                await s.flush()
-                logs.append(tr.row("result", result.id, None, tr.RESULT_INVALID, actor,
+                logs.append(tr.row("result", THIS, None, tr.RESULT_INVALID, actor,
                                    "rejected: " + "; ".join(reasons[:20]), now))
                 if trust.penalise(me):
-                    logs.append(tr.row("node", me.id, "trusted", "untrusted", "coordinator",
-                                       f"invalid result {result.id}", now))
+                    logs.append(tr.row("node", me.id, "trusted", "untrusted", "coordinator", f"{this} is invalid",
+                                       now))
                 if job.state in (tr.JOB_QUEUED, tr.JOB_LEASED):
-                    fail_job(job, f"invalid result {result.id} from node {node.id}", settings.job_max_failures)
+                    fail_job(job, f"{this} from node {node.id} is invalid", settings.job_max_failures)
             else:
                 result.state, result.body = tr.RESULT_PENDING, parsed.to_dict()
-                s.add(result)
-                await s.flush()
-                logs.append(tr.row("result", result.id, None, tr.RESULT_PENDING, actor, "passed validation", now))
-                if job.state in (tr.JOB_QUEUED, tr.JOB_LEASED):
+                logs.append(tr.row("result", THIS, None, tr.RESULT_PENDING, actor, "passed validation", now))
+                if deciding:
                     job.valid_results += 1
-                    logs += await _quorum(s, sweeps, job, result, parsed.facts, me, now)
+                    logs += await _quorum(s, sweeps, job, lease.id, result, parsed.facts, earlier, me, now)
                 else:
-                    logs.append(tr.row("result", result.id, tr.RESULT_PENDING, tr.RESULT_PENDING, "coordinator",
+                    logs.append(tr.row("result", THIS, tr.RESULT_PENDING, tr.RESULT_PENDING, "coordinator",
                                        f"kept for the record: job {job.id} is already {job.state}", now))
             job.updated_at = now
             if job.state != before:
                 logs.append(tr.row("job", job.id, before, job.state, actor,
                                    job.reason if job.reason and (job.reason != reason_before
                                                                  or job.state == tr.JOB_FAILED)
-                                   else f"result {result.id}", now))
+                                   else this, now))
+            s.add(result)
+            await s.flush()
+            for row in logs:
+                if row["subject_id"] == THIS:
+                    row["subject_id"] = str(result.id)
             await tr.record(s, *logs)
             return SubmitOutcome(result.state != tr.RESULT_INVALID, result.state, job.state, list(reasons))
 
     return await retrying(run)
 
 
-async def _quorum(s, sweeps, job: SweepJob, result: SweepResult, facts: list[Fact], me: Node, now) -> list[dict]:
-    """Decide the job once it has as many valid results as its quorum."""
+async def _quorum(s, sweeps, job: SweepJob, lease_id: str, result: SweepResult, facts: list[Fact],
+                  earlier: list[SweepResult], me: Node, now) -> list[dict]:
+    """Decide the job once it has as many valid results as its quorum. ``result`` (this
+    submission's, not yet written) and ``earlier`` (the job's pending results) are changed in
+    memory; the caller writes them."""
     settings = sweeps.settings
     logs: list[dict] = []
     if job.valid_results < job.quorum:
         job.state = _settle(job)
         return logs
-    pending = list((await s.execute(select(SweepResult).where(
-        SweepResult.job_id == job.id, SweepResult.state == tr.RESULT_PENDING).order_by(SweepResult.id))).scalars())
-    facts_of = {r.id: (facts if r.id == result.id else _facts(r.body)) for r in pending}
-    nodes = {r.node_id: (me if r.node_id == me.id else None) for r in pending}
-    for nid in sorted(nodes):
-        if nodes[nid] is None:
-            nodes[nid] = await s.get(Node, nid, with_for_update=for_update(sweeps.db))
+    pending = earlier + [result]
+    facts_of = {id(r): (facts if r is result else _facts(r.body)) for r in pending}
+    nodes: dict[str, Node] = {me.id: me}
+    for nid in sorted({r.node_id for r in earlier} - {me.id}):
+        nodes[nid] = await s.get(Node, nid, with_for_update=for_update(sweeps.db))
     need = 1 if job.quorum == 1 else 2
     group: list[SweepResult] = []
     for r in pending:
-        agreeing = [o for o in pending if trust.results_agree(facts_of[r.id], facts_of[o.id])]
+        agreeing = [o for o in pending if trust.results_agree(facts_of[id(r)], facts_of[id(o)])]
         if len(agreeing) >= need:
             group = agreeing
             break
+
+    def rid(r: SweepResult) -> str:
+        return THIS if r is result else str(r.id)
+
     if group:
-        job.canonical_result_id = group[0].id
-        job.reason = None
+        job.canonical_lease_id = group[0].lease_id
         job.state = tr.JOB_IN_REVIEW
+        job.reason = None
         for r in pending:
             node = nodes[r.node_id]
-            if r in group:
+            if any(r is g for g in group):
                 r.state = tr.RESULT_ACCEPTED
-                logs.append(tr.row("result", r.id, tr.RESULT_PENDING, tr.RESULT_ACCEPTED, "coordinator",
+                logs.append(tr.row("result", rid(r), tr.RESULT_PENDING, tr.RESULT_ACCEPTED, "coordinator",
                                    f"quorum of {len(group)} for job {job.id}", now))
                 if trust.credit(node, settings.trust_streak):
                     logs.append(tr.row("node", node.id, "untrusted", "trusted", "coordinator",
                                        f"{node.streak} consecutive accepted results", now))
             else:
                 r.state = tr.RESULT_OUTVOTED
-                logs.append(tr.row("result", r.id, tr.RESULT_PENDING, tr.RESULT_OUTVOTED, "coordinator",
+                logs.append(tr.row("result", rid(r), tr.RESULT_PENDING, tr.RESULT_OUTVOTED, "coordinator",
                                    f"disagrees with the quorum of job {job.id}", now))
                 if trust.penalise(node):
                     logs.append(tr.row("node", node.id, "trusted", "untrusted", "coordinator",
-                                       f"result {r.id} outvoted", now))
+                                       f"the result on lease {r.lease_id} was outvoted", now))
         return logs
     if job.quorum < settings.quorum_max:
         job.quorum += 1
@@ -168,5 +196,5 @@ async def _quorum(s, sweeps, job: SweepJob, result: SweepResult, facts: list[Fac
     job.reason = f"{len(pending)} replicas disagree and the quorum cannot grow past {settings.quorum_max}"
     for r in pending:
         r.state = tr.RESULT_DISAGREED
-        logs.append(tr.row("result", r.id, tr.RESULT_PENDING, tr.RESULT_DISAGREED, "coordinator", job.reason, now))
+        logs.append(tr.row("result", rid(r), tr.RESULT_PENDING, tr.RESULT_DISAGREED, "coordinator", job.reason, now))
     return logs

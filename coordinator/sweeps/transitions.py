@@ -69,7 +69,7 @@ def row(subject: str, subject_id: Any, from_state: str | None, to_state: str, ac
 async def record(session: AsyncSession, *rows: dict[str, Any]) -> None:
     """Write transition rows (built by ``row``) in the caller's transaction."""
     if rows:
-        await session.execute(insert(SweepTransition), list(rows))
+        await session.execute(insert(SweepTransition.__table__), list(rows))
 
 
 async def history(session: AsyncSession, subject: str, subject_id: Any) -> list[SweepTransition]:

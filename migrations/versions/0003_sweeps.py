@@ -85,7 +85,7 @@ def upgrade() -> None:
         sa.Column("active_leases", sa.Integer(), nullable=False),
         sa.Column("valid_results", sa.Integer(), nullable=False),
         sa.Column("failures", sa.Integer(), nullable=False),
-        sa.Column("canonical_result_id", BigId, nullable=True),
+        sa.Column("canonical_lease_id", sa.String(40), nullable=True),
         sa.Column("reason", sa.Text(), nullable=True),
         sa.Column("created_at", TS, nullable=False),
         sa.Column("updated_at", TS, nullable=False),

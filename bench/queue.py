@@ -1,0 +1,259 @@
+"""Queue throughput: leases + submits per second with 32 concurrent nodes, on SQLite and
+PostgreSQL, beside a bare claim loop measured in the same run.
+
+Three figures per database, each over the same number of fresh jobs (one photo each,
+trusted nodes, so one lease and one submit finish a job):
+
+- bare claim: 32 workers each running only the claim transaction's SQL (pick the oldest
+  queued job, FOR UPDATE SKIP LOCKED on PostgreSQL / BEGIN IMMEDIATE on SQLite, mark it
+  done) - the database's ceiling for this queue shape;
+- service: 32 simulated nodes calling the coordinator's own claim and submit functions
+  in process (validation, replica logic, transition log included; no HTTP);
+- http: 32 simulated nodes speaking the node protocol to a real coordinator on loopback.
+
+    .venv/bin/python bench/queue.py [--jobs 1000] [--nodes 32] [--pg URL] [--no-http]
+
+PostgreSQL is measured in a database of its own, made and dropped by the run, on the
+server named by --pg, SIS_BENCH_PG_URL or SIS_TEST_DATABASE_URL; SQLite in a temporary file.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+# This file is named queue.py, like the standard library module that asyncio and logging
+# import: run as a script, its folder must not stand first on the path.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+sys.path.insert(0, os.path.dirname(_HERE))
+
+import argparse
+import asyncio
+import json
+import socket
+import tempfile
+import time
+import uuid
+
+from sqlalchemy import event, text, update  # noqa: E402
+from sqlalchemy.engine import make_url  # noqa: E402
+from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest  # noqa: E402
+
+from coordinator.app import make_app  # noqa: E402
+from coordinator.db.models import Node, SweepJob  # noqa: E402
+from coordinator.demo.photos import DEV_ENGINE_BUILD, FakePhotoProvider, honest_result  # noqa: E402
+from coordinator.nodes import registry  # noqa: E402
+from coordinator.services import create_services  # noqa: E402
+from coordinator.settings import Settings  # noqa: E402
+from coordinator.sweeps import leases, results  # noqa: E402
+from coordinator.sweeps.jobs import job_document  # noqa: E402
+from coordinator.sweeps.service import sweeps_of  # noqa: E402
+
+CENTRE = (48.8566, 2.3522)
+
+
+async def pg_database(server_url: str) -> tuple[str, callable]:
+    name = f"sis_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    admin = make_url(server_url).set(database="postgres")
+
+    async def run(sql: str) -> None:
+        eng = create_async_engine(admin, isolation_level="AUTOCOMMIT")
+        async with eng.connect() as c:
+            await c.execute(text(sql))
+        await eng.dispose()
+
+    await run(f'CREATE DATABASE "{name}"')
+    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+    async def drop() -> None:
+        await run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return url, drop
+
+
+async def migrate(url: str) -> None:
+    if url.startswith("sqlite"):
+        return
+    from coordinator.db import migrate as migrations
+    eng = create_async_engine(url)
+    try:
+        await migrations.upgrade_async(eng, url)
+    finally:
+        await eng.dispose()
+
+
+async def coordinator(url: str, photos: FakePhotoProvider):
+    await migrate(url)
+    settings = Settings(database_url=url, poll_interval_s=0, photo_provider_base_url=photos.api_url,
+                        engine_builds=DEV_ENGINE_BUILD, job_max_photos=1, lease_sweep_interval_s=0,
+                        gdacs_base_url="http://127.0.0.1:9", usgs_base_url="http://127.0.0.1:9")
+    return await create_services(settings, start_background=False)
+
+
+async def fill(services, photos: FakePhotoProvider, n: int, round_: int) -> None:
+    """n fresh jobs of one photo each, through a real sweep request."""
+    from coordinator.sweeps import requests
+    lat = CENTRE[0] + round_ * 0.05
+    photos.scatter(lat, CENTRE[1], radius_m=950, n=n, seed=100 + round_)
+    out = await requests.submit(sweeps_of(services), lat, CENTRE[1], 1000, "127.0.0.1")
+    assert out.queued and out.jobs == n, (out.jobs, n)
+
+
+async def bare_claims(services, workers: int) -> tuple[int, float]:
+    db = sweeps_of(services).db      # the same write path as the coordinator's claims
+    done = 0
+
+    async def work() -> None:
+        nonlocal done
+        while True:
+            async with db.write() as s:
+                q = "SELECT id FROM sweep_jobs WHERE state = 'queued' ORDER BY id LIMIT 1"
+                if not db.is_sqlite:
+                    q += " FOR UPDATE SKIP LOCKED"
+                jid = (await s.execute(text(q))).scalar_one_or_none()
+                if jid is None:
+                    return
+                await s.execute(update(SweepJob).where(SweepJob.id == jid).values(state="in_review"))
+            done += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(work() for _ in range(workers)))
+    return done, time.perf_counter() - t0
+
+
+async def trusted_nodes(services, n: int) -> list[tuple[Node, str]]:
+    out = []
+    for i in range(n):
+        node, token = await registry.enrol(services.db, name=f"bench-{i}", platform="bench", gpu="none",
+                                           engine_version="0.1.0", engine_build=DEV_ENGINE_BUILD)
+        out.append((node, token))
+    async with services.db.write() as s:
+        await s.execute(update(Node).where(Node.id.in_([n.id for n, _ in out])).values(trusted=True, streak=10))
+    for node, _ in out:
+        node.trusted = True
+    return out
+
+
+async def service_loop(services, nodes) -> tuple[int, float]:
+    sw = sweeps_of(services)
+    done = 0
+
+    async def work(node) -> None:
+        nonlocal done
+        while True:
+            claim = await leases.claim(sw, node)
+            if claim is None:
+                return
+            body = json.dumps(honest_result(job_document(claim.job).to_dict(), node.id)).encode()
+            out = await results.submit(sw, node, claim.lease_id, body)
+            assert out.job_state == "in_review", out
+            done += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(work(n) for n, _ in nodes))
+    return done, time.perf_counter() - t0
+
+
+async def http_loop(services, nodes) -> tuple[int, float]:
+    app = make_app(services)
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    server = app.listen(port, "127.0.0.1")
+    base = f"http://127.0.0.1:{port}"
+    AsyncHTTPClient.configure(None, max_clients=len(nodes) * 2)
+    client = AsyncHTTPClient()
+    done = 0
+
+    async def work(token: str, node_id: str) -> None:
+        nonlocal done
+        hdrs = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        while True:
+            r = await client.fetch(HTTPRequest(f"{base}/node/v1/lease", method="POST", body=b"{}", headers=hdrs),
+                                   raise_error=False)
+            if r.code == 204:
+                return
+            doc = json.loads(r.body)
+            body = json.dumps(honest_result(doc["job"], node_id))
+            r = await client.fetch(HTTPRequest(f"{base}/node/v1/leases/{doc['lease']['leaseId']}/result",
+                                               method="POST", body=body, headers=hdrs), raise_error=False)
+            assert r.code == 200, r.body
+            done += 1
+
+    t0 = time.perf_counter()
+    try:
+        await asyncio.gather(*(work(t, n.id) for n, t in nodes))
+    finally:
+        server.stop()
+        await server.close_all_connections()
+    return done, time.perf_counter() - t0
+
+
+class StatementCount:
+    """SQL statements sent (BEGIN and COMMIT not included), a measure that load on a shared
+    machine does not disturb."""
+
+    def __init__(self, db) -> None:
+        self.n = 0
+        for eng in {id(e): e for e in (db.engine, db.write_engine)}.values():
+            event.listen(eng.sync_engine, "before_cursor_execute", self._count)
+
+    def _count(self, *_a) -> None:
+        self.n += 1
+
+
+async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool) -> dict:
+    photos = await FakePhotoProvider().start()
+    services = await coordinator(url, photos)
+    statements = StatementCount(services.db)
+    figures = {}
+    try:
+        nodes = await trusted_nodes(services, workers)
+        runs = [("bare claim", lambda: bare_claims(services, workers)),
+                ("service", lambda: service_loop(services, nodes))]
+        if http:
+            runs.append(("http", lambda: http_loop(services, nodes)))
+        for i, (name, fn) in enumerate(runs):
+            await fill(services, photos, jobs, i)
+            before = statements.n
+            done, secs = await fn()
+            assert done == jobs, (name, done, jobs)
+            figures[name] = done / secs
+            print(f"{label:10} {name:11} {done:6d} jobs in {secs:6.2f} s = {done / secs:8.1f} jobs/s "
+                  f"({workers} concurrent; {(statements.n - before) / done:5.1f} SQL statements per job)",
+                  flush=True)
+    finally:
+        await services.close()
+        await photos.stop()
+    return figures
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--nodes", type=int, default=32)
+    ap.add_argument("--pg", default=os.environ.get("SIS_BENCH_PG_URL") or os.environ.get("SIS_TEST_DATABASE_URL", ""))
+    ap.add_argument("--no-http", action="store_true")
+    ap.add_argument("--only", choices=("sqlite", "postgres"))
+    args = ap.parse_args()
+    print(f"bench/queue.py: {args.jobs} jobs per figure, {args.nodes} concurrent nodes, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f} at start")
+    if args.only != "postgres":
+        with tempfile.TemporaryDirectory() as d:
+            await bench_one("sqlite", f"sqlite+aiosqlite:///{d}/bench.db", args.jobs, args.nodes, not args.no_http)
+    if args.only != "sqlite":
+        if not args.pg:
+            print("postgres   skipped: name a server with --pg or SIS_TEST_DATABASE_URL")
+        else:
+            url, drop = await pg_database(args.pg)
+            try:
+                await bench_one("postgres", url, args.jobs, args.nodes, not args.no_http)
+            finally:
+                await drop()
+    print(f"load average {os.getloadavg()[0]:.1f} at the end (other work on this machine slows every figure "
+          "alike; compare figures within one run)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
