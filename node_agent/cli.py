@@ -9,7 +9,6 @@ import logging.handlers
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -109,7 +108,11 @@ def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
         return EXIT_CONFIG
     secret = None
     if args.enrol_secret_file:
-        secret = Path(args.enrol_secret_file).read_text(encoding="utf-8").strip()
+        try:
+            secret = Path(args.enrol_secret_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            print(f"sis-node: the enrolment secret file cannot be read: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
     elif os.environ.get("SIS_NODE_ENROL_SECRET"):
         secret = os.environ["SIS_NODE_ENROL_SECRET"]
     code, at_once = asyncio.run(_run_agent(cfg, paths, engine, device, secret))

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from sweep_engine.schema import Job, Result, SchemaError, Skipped, validate
+from sweep_engine.schema import Job, Result, SchemaError, validate
 
 from . import identity as ident_mod
 from .config import Config, Paths

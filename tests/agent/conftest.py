@@ -7,9 +7,9 @@ from typing import AsyncIterator
 import pytest
 
 from coordinator.demo.photos import FakePhotoProvider
-from tests.support import Coordinator, stop_coordinator
+from tests.support import Coordinator
 
-from .support import start_photos, start_sweep_coordinator
+from .support import start_photos, start_sweep_coordinator, stop_sweep_coordinator
 
 
 @pytest.fixture
@@ -23,4 +23,4 @@ async def photos() -> AsyncIterator[FakePhotoProvider]:
 async def coord(sqlite_url, photos) -> AsyncIterator[Coordinator]:
     c = await start_sweep_coordinator(sqlite_url, photos)
     yield c
-    await stop_coordinator(c)
+    await stop_sweep_coordinator(c)

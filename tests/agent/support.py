@@ -2,11 +2,11 @@
 street-photo provider, controllable engines, and an in-process agent."""
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +103,26 @@ def port_of(c: Coordinator) -> int:
     return int(c.base_url.rsplit(":", 1)[1])
 
 
+async def _close_connections(server) -> None:
+    """Close the server's open connections. Bounded: Tornado's close waits for each request in
+    flight to finish, and one cut off mid-way (the point of an outage) can keep it waiting."""
+    try:
+        await asyncio.wait_for(server.close_all_connections(), 3)
+    except asyncio.TimeoutError:
+        pass
+
+
 async def take_down(c: Coordinator) -> None:
-    """The coordinator stops answering (its database and state stay)."""
+    """The coordinator stops answering: its listening socket closes, new connections are
+    refused (its database and state stay)."""
     c.server.stop()
-    await c.server.close_all_connections()
+    await _close_connections(c.server)
+
+
+async def stop_sweep_coordinator(c: Coordinator) -> None:
+    c.server.stop()
+    await _close_connections(c.server)
+    await c.services.close()
 
 
 def bring_up(c: Coordinator) -> None:
@@ -183,10 +199,3 @@ class MalformingProxy:
     async def stop(self) -> None:
         self.server.stop()
         await self.server.close_all_connections()
-
-
-@dataclass
-class Running:
-    agent: Agent
-    task: Any
-    logs: list[str] = field(default_factory=list)

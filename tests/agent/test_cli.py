@@ -33,7 +33,7 @@ async def test_status_summarises_the_contribution(coord, photos, tmp_path, monke
     monkeypatch.setenv("SIS_NODE_HOME", str(home))
     agent = make_agent(home, coord.base_url, FakeEngine())
     task = asyncio.create_task(agent.run())
-    await agent.wait_until(lambda: agent.contribution.read()["jobs"] >= 2, 20)
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] >= 2, 60)
     assert cli.main(["status"]) == 0
     out = capsys.readouterr().out
     assert "agent:        " in out and "not running" not in out

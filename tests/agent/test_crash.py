@@ -11,8 +11,8 @@ from pathlib import Path
 from node_agent.files import read_json
 from node_agent.spool import Spool
 
-from .support import bring_up, db_counts, request_sweep, start_sweep_coordinator, take_down
-from tests.support import stop_coordinator
+from .support import (bring_up, db_counts, request_sweep, start_sweep_coordinator, stop_sweep_coordinator,
+                      take_down)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,4 +140,4 @@ async def test_killed_and_restarted_after_its_lease_lapsed_the_job_is_re_leased(
         assert counts["leases"] == 2 and counts["jobs"][0].failures == 1
         assert f"lease {lapsed_lease}) is no longer ours" in text
     finally:
-        await stop_coordinator(coord)
+        await stop_sweep_coordinator(coord)

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from node_agent.engine import EngineAdapter
-from tests.support import stop_coordinator
 
-from .support import db_counts, make_agent, request_sweep, start_sweep_coordinator
+from .support import db_counts, make_agent, request_sweep, start_sweep_coordinator, stop_sweep_coordinator
 
 SIS_NODE = str(Path(sys.executable).with_name("sis-node"))
 TINY = dict(backbone="mobilenetv3_small_100", detector="ssdlite320_mobilenet_v3_large", batch_size=4,
@@ -55,7 +54,7 @@ async def test_sweep_request_to_validated_results_with_the_real_engine_in_proces
         counts = await db_counts(coord)
         assert [r.state for r in counts["results"]] == ["pending"] * jobs
     finally:
-        await stop_coordinator(coord)
+        await stop_sweep_coordinator(coord)
 
 
 async def test_two_sis_node_processes_take_a_sweep_request_to_jobs_in_review(sqlite_url, photos, tmp_path,
@@ -109,4 +108,4 @@ async def test_two_sis_node_processes_take_a_sweep_request_to_jobs_in_review(sql
             if p.returncode is None:
                 p.kill()
                 await p.wait()
-        await stop_coordinator(coord)
+        await stop_sweep_coordinator(coord)

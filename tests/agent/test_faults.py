@@ -6,10 +6,9 @@ import logging
 import os
 
 from node_agent.files import read_json
-from tests.support import stop_coordinator
 
 from .support import (FakeEngine, MalformingProxy, bring_up, db_counts, make_agent, request_sweep,
-                      start_sweep_coordinator, take_down)
+                      start_sweep_coordinator, stop_sweep_coordinator, take_down)
 
 # "The coordinator down for 30 s", scaled down so the suite stays fast; SIS_TEST_OUTAGE_S=30 runs it in full.
 OUTAGE_S = float(os.environ.get("SIS_TEST_OUTAGE_S", "3"))
@@ -24,14 +23,14 @@ async def test_result_arrives_once_the_coordinator_is_back_after_an_outage_mid_j
     await asyncio.to_thread(engine.started.wait, 20)
     first_job = engine.jobs[0]
     await take_down(coord)
-    await agent.wait_until(lambda: agent.heartbeat_failures >= 2, 20)  # heartbeats go on failing, work goes on
+    await agent.wait_until(lambda: agent.heartbeat_failures >= 2, 60)  # heartbeats go on failing, work goes on
     engine.gate.set()  # the job finishes while the coordinator is down
-    await agent.wait_until(lambda: agent.backoff.failures >= 3, 20)
+    await agent.wait_until(lambda: agent.backoff.failures >= 3, 60)
     assert len(agent.spool) == 1 and agent.spool.pending()[0].job_id == first_job
     await asyncio.sleep(OUTAGE_S)  # the outage itself: nothing to await but time
     failures_during_outage = agent.backoff.failures
     bring_up(coord)
-    await agent.wait_until(lambda: agent.contribution.read()["jobs"] >= 1 and len(agent.spool) == 0, 20)
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] >= 1 and len(agent.spool) == 0, 60)
     agent.request_stop()
     await asyncio.wait_for(task, 20)
 
@@ -55,7 +54,7 @@ async def test_malformed_job_is_refused_reported_and_the_agent_goes_on(sqlite_ur
         engine = FakeEngine()
         agent = make_agent(tmp_path / "a", proxy.url, engine)
         task = asyncio.create_task(agent.run())
-        await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs - 1, 30)
+        await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs - 1, 60)
         refused = agent.status.doc["lastRefusedJob"]
         assert refused["jobId"] not in engine.jobs  # the engine never saw it
         text = " | ".join(refused["reasons"])
@@ -67,7 +66,7 @@ async def test_malformed_job_is_refused_reported_and_the_agent_goes_on(sqlite_ur
         # Its lease lapses (no heartbeats): the coordinator counts a failure and queues it again.
         await asyncio.sleep(2.1)  # the lease's TTL has to pass; the sweeper then sees it lapsed
         assert await coord.services.extras["sweeps"].sweeper.run_once() == 1
-        await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 30)
+        await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
         agent.request_stop()
         assert await asyncio.wait_for(task, 20) == 0
         counts = await db_counts(coord)
@@ -75,7 +74,7 @@ async def test_malformed_job_is_refused_reported_and_the_agent_goes_on(sqlite_ur
         assert sorted(r.state for r in counts["results"]) == ["pending"] * jobs
     finally:
         await proxy.stop()
-        await stop_coordinator(coord)
+        await stop_sweep_coordinator(coord)
 
 
 async def test_first_stop_finishes_and_submits_the_current_job_and_leases_nothing_more(coord, tmp_path):
@@ -112,7 +111,7 @@ async def test_second_stop_leaves_the_job_journalled_for_a_restart(coord, tmp_pa
     engine.gate.set()
     again = make_agent(home, coord.base_url, FakeEngine())
     task = asyncio.create_task(again.run())
-    await again.wait_until(lambda: again.contribution.read()["jobs"] >= 1, 20)
+    await again.wait_until(lambda: again.contribution.read()["jobs"] >= 1, 60)
     again.request_stop()
     await asyncio.wait_for(task, 20)
     counts = await db_counts(coord)
@@ -124,7 +123,7 @@ async def test_engine_failure_leaves_the_job_to_its_lease_and_the_agent_goes_on(
     engine = FakeEngine(fail=True)
     agent = make_agent(tmp_path / "a", coord.base_url, engine)
     task = asyncio.create_task(agent.run())
-    await agent.wait_until(lambda: len(engine.jobs) >= 2, 20)
+    await agent.wait_until(lambda: len(engine.jobs) >= 2, 60)
     agent.request_stop()
     assert await asyncio.wait_for(task, 20) == 0
     assert (await db_counts(coord))["results"] == []
@@ -140,7 +139,7 @@ async def test_a_revoked_node_drops_its_job_and_stops_with_the_coordinators_reas
     task = asyncio.create_task(agent.run())
     await asyncio.to_thread(engine.started.wait, 20)
     await registry.revoke(coord.services.db, agent.identity.node_id, "misbehaving", "admin:test", 5)
-    await agent.wait_until(lambda: agent.leases_lost == 1, 20)
+    await agent.wait_until(lambda: agent.leases_lost == 1, 60)
     engine.gate.set()
     assert await asyncio.wait_for(task, 20) == 2
     assert "this node has been revoked" in agent.status.doc["lastError"]

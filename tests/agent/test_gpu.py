@@ -1,7 +1,6 @@
 """GPU detection says what is there, and exactly why nothing is usable when nothing is."""
 from __future__ import annotations
 
-import asyncio
 
 from node_agent import cli, gpu
 

@@ -20,7 +20,7 @@ async def _nodes(coord) -> int:
 
 async def _start_and_stop(agent) -> None:
     task = asyncio.create_task(agent.run())
-    await agent.wait_until(lambda: agent.status.doc.get("state") == "idle", 20)
+    await agent.wait_until(lambda: agent.status.doc.get("state") == "idle", 60)
     agent.request_stop()
     assert await asyncio.wait_for(task, 20) == 0
 
@@ -64,3 +64,19 @@ async def test_an_engine_build_the_coordinator_does_not_publish_stops_the_agent_
     assert await asyncio.wait_for(agent.run(), 20) == 2
     assert "not among the published builds" in agent.status.doc["lastError"]
     assert not identity.load(agent.paths.identity_file).enrolled
+
+
+async def test_a_coordinator_with_an_enrolment_secret_takes_only_nodes_that_carry_it(sqlite_url, photos, tmp_path):
+    from .support import start_sweep_coordinator, stop_sweep_coordinator
+
+    coord = await start_sweep_coordinator(sqlite_url, photos, node_enrol_secret="s3cret")
+    try:
+        without = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
+        assert await asyncio.wait_for(without.run(), 20) == 2
+        assert "X-Enrol-Secret" in without.status.doc["lastError"]
+        with_secret = make_agent(tmp_path / "b", coord.base_url, FakeEngine())
+        with_secret.enrol_secret = "s3cret"
+        await _start_and_stop(with_secret)
+        assert identity.load(with_secret.paths.identity_file).enrolled
+    finally:
+        await stop_sweep_coordinator(coord)

@@ -15,7 +15,7 @@ async def test_agent_leases_computes_and_submits_every_job(coord, photos, tmp_pa
     jobs = len((await db_counts(coord))["jobs"])
     agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
     task = asyncio.create_task(agent.run())
-    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 30)
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
     agent.request_stop()
     assert await asyncio.wait_for(task, 10) == 0
     counts = await db_counts(coord)
@@ -33,7 +33,7 @@ async def test_two_agents_reach_the_quorum_and_every_job_goes_to_review(coord, p
     agents = [make_agent(tmp_path / n, coord.base_url, FakeEngine(truth)) for n in ("a", "b")]
     tasks = [asyncio.create_task(a.run()) for a in agents]
     for a in agents:
-        await a.wait_until(lambda a=a: a.contribution.read()["jobs"] == jobs, 30)
+        await a.wait_until(lambda a=a: a.contribution.read()["jobs"] == jobs, 60)
     for a in agents:
         a.request_stop()
     assert await asyncio.gather(*tasks) == [0, 0]
@@ -49,7 +49,7 @@ async def test_a_photo_the_provider_cannot_serve_is_skipped_with_its_reason(coor
     agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
     task = asyncio.create_task(agent.run())
     jobs = len((await db_counts(coord))["jobs"])
-    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 30)
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
     agent.request_stop()
     await asyncio.wait_for(task, 10)
     skipped = [k for r in (await db_counts(coord))["results"] for k in r.body["skipped"]]
@@ -80,7 +80,7 @@ async def test_a_photo_over_the_size_limit_is_not_downloaded_whole_and_is_skippe
     agent = make_agent(tmp_path / "a", coord.base_url, engine, photo_max_bytes=2000)
     task = asyncio.create_task(agent.run())
     jobs = len((await db_counts(coord))["jobs"])
-    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 30)
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
     agent.request_stop()
     await asyncio.wait_for(task, 10)
     assert set(engine.images_seen) == {0}

@@ -15,7 +15,7 @@ from .support import FakeEngine, agent_config, db_counts, make_agent, request_sw
 
 async def _leases_nothing_while(agent, coord, turns: int = 20) -> None:
     task = asyncio.create_task(agent.run())
-    await agent.wait_until(lambda: agent.paused_turns >= turns, 20)
+    await agent.wait_until(lambda: agent.paused_turns >= turns, 60)
     assert agent.leases_taken == 0
     assert (await db_counts(coord))["leases"] == 0
     assert agent.status.doc["state"] == "paused"
@@ -34,7 +34,7 @@ async def test_agent_paused_by_the_volunteer_leases_nothing_until_resumed(coord,
     assert "paused:       yes (gaming tonight)" in capsys.readouterr().out
 
     assert cli.main(["resume"]) == 0
-    await agent.wait_until(lambda: agent.contribution.read()["jobs"] >= 1, 20)
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] >= 1, 60)
     agent.request_stop()
     await asyncio.wait_for(task, 20)
     assert (await db_counts(coord))["leases"] >= 1
@@ -66,7 +66,7 @@ async def test_pause_during_a_job_lets_it_finish_then_leases_nothing(coord, tmp_
     await asyncio.to_thread(engine.started.wait, 20)
     assert cli.main(["pause"]) == 0
     engine.gate.set()
-    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == 1 and agent.paused_turns >= 20, 20)
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == 1 and agent.paused_turns >= 20, 60)
     counts = await db_counts(coord)
     assert counts["leases"] == 1 and len(counts["results"]) == 1
     agent.request_stop()
