@@ -20,7 +20,7 @@ from sweep_engine.config import EngineConfig
 from sweep_engine.models import random_weights
 from sweep_engine.pipeline import Engine, inside
 from sweep_engine.synth.provider import FakeProvider, jpeg, job_for, synth_frames
-from sweep_engine.weights import WeightsError, sha256_bytes
+from sweep_engine.weights import WeightsError, manifest_digest, sha256_bytes
 
 TINY = dict(backbone="mobilenetv3_small_100", detector="ssdlite320_mobilenet_v3_large", batch_size=4,
             fetch_timeout_s=2.0)
@@ -149,10 +149,11 @@ def test_a_pinned_file_that_is_not_plain_tensors_is_refused(tmp_path):
         Engine(EngineConfig(**TINY, weights_manifest=str(tmp_path / "weights.json")))
 
 
-def test_build_hash_names_the_weights(manifest, tmp_path):
+def test_build_hash_and_weights_digest_name_the_weights(manifest, tmp_path):
     other = random_weights(EngineConfig(**TINY), tmp_path, seed=8)
     assert build_hash(manifest) != build_hash(other) != build_hash()
     assert len(build_hash()) == 64
+    assert manifest_digest(manifest) == sha256_bytes(manifest.read_bytes()) != manifest_digest(other)
 
 
 def test_models_are_built_untrained_and_never_from_a_hub(tmp_path):
