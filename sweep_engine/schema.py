@@ -398,7 +398,12 @@ class Measurement(_Wire):
 
 @dataclass
 class Fact(_Wire):
-    """A georeferenced street fact of one of ``FACT_KINDS``, as the seen layer serves it."""
+    """A georeferenced street fact of one of ``FACT_KINDS``, as the seen layer serves it.
+
+    ``spread`` (optional) says how far its observations were apart: ``positionM``
+    (largest distance of an observation from the fact's position) and, per value
+    key, the range (max - min) of the observed values, in the value's unit.
+    """
 
     kind: str
     lon: float
@@ -409,16 +414,23 @@ class Fact(_Wire):
     basis: str
     source: list[str]
     timestamp: str
+    spread: dict | None = None
 
     def to_dict(self):
         return {"kind": self.kind, "lon": self.lon, "lat": self.lat, "value": self.value, "unit": self.unit,
                 "confidence": self.confidence, "basis": self.basis, "source": list(self.source),
-                "timestamp": self.timestamp}
+                "timestamp": self.timestamp, "spread": self.spread}
 
     @classmethod
     def _read(cls, data, path, errors):
         r = _Reader(data, path, errors, ("kind", "lon", "lat", "value", "unit", "confidence", "basis", "source",
-                                         "timestamp"))
+                                         "timestamp", "spread"))
+        spread = r.obj("spread", optional=True)
+        if spread is not None:
+            sr = _Reader(spread, _join(path, "spread"), errors, ("positionM", *PHYSICAL_BOUNDS.get(
+                r.data.get("kind"), {})))
+            for key in spread:
+                sr.num(key, 0)
         kind, confidence = r.text("kind", choices=FACT_KINDS), r.text("confidence", choices=CONFIDENCES)
         value = r.data.get("value")
         if "value" not in r.data:
@@ -442,7 +454,7 @@ class Fact(_Wire):
             r.fail("source", "must list the photo ids it rests on")
         return cls(kind=kind, lon=r.num("lon", -180, 180), lat=r.num("lat", -90, 90), value=value,
                    unit=r.text("unit"), confidence=confidence, basis=r.text("basis", choices=BASES),
-                   source=source, timestamp=r.time("timestamp"))
+                   source=source, timestamp=r.time("timestamp"), spread=spread)
 
 
 def bound_violations(fact: Fact) -> list[str]:
