@@ -93,6 +93,25 @@ async def test_photos_that_cannot_be_read_are_skipped_with_their_reason(engine, 
     assert reasons["bad"].startswith("undecodable image")
 
 
+async def test_a_photo_whose_measurement_fails_is_skipped_and_the_rest_are_kept(engine, frames, provider, caplog):
+    real = engine.measure
+
+    def measure(photo, *a, **k):
+        if photo.id == "p1":
+            raise FloatingPointError("degenerate output")
+        return real(photo, *a, **k)
+
+    engine.measure = measure
+    try:
+        result = await engine.run_job(job_for(frames[:3], provider.base_url))
+    finally:
+        engine.measure = real
+    assert [m.photo_id for m in result.measurements] == ["p0", "p2"]
+    assert [(s.photo_id, s.reason) for s in result.skipped] == [
+        ("p1", "measurement failed: FloatingPointError: degenerate output")]
+    assert "measuring photo p1 failed" in caplog.text
+
+
 async def test_the_event_loop_stays_live_while_the_networks_run(engine, frames, provider):
     ticks = 0
 
