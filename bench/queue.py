@@ -9,7 +9,8 @@ trusted nodes, so one lease and one submit finish a job):
   done) - the database's ceiling for this queue shape;
 - service: 32 simulated nodes calling the coordinator's own claim and submit functions
   in process (validation, replica logic, transition log included; no HTTP);
-- http: 32 simulated nodes speaking the node protocol to a real coordinator on loopback.
+- http: 32 simulated nodes, in a process of their own, speaking the node protocol to a real
+  coordinator on loopback (the coordinator's process does only the coordinator's work).
 
     .venv/bin/python bench/queue.py [--jobs 1000] [--nodes 32] [--pg URL] [--no-http]
 
@@ -154,18 +155,13 @@ async def service_loop(services, nodes) -> tuple[int, float]:
     return done, time.perf_counter() - t0
 
 
-async def http_loop(services, nodes) -> tuple[int, float]:
-    app = make_app(services)
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
-    server = app.listen(port, "127.0.0.1")
-    base = f"http://127.0.0.1:{port}"
+async def node_client(base: str, nodes: list[list[str]]) -> tuple[int, float]:
+    """Simulated nodes speaking the node protocol over HTTP (run in a process of their own)."""
     AsyncHTTPClient.configure(None, max_clients=len(nodes) * 2)
     client = AsyncHTTPClient()
     done = 0
 
-    async def work(token: str, node_id: str) -> None:
+    async def work(node_id: str, token: str) -> None:
         nonlocal done
         hdrs = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         while True:
@@ -173,6 +169,7 @@ async def http_loop(services, nodes) -> tuple[int, float]:
                                    raise_error=False)
             if r.code == 204:
                 return
+            assert r.code == 200, r.body
             doc = json.loads(r.body)
             body = json.dumps(honest_result(doc["job"], node_id))
             r = await client.fetch(HTTPRequest(f"{base}/node/v1/leases/{doc['lease']['leaseId']}/result",
@@ -181,12 +178,32 @@ async def http_loop(services, nodes) -> tuple[int, float]:
             done += 1
 
     t0 = time.perf_counter()
+    await asyncio.gather(*(work(n, t) for n, t in nodes))
+    return done, time.perf_counter() - t0
+
+
+async def http_loop(services, nodes) -> tuple[int, float]:
+    """The coordinator serves in this process; the nodes run in another, as they would."""
+    app = make_app(services)
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    server = app.listen(port, "127.0.0.1")
     try:
-        await asyncio.gather(*(work(t, n.id) for n, t in nodes))
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump([[n.id, t] for n, t in nodes], f)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, os.path.abspath(__file__), "--client", f"http://127.0.0.1:{port}", "--tokens", f.name,
+            stdout=asyncio.subprocess.PIPE)
+        out, _ = await proc.communicate()
+        os.unlink(f.name)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the node client failed ({proc.returncode})")
+        doc = json.loads(out.decode().strip().splitlines()[-1])
+        return doc["done"], doc["seconds"]
     finally:
         server.stop()
         await server.close_all_connections()
-    return done, time.perf_counter() - t0
 
 
 class StatementCount:
@@ -235,7 +252,14 @@ async def main() -> int:
     ap.add_argument("--pg", default=os.environ.get("SIS_BENCH_PG_URL") or os.environ.get("SIS_TEST_DATABASE_URL", ""))
     ap.add_argument("--no-http", action="store_true")
     ap.add_argument("--only", choices=("sqlite", "postgres"))
+    ap.add_argument("--client", help=argparse.SUPPRESS)     # internal: run the HTTP nodes against this URL
+    ap.add_argument("--tokens", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.client:
+        with open(args.tokens) as f:
+            done, secs = await node_client(args.client, json.load(f))
+        print(json.dumps({"done": done, "seconds": secs}))
+        return 0
     print(f"bench/queue.py: {args.jobs} jobs per figure, {args.nodes} concurrent nodes, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f} at start")
     if args.only != "postgres":

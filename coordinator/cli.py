@@ -79,50 +79,6 @@ async def _poll(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _nodes(args: argparse.Namespace) -> int:
-    from .db import Database
-    from .nodes import registry
-    from .services import SchemaOutOfDate, prepare_database
-
-    settings = _settings(args)
-    db = Database(settings.database_url)
-    try:
-        try:
-            await prepare_database(settings, db)
-        except SchemaOutOfDate as exc:
-            print(f"sis nodes: {exc}", file=sys.stderr)
-            return 2
-        if args.nodes_command == "list":
-            nodes = await registry.list_nodes(db)
-            print(f"{'node':24} {'state':9} {'streak':>6} {'valid':>6} {'invalid':>7}  last seen                  platform / gpu")
-            for n in nodes:
-                state = "revoked" if n.revoked_at else ("trusted" if n.trusted else "untrusted")
-                print(f"{n.id:24} {state:9} {n.streak:6d} {n.valid_total:6d} {n.invalid_total:7d}  "
-                      f"{n.last_seen_at.isoformat()[:25]:26} {n.platform} / {n.gpu}")
-            print(f"{len(nodes)} nodes")
-            return 0
-        from .errors import NotFound
-        try:
-            released = await registry.revoke(db, args.node_id, args.reason, f"operator:{_operator()}",
-                                             settings.job_max_failures)
-        except NotFound as exc:
-            print(f"sis nodes revoke: {exc.message}", file=sys.stderr)
-            return 1
-        print(f"node {args.node_id} revoked; released {released} lease{'s' if released != 1 else ''} "
-              "back to the queue")
-        return 0
-    finally:
-        await db.close()
-
-
-def _operator() -> str:
-    import getpass
-    try:
-        return getpass.getuser()
-    except Exception:  # no user name in this environment
-        return "cli"
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sis", description="Spatial Intelligence Service coordinator.")
     p.add_argument("--version", action="version", version=f"sis {__version__}")
@@ -152,15 +108,8 @@ def parser() -> argparse.ArgumentParser:
     po.add_argument("--demo", action="store_true", help="poll the bundled recorded samples")
     po.set_defaults(run=lambda a: asyncio.run(_poll(a)))
 
-    nd = sub.add_parser("nodes", help="list or revoke volunteer compute nodes")
-    nsub = nd.add_subparsers(dest="nodes_command", required=True, metavar="ACTION")
-    nl = nsub.add_parser("list", help="every enrolled node with its trust and counts")
-    db_arg(nl)
-    nr = nsub.add_parser("revoke", help="revoke a node at once; its leased jobs go back to the queue")
-    nr.add_argument("node_id", help="the node's id (nd_...)")
-    nr.add_argument("--reason", required=True, help="why, recorded with the revocation and shown to the node")
-    db_arg(nr)
-    nd.set_defaults(run=lambda a: asyncio.run(_nodes(a)))
+    from .nodes.cli import add_parser as add_nodes_parser
+    add_nodes_parser(sub, db_arg, _settings)
     return p
 
 

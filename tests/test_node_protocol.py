@@ -229,7 +229,9 @@ async def test_node_routes_are_in_the_openapi_document_but_not_tools(sweeps_sqli
     validate(doc)
     assert "/node/v1/lease" in doc["paths"] and "/node/v1/leases/{leaseId}/result" in doc["paths"]
     assert "/earth/sweep-request" in doc["paths"] and "post" in doc["paths"]["/earth/sweep-request"]
-    assert all(not t.name.startswith("node") for t in sweeps_sqlite.services.registry)
+    registry = sweeps_sqlite.services.registry
+    assert not any("/node/" in path for t in registry for path in t.routes.values())
+    assert not {"node_enrol", "node_lease", "node_heartbeat", "node_result"} & {t.name for t in registry}
 
 
 def test_the_protocol_document_names_every_route_and_sweep_setting():
@@ -265,3 +267,36 @@ async def test_demo_mode_serves_a_fake_photo_provider_and_accepts_the_developmen
         assert img.headers["Content-Type"] == "image/jpeg" and img.body[:2] == b"\xff\xd8"
     finally:
         await stop_coordinator(c)
+
+
+async def test_a_heartbeat_on_a_parked_job_answers_cancel(sqlite_url, photos):
+    photos.scatter(*CENTRE, radius_m=100, n=3, seed=1)
+    c = await start(sqlite_url, photos, job_max_failures=1)
+    try:
+        await request_sweep(c, radius=200)
+        a, b = await enrolled(c, 2)                   # untrusted: two replicas
+        la, lb = await a.lease(), await b.lease()
+        bad = a.honest(la)
+        bad["engineBuild"] = "0" * 64
+        assert (await a.submit(la["lease"]["leaseId"], bad)).status == 422   # one failure parks the job
+        r = await b.heartbeat(lb["lease"]["leaseId"])
+        assert r.status == 200 and r.json() == {"action": "cancel", "reason": "the job is failed"}
+        late = await b.submit(lb["lease"]["leaseId"], b.honest(lb))
+        assert late.status == 409
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_a_revoked_node_is_refused_on_every_route(sweeps_sqlite, photos):
+    photos.scatter(*CENTRE, radius_m=100, n=1, seed=1)
+    await request_sweep(sweeps_sqlite, radius=200)
+    (node,) = await enrolled(sweeps_sqlite, trusted=True)
+    doc = await node.lease()
+    from coordinator.nodes import registry
+    sw = sweeps_of(sweeps_sqlite.services)
+    assert await registry.revoke(sw.db, node.node_id, "test", "operator:test", 5) == 1
+    lid = doc["lease"]["leaseId"]
+    for r in (await node.heartbeat(lid), await node.submit(lid, node.honest(doc)),
+              await sweeps_sqlite.get("/node/v1/me", headers=node.auth)):
+        assert r.status == 403
+        assert_error_shape(r.json(), "forbidden")

@@ -142,13 +142,20 @@ async def test_ground_with_no_photos_is_not_queued_and_says_why(sweeps_db, photo
     assert await count(sweeps_db, SweepRequest) == 0
 
 
-async def test_an_unreachable_provider_is_503_and_queues_nothing(sweeps_sqlite, photos):
+async def test_an_unreachable_provider_gives_a_degraded_answer_and_queues_nothing(sweeps_sqlite, photos):
     photos.scatter(*CENTRE, radius_m=450, n=10, seed=7)
     photos.fail_status = 502
     r = await request_sweep(sweeps_sqlite)
-    assert r.status == 503 and r.headers["Retry-After"] == "60"
-    assert_error_shape(r.json(), "unavailable")
+    assert r.status == 200 and r.headers["Cache-Control"] == "no-store"
+    body = r.json()
+    assert body["queued"] is False and body["reasonCode"] == "provider_unavailable"
+    assert body["health"]["sourcesQueried"] == 1 and body["health"]["sourcesUsable"] == 0
+    assert body["health"]["sources"][0]["error"] == "HTTP 502"
+    assert body["caveats"][0].startswith("Degraded")
     assert await count(sweeps_sqlite, SweepRequest) == 0
+    photos.fail_status = 0
+    again = (await request_sweep(sweeps_sqlite)).json()
+    assert again["queued"] is True and again["health"]["sourcesUsable"] == 1
 
 
 async def test_jobs_hold_a_bounded_number_of_photos_each_photo_once_inside_its_area(sqlite_url, photos):
@@ -182,7 +189,8 @@ async def test_the_provider_adapter_reads_stac_pages_and_skips_what_cannot_be_me
     ref = found.photos[0]
     src = next(p for p in good if p.id == ref.id)
     assert (ref.lat, ref.lon, ref.heading, ref.license) == (src.lat, src.lon, src.heading, "CC-BY-SA-4.0")
-    assert ref.camera_make == "SynthCam" and ref.focal_mm == 4.0 and ref.url.endswith(f"/{ref.id}/hd.jpg")
+    assert (ref.camera_make, ref.camera_model, ref.focal_mm) == ("GoPro", "HERO7 Black", 4.936)
+    assert ref.url.endswith(f"/{ref.id}/hd.jpg") and ref.sensor_width_mm is None   # Panoramax does not say
     # pages: a small page size makes the adapter follow `next` links
     from coordinator.sweeps import photos as mod
     old, mod.PAGE_LIMIT = mod.PAGE_LIMIT, 3

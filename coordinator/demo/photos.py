@@ -30,9 +30,17 @@ import tornado.web
 
 from ..sweeps.coverage import offset
 
-DEV_ENGINE_BUILD = "sha256:" + hashlib.sha256(b"sis-engine development build").hexdigest()
+# A development engine build, in the form of sweep_engine.build_hash() (64 hex digits).
+DEV_ENGINE_BUILD = hashlib.sha256(b"sis-engine development build").hexdigest()
 LICENSE = "CC-BY-SA-4.0"
 DEMO_CENTRE = (-6.9147, 107.6098)    # Bandung, Indonesia
+# A camera whose sensor width the engine knows (sweep_engine.camera.SENSOR_WIDTH_MM), so that
+# the focal length in the metadata is the focal the synthetic image is rendered with.
+# 4.936 mm on its 6.17 mm sensor is 0.8 x the image's larger side, the synthetic scenes'
+# own default focal, so the images are what they were before the metadata said so.
+CAMERA = ("GoPro", "HERO7 Black")
+SENSOR_WIDTH_MM = 6.17
+FOCAL_MM = 4.936
 
 
 @dataclass
@@ -49,12 +57,22 @@ class FakePhoto:
     panorama: bool = False
     license: str | None = LICENSE
 
+    @property
+    def focal_px(self) -> float:
+        """The focal the image is rendered with, the one its metadata implies (focal x sensor)."""
+        return FOCAL_MM * max(self.width, self.height) / SENSOR_WIDTH_MM
+
+    @property
+    def fov_deg(self) -> float:
+        return math.degrees(2 * math.atan(self.width / 2 / self.focal_px))
+
     def item(self, base: str) -> dict[str, Any]:
         href = f"{base}/api/pictures/{self.id}/hd.jpg"
         props: dict[str, Any] = {
             "datetime": self.captured_at, "view:azimuth": self.heading, "pers:pitch": 0,
-            "pers:interior_orientation": {"camera_manufacturer": "SynthCam", "camera_model": "S1",
-                                          "focal_length": 4.0, "field_of_view": 360 if self.panorama else 70,
+            "pers:interior_orientation": {"camera_manufacturer": CAMERA[0], "camera_model": CAMERA[1],
+                                          "focal_length": FOCAL_MM,
+                                          "field_of_view": 360 if self.panorama else round(self.fov_deg, 1),
                                           "sensor_array_dimensions": [self.width, self.height]},
         }
         if self.license:
@@ -110,7 +128,7 @@ def render_jpeg(photo: FakePhoto) -> bytes:
     try:
         from sweep_engine.synth import render, street_scene
         frame = render(street_scene(photo.seed, width=photo.width, height=photo.height,
-                                    road_width_m=photo.road_width_m))
+                                    focal_px=photo.focal_px, road_width_m=photo.road_width_m))
         img = Image.fromarray(frame.rgb)
     except ImportError:
         img = Image.new("RGB", (photo.width, photo.height), (135, 180, 230))

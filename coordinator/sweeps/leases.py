@@ -30,6 +30,7 @@ from . import transitions as tr
 
 log = logging.getLogger("sis.sweeps.leases")
 ACTOR_SWEEPER = "sweeper"
+_PICK = aliased(SweepJob, name="pick")   # made once: a fresh alias per claim would defeat statement caching
 
 
 @dataclass
@@ -83,7 +84,7 @@ async def claim(sweeps, node: Node) -> Claim | None:
         async with db.write() as s:
             # One statement picks and takes the job: UPDATE ... WHERE id = (the oldest queued
             # job this node neither holds nor has answered [FOR UPDATE SKIP LOCKED]) RETURNING.
-            j = aliased(SweepJob)
+            j = _PICK
             held = exists().where(and_(SweepLease.job_id == j.id, SweepLease.node_id == node.id,
                                        SweepLease.state.in_((tr.LEASE_ACTIVE, tr.LEASE_SUBMITTED))))
             pick = select(j.id).where(j.state == tr.JOB_QUEUED, ~held).order_by(j.id).limit(1)

@@ -21,12 +21,13 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..db.models import CoverageCell, SweepJob, SweepRequest, SweepRequestCell
-from ..errors import Unavailable
+from ..honesty import Health, SourceReport
 from ..sources.base import SourceError
 from . import coverage, jobs
 from . import transitions as tr
 
 ACTOR_API = "api:sweep_request"
+PHOTO_LICENSE = "per photo (each reference carries its own)"
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Outcome:
     photos: int = 0
     jobs: int = 0
     caveats: list[str] = field(default_factory=list)
+    health: Health | None = None        # set when the photo provider was asked
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"queued": self.queued}
@@ -140,8 +142,11 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
     try:
         found = await sweeps.provider.search(_bbox(lat, lon, radius_m), settings.sweep_max_photos)
     except SourceError as exc:
-        raise Unavailable(f"the street-photo provider could not be read ({exc}); nothing was queued, retry later",
-                          {"provider": sweeps.provider.name}, headers={"Retry-After": "60"}) from None
+        # Degraded, not an error: the answer says which source failed and is never cached.
+        return Outcome(False, "provider_unavailable", "the street-photo provider could not be read, so nothing "
+                       "was queued; retry later", health=Health([SourceReport(
+                           sweeps.provider.name, PHOTO_LICENSE, ok=False, error=str(exc))]), **base)
+    health = Health([SourceReport(sweeps.provider.name, PHOTO_LICENSE, ok=True, records=len(found.photos))])
     by_cell: dict[int, list] = defaultdict(list)
     for p in found.photos:
         if _within(lat, lon, radius_m, p.lat, p.lon):
@@ -156,7 +161,9 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
                        ", ".join(f"{n} {why}" for why, n in sorted(found.skipped.items())) + ".")
     for attempt in range(3):
         try:
-            return await _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats)
+            out = await _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats)
+            out.health = health
+            return out
         except IntegrityError:
             if attempt == 2:
                 raise

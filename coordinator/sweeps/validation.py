@@ -21,7 +21,9 @@ every reason found (not just the first), and the reasons are recorded:
 from __future__ import annotations
 
 import math
+import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from shapely.geometry import Point, Polygon
 
@@ -35,10 +37,36 @@ MAX_FACTS_PER_PHOTO = 100
 CLOCK_SLACK_S = 5.0
 
 
+PUBLISHED_TTL_S = 60.0
+_published: dict[str, tuple[float, frozenset[str]]] = {}
+
+
+def published_builds(settings) -> frozenset[str]:
+    """Engine builds named by the verified node-app manifests in ``settings.manifests_dir``.
+
+    The manifests are the node-app part's (``coordinator.manifests``, built on another
+    branch): where that part is not present, there are none. Verifying signatures on every
+    submission would cost more than the rest of it, so the set is kept for a minute."""
+    folder = getattr(settings, "manifests_dir", None)
+    try:
+        from .. import manifests  # type: ignore[attr-defined]
+    except ImportError:
+        return frozenset()
+    if not folder:
+        return frozenset()
+    now = time.monotonic()
+    hit = _published.get(str(folder))
+    if hit is None or now - hit[0] > PUBLISHED_TTL_S:
+        hit = (now, frozenset(manifests.published_engine_builds(Path(folder))))
+        _published[str(folder)] = hit
+    return hit[1]
+
+
 def accepted_builds(settings) -> set[str]:
-    """Engine builds a result may come from. Published node-app manifests are served by a
-    later part; until then the configured hashes are the whole list."""
-    return {b.strip() for b in settings.engine_builds.split(",") if b.strip()}
+    """Engine builds a result may come from: the published ones and the configured
+    (``SIS_ENGINE_BUILDS``: a development hash in tests and ``--demo``)."""
+    configured = {b.strip() for b in settings.engine_builds.split(",") if b.strip()}
+    return configured | published_builds(settings)
 
 
 class _Local:

@@ -34,13 +34,15 @@ REQUEST_CAVEATS = [
       output_schema={"type": "object", "required": ["caveats", "queued", "merged", "request", "ground"],
                      "properties": {"caveats": {"type": "array", "items": {"type": "string"}},
                                     "queued": {"type": "boolean"}, "reason": {"type": "string"},
-                                    "reasonCode": {"type": "string", "enum": ["covered", "no_photos"]},
+                                    "reasonCode": {"type": "string",
+                                                   "enum": ["covered", "no_photos", "provider_unavailable"]},
                                     "merged": {"type": "boolean"},
-                                    "request": {"type": ["object", "null"]}, "ground": {"type": "object"}}})
+                                    "request": {"type": ["object", "null"]}, "ground": {"type": "object"},
+                                    "health": {"type": "object"}}})
 async def sweep_request(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     out = await requests.submit(sweeps_of(ctx.services), params["lat"], params["lon"], params["radius"],
                                 ctx.caller.ip)
-    return Answer(out.as_json(), caveats=list(out.caveats) + REQUEST_CAVEATS, cacheable=False)
+    return Answer(out.as_json(), caveats=list(out.caveats) + REQUEST_CAVEATS, health=out.health, cacheable=False)
 
 
 @tool(TOOLS, name="sweep_queue", title="Public sweep queue",

@@ -1,0 +1,63 @@
+"""``sis nodes list|revoke``: the operator's view of volunteer nodes."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import sys
+from typing import Callable
+
+
+def add_parser(sub, db_arg: Callable[[argparse.ArgumentParser], None], settings_of) -> None:  # noqa: ANN001
+    nd = sub.add_parser("nodes", help="list or revoke volunteer compute nodes")
+    nsub = nd.add_subparsers(dest="nodes_command", required=True, metavar="ACTION")
+    nl = nsub.add_parser("list", help="every enrolled node with its trust and counts")
+    db_arg(nl)
+    nr = nsub.add_parser("revoke", help="revoke a node at once; its leased jobs go back to the queue")
+    nr.add_argument("node_id", help="the node's id (nd_...)")
+    nr.add_argument("--reason", required=True, help="why, recorded with the revocation and shown to the node")
+    db_arg(nr)
+    nd.set_defaults(run=lambda a: asyncio.run(run(a, settings_of(a))))
+
+
+def operator() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment
+        return "cli"
+
+
+async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
+    from ..db import Database
+    from ..errors import NotFound
+    from ..services import SchemaOutOfDate, prepare_database
+    from . import registry
+
+    db = Database(settings.database_url)
+    try:
+        try:
+            await prepare_database(settings, db)
+        except SchemaOutOfDate as exc:
+            print(f"sis nodes: {exc}", file=sys.stderr)
+            return 2
+        if args.nodes_command == "list":
+            nodes = await registry.list_nodes(db)
+            print(f"{'node':24} {'state':9} {'streak':>6} {'valid':>6} {'invalid':>7}  {'last seen':26} "
+                  "platform / gpu")
+            for n in nodes:
+                state = "revoked" if n.revoked_at else ("trusted" if n.trusted else "untrusted")
+                print(f"{n.id:24} {state:9} {n.streak:6d} {n.valid_total:6d} {n.invalid_total:7d}  "
+                      f"{n.last_seen_at.isoformat()[:25]:26} {n.platform} / {n.gpu}")
+            print(f"{len(nodes)} nodes")
+            return 0
+        try:
+            released = await registry.revoke(db, args.node_id, args.reason, f"operator:{operator()}",
+                                             settings.job_max_failures)
+        except NotFound as exc:
+            print(f"sis nodes revoke: {exc.message}", file=sys.stderr)
+            return 1
+        print(f"node {args.node_id} revoked; released {released} lease{'s' if released != 1 else ''} "
+              "back to the queue")
+        return 0
+    finally:
+        await db.close()
