@@ -1,0 +1,306 @@
+"""The ``sis-node`` command: run the agent, see what it has done, pause it, check a manifest."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import logging.handlers
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from . import __version__
+from . import config as config_mod
+from . import gpu as gpu_mod
+from . import identity as ident_mod
+from .contribution import Contribution, summary
+from .policy import Policy, clear_paused, manual_pause, set_paused
+from .progress import StatusFile, bar
+
+EXIT_NO_GPU = 3
+EXIT_CONFIG = 2
+
+log = logging.getLogger("sis.node")
+
+
+def setup_logging(paths: config_mod.Paths, cfg: config_mod.Config, console: bool = True) -> None:
+    """Log to a rotating file in the data folder and to the console."""
+    root = logging.getLogger("sis.node")
+    root.setLevel(cfg.log_level.upper())
+    for h in list(root.handlers):
+        root.removeHandler(h)
+        h.close()
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    paths.log_dir.mkdir(parents=True, exist_ok=True)
+    fh = logging.handlers.RotatingFileHandler(paths.log_dir / "sis-node.log", maxBytes=cfg.log_max_bytes,
+                                              backupCount=cfg.log_backups, encoding="utf-8")
+    fh.setFormatter(fmt)
+    root.addHandler(fh)
+    if console:
+        ch = logging.StreamHandler(sys.stderr)
+        ch.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+        root.addHandler(ch)
+
+
+def _config(args: argparse.Namespace, paths: config_mod.Paths, **overrides: Any) -> config_mod.Config:
+    return config_mod.load(paths, coordinator=getattr(args, "coordinator", None), gpus=getattr(args, "gpus", None),
+                           name=getattr(args, "name", None), **overrides)
+
+
+# ---- run --------------------------------------------------------------------------------
+
+def choose_device(cfg: config_mod.Config, allow_cpu: bool,
+                  detect: Callable[[], gpu_mod.Detection] = gpu_mod.detect):
+    """(device, the GPU or None, why no GPU or None). Device is None when nothing may run."""
+    from .loop import Device
+
+    det = detect()
+    chosen, problems = gpu_mod.choose(det, cfg.gpu_indices())
+    if chosen and not problems:
+        g = chosen[0]
+        if len(chosen) > 1:
+            log.warning("%d GPUs chosen; one agent runs on one GPU (%s): run one agent per GPU, each with "
+                        "its own SIS_NODE_HOME and --gpus, to use the others", len(chosen), g.describe())
+        return Device(f"cuda:{g.index} {g.name}", True, g.describe()[:200]), g, None
+    why = "; ".join(problems) if problems else det.why_not()
+    if allow_cpu:
+        return Device("cpu (development run, --allow-cpu: not a GPU result)", False,
+                      f"none: CPU development run ({why})"[:200]), None, None
+    return None, None, why
+
+
+def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
+            detect: Callable[[], gpu_mod.Detection] | None = None) -> int:
+    paths = config_mod.paths().ensure()
+    try:
+        cfg = _config(args, paths)
+    except config_mod.ConfigError as exc:
+        print(f"sis-node: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if not cfg.coordinator:
+        print(f"sis-node: no coordinator: give --coordinator URL (it is then kept in {paths.config_file})",
+              file=sys.stderr)
+        return EXIT_CONFIG
+    if args.coordinator:
+        stored = config_mod.load(paths, env={}).coordinator if paths.config_file.exists() else ""
+        if stored != args.coordinator:
+            config_mod.save_setting(paths, "coordinator", args.coordinator)
+    setup_logging(paths, cfg)
+    device, chosen, why = choose_device(cfg, args.allow_cpu, detect or gpu_mod.detect)
+    if device is None:
+        print(f"sis-node needs an NVIDIA GPU and cannot use one here: {why}.\n"
+              f"Run `sis-node gpus` for the details. (`--allow-cpu` exists for development and tests only.)",
+              file=sys.stderr)
+        return EXIT_NO_GPU
+    if not device.on_gpu:
+        log.warning("running on the CPU (--allow-cpu): for development and tests only; results say so")
+    else:
+        gpu_mod.apply_limits([chosen], cfg.gpu_memory_fraction, cfg.cpu_threads)
+        log.info("running on %s (memory cap %.0f%%)", device.label, 100 * cfg.gpu_memory_fraction)
+    from .engine import EngineMissing, load_engine
+    try:
+        engine = engine_factory(device) if engine_factory else load_engine(device, cfg.engine_weights)
+    except EngineMissing as exc:
+        print(f"sis-node: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    secret = None
+    if args.enrol_secret_file:
+        try:
+            secret = Path(args.enrol_secret_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            print(f"sis-node: the enrolment secret file cannot be read: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
+    elif os.environ.get("SIS_NODE_ENROL_SECRET"):
+        secret = os.environ["SIS_NODE_ENROL_SECRET"]
+    code, at_once = asyncio.run(_run_agent(cfg, paths, engine, device, secret))
+    if at_once:
+        # Stop now: everything worth keeping is already on disk (journal, spool, fsynced), and an
+        # engine batch still running in a worker thread would otherwise hold the exit until it ends.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+async def _run_agent(cfg, paths, engine, device, secret) -> tuple[int, bool]:
+    from .loop import Agent
+    from .manifest import update_notice
+
+    agent = Agent(cfg, paths, engine, device, enrol_secret=secret, update_check=update_notice)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, agent.request_stop)
+        except (NotImplementedError, RuntimeError):  # Windows: Ctrl-C arrives as KeyboardInterrupt
+            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(agent.request_stop))
+    log.info("sis-node %s: coordinator %s; data in %s; Ctrl-C finishes the current job and stops",
+             __version__, cfg.coordinator, paths.data_dir)
+    code = await agent.run()
+    return code, agent.now_event is not None and agent.now_event.is_set()
+
+
+# ---- status, pause, resume --------------------------------------------------------------
+
+def _running(doc: dict[str, Any] | None) -> bool:
+    import psutil
+
+    return bool(doc) and doc.get("state") != "stopped" and psutil.pid_exists(int(doc.get("pid") or -1))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    paths = config_mod.paths()
+    status = StatusFile(paths.status_file).read() or {}
+    contrib = Contribution(paths.stats_file).read()
+    ident = ident_mod.load(paths.identity_file)
+    paused = manual_pause(paths.pause_file)
+    from .spool import Spool
+    spooled = len(Spool(paths.spool_dir)) if paths.spool_dir.exists() else 0
+    running = _running(status)
+    if args.json:
+        print(json.dumps({"running": running, "paused": paused, "status": status, "contribution": contrib,
+                          "nodeId": ident.node_id if ident else None, "spooled": spooled}, indent=1))
+        return 0
+    lines = [f"sis-node {__version__}"]
+    lines.append(f"node:         {ident.node_id or 'not enrolled'} at {ident.coordinator}" if ident
+                 else "node:         not enrolled yet (run `sis-node run --coordinator URL`)")
+    state = status.get("state", "never run") if running else "not running"
+    lines.append(f"agent:        {state}" + (f" on {status.get('device')}" if running else ""))
+    if paused:
+        lines.append(f"paused:       yes ({paused}); `sis-node resume` lifts it")
+    elif running and status.get("pauseReasons"):
+        lines.append("paused:       " + "; ".join(status["pauseReasons"]))
+    if running and status.get("watching"):
+        lines.append("watching:     " + ", ".join(status["watching"]))
+    if running and status.get("progress"):
+        p = status["progress"]
+        lines.append(f"current job:  {p['jobId']} {bar(p['done'], p['total'])} {p['phase']}")
+    lines.append(f"contribution: {summary(contrib)}")
+    lines.append(f"spooled:      {spooled} results waiting to be acknowledged")
+    if status.get("lastError") and running:
+        lines.append(f"last problem: {status['lastError']}")
+    if status.get("update"):
+        lines.append(f"update:       sis-node {status['update']['version']} is published (this is {__version__}); "
+                     "download it from the project's page")
+    print("\n".join(lines))
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    paths = config_mod.paths().ensure()
+    set_paused(paths.pause_file, args.reason or "paused by the volunteer")
+    running = _running(StatusFile(paths.status_file).read())
+    print("paused: no new job will be leased" + (" (a job already running finishes first)" if running else "")
+          + "; `sis-node resume` lifts it")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    paths = config_mod.paths().ensure()
+    print("resumed" if clear_paused(paths.pause_file) else "was not paused by `sis-node pause`")
+    cfg = config_mod.load(paths)
+    verdict = Policy(cfg, paths.pause_file).check()
+    if verdict.paused:
+        print("still held by: " + "; ".join(verdict.reasons))
+    return 0
+
+
+# ---- gpus, settings, verify-manifest ----------------------------------------------------
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    det = gpu_mod.detect()
+    if args.json:
+        print(json.dumps(det.to_dict(), indent=1))
+        return 0 if det.usable else EXIT_NO_GPU
+    print(f"torch {det.torch_version or 'absent'} (CUDA {det.torch_cuda or 'none'}); "
+          f"NVIDIA driver {det.driver or 'not found'}")
+    for g in det.usable:
+        print("  usable  " + g.describe())
+    for g in det.seen_by_driver:
+        if all(u.index != g.index for u in det.usable):
+            print("  driver only  " + g.describe())
+    if not det.usable:
+        print("no usable NVIDIA GPU: " + det.why_not())
+        return EXIT_NO_GPU
+    return 0
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    paths = config_mod.paths()
+    try:
+        cfg = config_mod.load(paths)
+    except config_mod.ConfigError as exc:
+        print(f"sis-node: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(f"config file: {paths.config_file}\ndata folder: {paths.data_dir}\n")
+    for name, default, help_ in config_mod.Config.help_table():
+        print(f"{name} = {getattr(cfg, name)!r}  (default {default!r}; env SIS_NODE_{name.upper()})\n    {help_}")
+    return 0
+
+
+def cmd_verify_manifest(args: argparse.Namespace) -> int:
+    from .manifest import KEYS_DIR, ManifestError, newer_version, pinned_keys, verify
+
+    try:
+        envelope = json.loads(Path(args.file).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"not verified: {args.file} cannot be read as JSON ({exc})", file=sys.stderr)
+        return 1
+    keys = pinned_keys(Path(args.keys) if args.keys else KEYS_DIR)
+    try:
+        v = verify(envelope, keys)
+    except ManifestError as exc:
+        print(f"not verified: {exc}", file=sys.stderr)
+        return 1
+    newer = newer_version(v.signed)
+    print(f"verified: signed by pinned key {v.keyid[:16]}…; version {v.signed.get('version')}, "
+          f"expires {v.signed.get('expires')}"
+          + (f"; newer than this agent ({__version__})" if newer else ""))
+    return 0
+
+
+# ---- the parser -------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sis-node", description=(
+        "The Spatial Intelligence Service node agent: lends this machine's NVIDIA GPU to street sweeps. "
+        "It fetches jobs (data only), runs the sweep engine, and submits results; it never downloads or "
+        "executes code."))
+    p.add_argument("--version", action="version", version=f"sis-node {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="enrol (first run), then lease, compute and submit jobs until stopped")
+    r.add_argument("--coordinator", metavar="URL", help="coordinator base URL (kept in the config file)")
+    r.add_argument("--gpus", metavar="LIST", help="which GPUs: 'all' or indices such as 0,2")
+    r.add_argument("--name", help="a name for this node")
+    r.add_argument("--allow-cpu", action="store_true",
+                   help="run on the CPU when no GPU is usable: for development and tests only; results say so")
+    r.add_argument("--enrol-secret-file", metavar="FILE",
+                   help="file holding the coordinator's enrolment secret, where it asks for one")
+    s = sub.add_parser("status", help="what the agent is doing and what it has contributed")
+    s.add_argument("--json", action="store_true", help="machine-readable")
+    pa = sub.add_parser("pause", help="lease no new job until `sis-node resume` (holds across restarts)")
+    pa.add_argument("--reason", help="shown in status and logs")
+    sub.add_parser("resume", help="lift `sis-node pause`")
+    g = sub.add_parser("gpus", help="the NVIDIA GPUs found, or exactly why none is usable")
+    g.add_argument("--json", action="store_true", help="machine-readable")
+    sub.add_parser("settings", help="every setting: value, default, environment name and meaning")
+    v = sub.add_parser("verify-manifest", help="verify a signed node-app manifest against the pinned keys")
+    v.add_argument("file", metavar="FILE")
+    v.add_argument("--keys", metavar="DIR", help="folder of *.pub keys to pin instead of the built-in ones")
+    return p
+
+
+COMMANDS = {"run": cmd_run, "status": cmd_status, "pause": cmd_pause, "resume": cmd_resume, "gpus": cmd_gpus,
+            "settings": cmd_settings, "verify-manifest": cmd_verify_manifest}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return COMMANDS[args.command](args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""Where the agent keeps its files, and its settings: one table, each with a default and a help line.
+
+Files live in the platform's own places (XDG on Linux, Application Support on
+macOS, %APPDATA% on Windows). ``SIS_NODE_HOME`` puts everything under one
+folder instead, which tests and portable installs use.
+
+Settings are read, lowest first: defaults, the config file (``node.toml`` in
+the config folder), ``SIS_NODE_<NAME>`` environment variables, command-line
+flags. The config file is plain TOML so a volunteer can edit it by hand.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+APP = "sis-node"
+ENV_PREFIX = "SIS_NODE_"
+
+
+@dataclass(frozen=True)
+class Paths:
+    config_dir: Path
+    data_dir: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.config_dir / "node.toml"
+
+    @property
+    def identity_file(self) -> Path:
+        return self.data_dir / "identity.json"
+
+    @property
+    def spool_dir(self) -> Path:
+        return self.data_dir / "spool"
+
+    @property
+    def current_job_file(self) -> Path:
+        return self.data_dir / "current-job.json"
+
+    @property
+    def stats_file(self) -> Path:
+        return self.data_dir / "contribution.json"
+
+    @property
+    def status_file(self) -> Path:
+        return self.data_dir / "status.json"
+
+    @property
+    def pause_file(self) -> Path:
+        return self.data_dir / "paused.json"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    def ensure(self) -> "Paths":
+        for d in (self.config_dir, self.data_dir, self.spool_dir, self.log_dir):
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return self
+
+
+def paths(env: dict[str, str] | None = None, platform: str | None = None) -> Paths:
+    """The platform's config and data folders for the agent (or ``SIS_NODE_HOME`` for both)."""
+    env = os.environ if env is None else env
+    platform = platform or sys.platform
+    if env.get("SIS_NODE_HOME"):
+        home = Path(env["SIS_NODE_HOME"]).expanduser()
+        return Paths(home, home)
+    user = Path(env.get("HOME") or env.get("USERPROFILE") or Path.home())
+    if platform.startswith("win"):
+        roaming = Path(env.get("APPDATA") or user / "AppData" / "Roaming")
+        local = Path(env.get("LOCALAPPDATA") or user / "AppData" / "Local")
+        return Paths(roaming / APP, local / APP)
+    if platform == "darwin":
+        base = user / "Library" / "Application Support" / APP
+        return Paths(base, base)
+    config = Path(env.get("XDG_CONFIG_HOME") or user / ".config") / APP
+    data = Path(env.get("XDG_DATA_HOME") or user / ".local" / "share") / APP
+    return Paths(config, data)
+
+
+def _meta(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class Config:
+    """Every setting of the agent. Names are the TOML keys; the env form is ``SIS_NODE_<NAME>``."""
+
+    coordinator: str = _meta("", "Coordinator base URL, e.g. https://sis.example.org (the node protocol is under /node/v1).")
+    name: str = _meta("", "A name for this node, shown to the coordinator's operators; empty means the host name.")
+    gpus: str = _meta("all", "Which NVIDIA GPUs to use: 'all' or comma-separated CUDA indices such as '0,2'.")
+    gpu_memory_fraction: float = _meta(0.8, "Largest share of each chosen GPU's memory the engine may take (0.05-1.0).")
+    cpu_threads: int = _meta(1, "CPU threads the engine may use beside the GPU (GPU-only operation keeps this small).")
+    pause_when_user_active: bool = _meta(True, "Pause while the user is at the machine (keyboard or mouse used recently), where that can be detected.")
+    user_idle_minutes: float = _meta(3.0, "Minutes without keyboard or mouse input after which the user counts as away.")
+    pause_on_battery: bool = _meta(True, "Pause while the machine runs on battery.")
+    cpu_busy_percent: float = _meta(70.0, "Pause while other programs keep the CPU busier than this (percent of all cores); 0 turns the check off.")
+    heartbeat_interval_s: float = _meta(30.0, "Seconds between heartbeats while a job runs (they keep its lease alive).")
+    backoff_base_s: float = _meta(2.0, "First retry delay when the coordinator cannot be reached; it doubles on each failure, with jitter.")
+    backoff_max_s: float = _meta(300.0, "Longest retry delay when the coordinator cannot be reached.")
+    idle_poll_s: float = _meta(30.0, "Seconds to wait before asking again when no job is waiting (the coordinator's Retry-After wins when given).")
+    pause_poll_s: float = _meta(5.0, "Seconds between checks of the pause conditions while paused.")
+    request_timeout_s: float = _meta(30.0, "Timeout of one request to the coordinator.")
+    photo_timeout_s: float = _meta(30.0, "Timeout of one photo download from the street-photo provider.")
+    photo_max_bytes: int = _meta(25_000_000, "Largest photo the agent downloads; larger ones are skipped with their reason.")
+    engine_weights: str = _meta("", "Path of the sweep engine's weights manifest (JSON naming each weight file with its sha256); the node app ships one.")
+    check_updates: bool = _meta(True, "Read the coordinator's signed node-app manifest and tell the volunteer when a newer version exists (never downloads it).")
+    log_level: str = _meta("INFO", "Log level of the console and the log file (DEBUG, INFO, WARNING, ERROR).")
+    log_max_bytes: int = _meta(5_000_000, "Size at which the log file is rotated.")
+    log_backups: int = _meta(3, "Rotated log files kept.")
+
+    @classmethod
+    def help_table(cls) -> list[tuple[str, Any, str]]:
+        return [(f.name, f.default, f.metadata["help"]) for f in fields(cls)]
+
+    def gpu_indices(self) -> list[int] | None:
+        """The chosen CUDA indices, or None for all."""
+        text = self.gpus.strip().lower()
+        if text in ("", "all"):
+            return None
+        try:
+            return sorted({int(part) for part in text.split(",") if part.strip()})
+        except ValueError:
+            raise ConfigError(f"gpus: {self.gpus!r} is neither 'all' nor a list of GPU indices") from None
+
+    def check(self) -> "Config":
+        problems = []
+        if not 0.05 <= self.gpu_memory_fraction <= 1.0:
+            problems.append(f"gpu_memory_fraction: {self.gpu_memory_fraction} is outside 0.05-1.0")
+        if self.cpu_threads < 1:
+            problems.append("cpu_threads: must be at least 1")
+        for name in ("heartbeat_interval_s", "backoff_base_s", "backoff_max_s", "request_timeout_s",
+                     "photo_timeout_s", "pause_poll_s"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name}: must be positive")
+        if self.coordinator and not self.coordinator.startswith(("http://", "https://")):
+            problems.append(f"coordinator: {self.coordinator!r} is not an http(s) URL")
+        self.gpu_indices()
+        if problems:
+            raise ConfigError("; ".join(problems))
+        return self
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names it."""
+
+
+def _coerce(name: str, kind: Any, value: Any) -> Any:
+    kind = {"str": str, "int": int, "float": float, "bool": bool}.get(kind, kind) if isinstance(kind, str) else kind
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}: {value!r} is not true or false")
+    try:
+        if kind is int and isinstance(value, float):
+            raise ValueError
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: {value!r} is not a {kind.__name__}") from None
+
+
+def load(p: Paths, env: dict[str, str] | None = None, **overrides: Any) -> Config:
+    """Defaults < config file < environment < overrides (flags; None means not given)."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    known = {f.name: f.type for f in fields(Config)}
+    if p.config_file.exists():
+        try:
+            doc = tomllib.loads(p.config_file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{p.config_file}: {exc}") from None
+        for key, value in doc.items():
+            if key not in known:
+                raise ConfigError(f"{p.config_file}: unknown setting {key!r}")
+            values[key] = value
+    for key in known:
+        if ENV_PREFIX + key.upper() in env:
+            values[key] = env[ENV_PREFIX + key.upper()]
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Config(**{k: _coerce(k, known[k], v) for k, v in values.items()}).check()
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def save_setting(p: Paths, key: str, value: Any) -> None:
+    """Set one key in the config file, keeping the others (the file is rewritten whole)."""
+    from .files import write_atomic
+
+    doc: dict[str, Any] = {}
+    if p.config_file.exists():
+        doc = tomllib.loads(p.config_file.read_text(encoding="utf-8"))
+    doc[key] = value
+    lines = ["# sis-node settings; see `sis-node settings` for every key, its default and meaning."]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in doc.items()]
+    write_atomic(p.config_file, ("\n".join(lines) + "\n").encode())

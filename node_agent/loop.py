@@ -1,0 +1,517 @@
+"""The job loop: lease -> heartbeats while working -> fetch photos -> engine -> spool -> submit.
+
+Never lose work:
+- a result is spooled durably before its first submission and resent until
+  the coordinator acknowledges it (or refuses it for good, when it is kept aside);
+- the leased job is journalled (``current-job.json``); an agent restarted
+  while its lease still holds resumes the job, else the coordinator re-leases it;
+- while the coordinator cannot be reached the agent retries with exponential
+  backoff and jitter, logging each delay.
+
+Be polite: nothing is leased while a pause condition holds; the engine runs in
+its own thread so heartbeats keep the lease while it works.
+
+Stopping: the first SIGINT/SIGTERM finishes the current job (its result is
+spooled and, if the coordinator answers, submitted) and leases nothing more;
+a second one stops at once, leaving the lease to lapse so the coordinator
+re-leases the job (or this node resumes it on its next start, if in time).
+The node protocol has no call to hand a lease back early.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from sweep_engine.schema import Job, Result, SchemaError, validate
+
+from . import identity as ident_mod
+from .config import Config, Paths
+from .contribution import Contribution
+from .files import read_json, remove, write_json
+from .photos import Fetched, fetch_photos
+from .policy import Policy
+from .progress import Progress, StatusFile
+from .protocol import Client, Lease, NoWork, Refused, Unreachable
+from .spool import Spool, Spooled
+
+log = logging.getLogger("sis.node.loop")
+UPDATE_CHECK_S = 24 * 3600.0
+
+
+class EngineLike(Protocol):
+    """What the loop needs of an engine: its identity, and a job's result from its photos."""
+
+    version: str
+    build: str
+
+    def run_job(self, job: Job, images: dict[str, bytes]) -> Result: ...
+
+
+@dataclass
+class Device:
+    label: str      # e.g. "cuda:0 NVIDIA H100 80GB HBM3", or "cpu (development run, --allow-cpu)"
+    on_gpu: bool
+    gpu_text: str   # what enrolment tells the coordinator about this node's GPUs
+
+
+class Backoff:
+    """Exponential backoff with equal jitter: delay in [cap/2, cap], cap = base * 2^n up to max."""
+
+    def __init__(self, base: float, maximum: float, rng: random.Random | None = None):
+        self.base, self.maximum = base, maximum
+        self.rng = rng or random.Random()
+        self.failures = 0
+
+    def next(self) -> float:
+        cap = min(self.maximum, self.base * (2 ** self.failures))
+        self.failures += 1
+        return cap / 2 + self.rng.uniform(0, cap / 2)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class Fatal(Exception):
+    """The agent cannot go on (revoked, engine build refused); the message says why."""
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn`` in a daemon thread (not the default executor: a second Ctrl-C must not
+    wait for a long engine run to end before the process can exit)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future = loop.create_future()
+
+    def settle(value: Any, exc: BaseException | None) -> None:
+        if not fut.done():
+            fut.set_exception(exc) if exc is not None else fut.set_result(value)
+
+    def target() -> None:
+        try:
+            value, exc = fn(*args), None
+        except BaseException as e:  # handed to the awaiting task, not lost in the thread
+            value, exc = None, e
+        try:
+            loop.call_soon_threadsafe(settle, value, exc)
+        except RuntimeError:  # the loop closed: the agent stopped at once
+            pass
+
+    threading.Thread(target=target, daemon=True, name="sis-engine").start()
+    return await fut
+
+
+class Agent:
+    def __init__(self, config: Config, paths: Paths, engine: EngineLike, device: Device, *,
+                 policy: Policy | None = None, progress: Progress | None = None,
+                 rng: random.Random | None = None, enrol_secret: str | None = None,
+                 update_check: Callable[[Client], Any] | None = None):
+        self.config, self.paths, self.engine, self.device = config, paths, engine, device
+        self.policy = policy or Policy(config, paths.pause_file)
+        self.progress = progress or Progress()
+        self.spool = Spool(paths.spool_dir)
+        self.contribution = Contribution(paths.stats_file)
+        self.status = StatusFile(paths.status_file, on_update=self._changed)
+        self._tick: asyncio.Event | None = None
+        self.backoff = Backoff(config.backoff_base_s, config.backoff_max_s, rng)
+        self.enrol_secret = enrol_secret
+        self.update_check = update_check
+        self.client = Client(config.coordinator, timeout_s=config.request_timeout_s)
+        self.identity: ident_mod.Identity | None = None
+        self.stop_event: asyncio.Event | None = None
+        self.now_event: asyncio.Event | None = None
+        self.leases_taken = 0
+        self.paused_turns = 0
+        self.heartbeat_failures = 0
+        self.leases_lost = 0
+        self._next_update_check = 0.0
+        self.jobs_finished = 0
+        self._recovered = False
+        self._engine_failures = 0
+        self._last_unreachable = Unreachable("the coordinator cannot be reached")
+
+    # ---- observing (status, tests) ----------------------------------------------------
+
+    def _changed(self) -> None:
+        if self._tick is not None:
+            self._tick.set()
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> None:
+        """Wait until ``predicate()`` holds, checked at each change of the agent's state."""
+        if self._tick is None:
+            self._tick = asyncio.Event()
+
+        async def waiting() -> None:
+            while not predicate():
+                self._tick.clear()
+                await self._tick.wait()
+        await asyncio.wait_for(waiting(), timeout)
+
+    # ---- stopping ---------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """First call: finish the current job, then stop. Second call: stop now."""
+        if self.stop_event is None:
+            return
+        if self.stop_event.is_set():
+            log.warning("stopping now: the current job is left to its lease (it is re-leased or resumed)")
+            self.now_event.set()
+        else:
+            log.info("stopping: the current job (if any) finishes first; a second signal stops at once")
+            self.stop_event.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_event is not None and self.stop_event.is_set()
+
+    async def _sleep(self, seconds: float) -> bool:
+        """Wait ``seconds`` or until a stop is asked; True when stopping."""
+        try:
+            await asyncio.wait_for(self.stop_event.wait(), timeout=max(0.0, seconds))
+        except asyncio.TimeoutError:
+            pass
+        return self.stopping
+
+    async def _unreachable(self, what: str, exc: Unreachable) -> bool:
+        delay = self.backoff.next()
+        if exc.retry_after is not None:
+            delay = max(delay, min(exc.retry_after, self.config.backoff_max_s))
+        log.warning("%s: %s; retrying in %.1f s (attempt %d)", what, exc.message, delay, self.backoff.failures)
+        self.status.update(state="backing off", lastError=exc.message, retryAt=time.time() + delay)
+        return await self._sleep(delay)
+
+    # ---- the loop ---------------------------------------------------------------------
+
+    async def run(self) -> int:
+        self.stop_event, self.now_event = asyncio.Event(), asyncio.Event()
+        self.status.doc = {}
+        self.status.update(state="starting", coordinator=self.config.coordinator, device=self.device.label,
+                           onGpu=self.device.on_gpu, engineVersion=self.engine.version,
+                           engineBuild=self.engine.build, startedAt=time.time(), job=None,
+                           spooled=len(self.spool), lastError=None)
+        try:
+            if not await self._enrol():
+                return self._stopped(0)
+            while not self.stopping:
+                try:
+                    await self._check_updates()
+                    await self._once()
+                except (Fatal, asyncio.CancelledError):
+                    raise
+                except Exception:  # a fault of this agent must not end the volunteer's contribution
+                    log.exception("unexpected fault in the job loop; going on after a pause")
+                    self.status.update(lastError="unexpected fault in the job loop (see the log)")
+                    await self._sleep(self.backoff.next())
+        except Fatal as exc:
+            log.error("%s", exc)
+            self.status.update(state="stopped", lastError=str(exc))
+            return 2
+        return self._stopped(0)
+
+    async def _check_updates(self) -> None:
+        """Once at start and then daily: is a newer node app published? Tells; never downloads."""
+        if self.update_check is None or not self.config.check_updates or time.monotonic() < self._next_update_check:
+            return
+        self._next_update_check = time.monotonic() + UPDATE_CHECK_S
+        try:
+            notice = await self.update_check(self.client)
+        except Exception as exc:  # an update notice is a courtesy; it never stops the work
+            log.debug("update check failed: %s", exc)
+            return
+        self.status.update(update=notice)
+
+    def _stopped(self, code: int) -> int:
+        self.status.update(state="stopped", job=None, spooled=len(self.spool))
+        log.info("stopped; %d results wait in the spool", len(self.spool))
+        return code
+
+    async def _once(self) -> None:
+        """One turn: resend spooled results, recover a journalled job, then lease if not paused."""
+        if not await self._flush_spool():
+            await self._unreachable("submitting spooled results", self._last_unreachable)
+            return
+        if not self._recovered and not await self._recover():
+            return
+        verdict = self.policy.check()
+        if verdict.paused:
+            self.paused_turns += 1
+            self.status.update(state="paused", pauseReasons=verdict.reasons, watching=verdict.watching)
+            await self._sleep(self.config.pause_poll_s)
+            return
+        self.status.update(state="idle", pauseReasons=[], watching=verdict.watching)
+        if self.stopping:
+            return
+        try:
+            got = await self.client.lease()
+        except Unreachable as exc:
+            await self._unreachable("asking for a job", exc)
+            return
+        except Refused as exc:
+            await self._refused("asking for a job", exc)
+            return
+        self.backoff.reset()
+        self.status.update(lastError=None)
+        if isinstance(got, NoWork):
+            wait = got.retry_after if got.retry_after is not None else self.config.idle_poll_s
+            log.debug("no job waiting; asking again in %.0f s", wait)
+            await self._sleep(wait)
+            return
+        self.leases_taken += 1
+        await self._work(got)
+
+    async def _refused(self, what: str, exc: Refused) -> None:
+        if exc.status == 401:
+            log.warning("%s: the coordinator no longer knows this node's token; enrolling again", what)
+            ident_mod.forget_token(self.paths.identity_file, self.identity)
+            self.client.token = None
+            await self._enrol()
+            return
+        if exc.status == 403:
+            raise Fatal(f"{what}: {exc.message}. This node cannot go on; see the coordinator's message above.")
+        delay = self.backoff.next()
+        log.error("%s: %s; trying again in %.0f s", what, exc.message, delay)
+        self.status.update(lastError=exc.message)
+        await self._sleep(delay)
+
+    # ---- enrolment --------------------------------------------------------------------
+
+    async def _enrol(self) -> bool:
+        p = self.paths
+        self.identity = ident_mod.for_coordinator(p.identity_file, self.config.coordinator, self.config.name)
+        while not self.identity.enrolled:
+            self.status.update(state="enrolling")
+            facts = {"name": self.identity.name[:120], "platform": ident_mod.platform_text()[:200],
+                     "gpu": self.device.gpu_text[:200], "engineVersion": self.engine.version,
+                     "engineBuild": self.engine.build}
+            try:
+                node_id, token = await self.client.enrol(facts, self.enrol_secret)
+            except Unreachable as exc:
+                if await self._unreachable("enrolling", exc):
+                    return False
+                continue
+            except Refused as exc:
+                raise Fatal(f"enrolment refused: {exc.message}") from None
+            self.identity = ident_mod.enrolled(p.identity_file, self.identity, node_id, token)
+            self.backoff.reset()
+            log.info("enrolled with %s as node %s", self.config.coordinator, node_id)
+        self.client.token = self.identity.token
+        self.status.update(nodeId=self.identity.node_id)
+        return True
+
+    # ---- recovery after a restart -----------------------------------------------------
+
+    async def _recover(self) -> bool:
+        """Resume the journalled job if its lease still holds; False when the coordinator is unreachable."""
+        doc = read_json(self.paths.current_job_file)
+        if not doc:
+            self._recovered = True
+            return True
+        lease_id = str(doc.get("leaseId") or "")
+        if not lease_id or self.spool.get(lease_id) is not None:
+            remove(self.paths.current_job_file)
+            self._recovered = True
+            return True
+        try:
+            beat = await self.client.heartbeat(lease_id)
+        except Unreachable as exc:
+            await self._unreachable("checking the job leased before a restart", exc)
+            return False
+        except Refused as exc:
+            beat = {"action": "cancel", "reason": exc.message}
+        self._recovered = True
+        if beat.get("action") != "continue":
+            log.info("the job leased before a restart (%s, lease %s) is no longer ours (%s); "
+                     "the coordinator re-leases it", doc.get("jobId"), lease_id, beat.get("reason") or "cancelled")
+            remove(self.paths.current_job_file)
+            return True
+        log.info("resuming job %s, leased before a restart (lease %s still holds)", doc.get("jobId"), lease_id)
+        await self._work(Lease(lease_id, doc.get("job"), beat.get("expiresAt"), doc.get("heartbeatS")),
+                         resumed=True)
+        return True
+
+    # ---- one job ----------------------------------------------------------------------
+
+    async def _work(self, lease: Lease, resumed: bool = False) -> None:
+        try:
+            job = Job.from_dict(lease.job)
+        except SchemaError as exc:
+            await self._refuse_job(lease, exc)
+            return
+        if not resumed:
+            write_json(self.paths.current_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
+                                                     "job": lease.job, "heartbeatS": lease.heartbeat_s,
+                                                     "leasedAt": time.time()})
+        lost = asyncio.Event()
+        beats = asyncio.create_task(self._heartbeats(lease, lost))
+        self.status.update(state="working", job={"jobId": job.job_id, "leaseId": lease.lease_id,
+                                                 "photos": len(job.photos)})
+        outcome = "abandoned"
+        try:
+            outcome = await self._compute(job, lease, lost)
+        finally:
+            beats.cancel()
+            try:
+                await beats
+            except asyncio.CancelledError:
+                pass
+            self.progress.finish(outcome)
+            self.status.update(job=None, progress=None, spooled=len(self.spool))
+        if outcome == "spooled":
+            self.jobs_finished += 1
+            await self._flush_spool()
+
+    async def _compute(self, job: Job, lease: Lease, lost: asyncio.Event) -> str:
+        t0 = time.monotonic()
+        self.progress.start(job.job_id, len(job.photos))
+
+        def photo_done(n: int, total: int) -> None:
+            self.progress.step("fetching photos", n, total)
+            self.status.update(progress=self.progress.snapshot())
+
+        fetched = await fetch_photos(job, timeout_s=self.config.photo_timeout_s,
+                                     max_bytes=self.config.photo_max_bytes, on_photo=photo_done)
+        if lost.is_set() or self.now_event.is_set():
+            return self._drop(job, lost)
+        self.progress.step("running the engine", len(job.photos))
+        self.status.update(progress=self.progress.snapshot())
+        engine_t0 = time.monotonic()
+        run = asyncio.ensure_future(in_thread(self.engine.run_job, job, fetched.images))
+        stop_now = asyncio.ensure_future(self.now_event.wait())
+        try:
+            await asyncio.wait({run, stop_now}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop_now.cancel()
+        if not run.done():
+            run.add_done_callback(lambda f: f.exception())  # retrieved, so never "never retrieved"
+            return self._drop(job, lost)
+        try:
+            result = run.result()
+        except Exception:
+            self._engine_failures += 1
+            log.exception("the engine failed on job %s; its lease will lapse and the job is re-leased", job.job_id)
+            remove(self.paths.current_job_file)
+            self.status.update(lastError=f"engine failed on {job.job_id}")
+            if self._engine_failures >= 3:
+                await self._sleep(self.backoff.next())
+            return "engine failed"
+        self._engine_failures = 0
+        engine_s = time.monotonic() - engine_t0
+        if lost.is_set():
+            return self._drop(job, lost)
+        try:
+            result = self._finish_result(result, job, fetched, engine_s, time.monotonic() - t0)
+        except SchemaError as exc:
+            log.error("the engine's result for %s does not fit the schema (%s); not submitted", job.job_id, exc)
+            remove(self.paths.current_job_file)
+            return "result malformed"
+        self.progress.step("spooling the result", len(job.photos))
+        stats = {"photos": len(job.photos) - len(result.skipped), "facts": len(result.facts),
+                 "seconds": engine_s, "onGpu": self.device.on_gpu}
+        self.spool.put(lease.lease_id, job.job_id, result.to_dict(), stats)
+        remove(self.paths.current_job_file)
+        return "spooled"
+
+    def _drop(self, job: Job, lost: asyncio.Event) -> str:
+        if lost.is_set():
+            log.warning("job %s dropped: the coordinator ended its lease", job.job_id)
+            remove(self.paths.current_job_file)
+            return "lease lost"
+        return "left to its lease (stopping now)"
+
+    def _finish_result(self, result: Result, job: Job, fetched: Fetched, engine_s: float, total_s: float) -> Result:
+        """Stamp who and where, account for photos the agent could not fetch, and check the whole."""
+        result.node_id = self.identity.node_id
+        result.device = self.device.label
+        # Photos the agent could not fetch: the agent's reason is the one that says what happened.
+        mine = {k.photo_id: k for k in fetched.skipped}
+        seen = {k.photo_id for k in result.skipped} | {m.photo_id for m in result.measurements}
+        skipped = [mine.get(k.photo_id, k) for k in result.skipped] + [k for k in fetched.skipped
+                                                                        if k.photo_id not in seen]
+        order = {p.id: i for i, p in enumerate(job.photos)}
+        result.skipped = sorted(skipped, key=lambda k: order.get(k.photo_id, len(order)))
+        t = result.timings
+        t.fetch_s = round(fetched.seconds, 4)
+        t.infer_s = round(min(t.infer_s, engine_s) if t.infer_s > 0 else engine_s, 4)
+        t.total_s = round(max(total_s, t.fetch_s, t.infer_s), 4)
+        if result.job_id != job.job_id:
+            raise SchemaError([f"jobId: the engine answered {result.job_id!r} for job {job.job_id!r}"])
+        validate(result)
+        return result
+
+    async def _refuse_job(self, lease: Lease, exc: SchemaError) -> None:
+        """A job that does not fit the schema is never used. It is reported in the log and the
+        status, counted, and its lease is left to lapse: the coordinator counts a failure on
+        the job each time, and parks it after its failure limit."""
+        job_id = lease.job.get("jobId") if isinstance(lease.job, dict) else None
+        reasons = exc.reasons[:10]
+        log.error("job %s (lease %s) refused: it does not fit the job schema: %s", job_id or "?", lease.lease_id,
+                  "; ".join(reasons))
+        self.contribution.refused_job()
+        self.status.update(lastRefusedJob={"jobId": job_id, "leaseId": lease.lease_id, "reasons": reasons,
+                                           "at": time.time()})
+
+    async def _heartbeats(self, lease: Lease, lost: asyncio.Event) -> None:
+        interval = self.config.heartbeat_interval_s
+        if lease.heartbeat_s:
+            interval = min(interval, lease.heartbeat_s)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                doc = await self.client.heartbeat(lease.lease_id)
+            except Unreachable as exc:
+                self.heartbeat_failures += 1
+                log.warning("heartbeat for lease %s failed (%s); the job goes on", lease.lease_id, exc.message)
+                self.status.update(lastError=exc.message)
+                continue
+            except Refused as exc:
+                doc = {"action": "cancel", "reason": exc.message}
+            if doc.get("action") != "continue":
+                log.warning("the coordinator cancelled lease %s: %s", lease.lease_id, doc.get("reason"))
+                lost.set()
+                self.leases_lost += 1
+                self.status.update(lastError=f"lease {lease.lease_id} cancelled: {doc.get('reason')}")
+                return
+
+    # ---- submission -------------------------------------------------------------------
+
+    async def _flush_spool(self) -> bool:
+        """Submit every spooled result; False when the coordinator could not be reached."""
+        for item in self.spool.pending():
+            self.spool.attempted(item)
+            try:
+                answer = await self.client.submit(item.lease_id, item.result)
+            except Unreachable as exc:
+                self._last_unreachable = exc
+                self.status.update(spooled=len(self.spool))
+                return False
+            except Refused as exc:
+                if exc.status == 401:
+                    self._last_unreachable = Unreachable("the node token was refused; enrolling again")
+                    await self._refused("submitting a result", exc)
+                    return False
+                self._rejected(item, exc)
+                continue
+            self._acknowledged(item, answer)
+        self.backoff.reset()
+        self.status.update(spooled=len(self.spool))
+        return True
+
+    def _acknowledged(self, item: Spooled, answer: dict[str, Any]) -> None:
+        self.spool.acknowledged(item)
+        s = item.stats
+        total = self.contribution.acknowledged(int(s.get("photos", 0)), int(s.get("facts", 0)),
+                                               float(s.get("seconds", 0.0)), bool(s.get("onGpu")))
+        log.info("result of %s acknowledged (result %s, job %s%s); contribution: %d jobs",
+                 item.job_id, answer.get("resultState"), answer.get("jobState"),
+                 ", a resend" if answer.get("duplicate") else "", total["jobs"])
+
+    def _rejected(self, item: Spooled, exc: Refused) -> None:
+        reasons = exc.details.get("reasons") or []
+        why = exc.message + (": " + "; ".join(map(str, reasons[:10])) if reasons else "")
+        log.error("result of %s refused for good (kept in %s): %s", item.job_id, self.spool.rejected_dir, why)
+        self.spool.rejected(item, why)
+        self.contribution.rejected()
+        self.status.update(lastRejected={"jobId": item.job_id, "reason": why, "at": time.time()})

@@ -1,0 +1,245 @@
+"""Per-scene calibration: focal length, camera height and pitch from physical priors, with a verdict.
+
+Three cues, solved together (weighted least squares in log units, Gauss-Newton):
+
+- **vehicle height by depth** — a vehicle's height from metric depth x its
+  box's angular extent must match its class prior (nuScenes means; height, not
+  width, because height does not change with yaw).  Pins the focal length.
+- **vehicle height by ground contact** — the ground distance of the box's
+  bottom edge (Z = f.h / (v - v_horizon)) x its angular extent must match the
+  prior too.  Uses no depth at all; pins the camera height.
+- **ground plane** — the depth of ground pixels row by row must equal the
+  ray's intersection with the ground: depth x (ray's downward slope) = camera
+  height.  Pins pitch, and the product of focal and camera height.
+
+Priors from the photo's metadata hold the solution where the cues are silent,
+loosely when the value was assumed.  The depth model is taken as metric: a
+depth-scale error is the same to these cues as a focal error, so it shows up
+only as a disagreement with a *measured* focal length; the evidence says so.
+
+The verdict ``scaleTrust``: ``high`` when at least two vehicles and the ground
+were read and agree (vehicle spread, cross-cue disagreement and a measured
+focal all within bounds); ``low`` when only one cue was read or they disagree;
+``unknown`` when there was nothing to read and the scale is the priors alone.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .camera import Camera
+from .labels import GROUND_CLASSES, HEIGHT_PRIOR_SIGMA, SEG, SIZE_PRIORS
+from .measure import apparent_size, robust_spread
+
+PRIOR_SIGMA = {  # log-units for focal and height, degrees for pitch
+    "focal": {"measured": 0.05, "assumed": 0.30},
+    "height": {"measured": 0.05, "assumed": 0.20},
+    "pitch": {"measured": 1.0, "assumed": 5.0},
+}
+MAX_VEHICLE_SPREAD = 0.10
+MAX_DISAGREEMENT = 0.08
+MAX_OVERRIDE = 0.10  # how far the scene may put a measured focal or camera height
+MIN_BOX_PX = 8
+# The solution is held within these; one that reaches them is not a calibration but a failure to find one.
+FOCAL_RANGE = (0.25, 4.0)     # x the prior focal length
+HEIGHT_RANGE_M = (0.3, 10.0)
+PITCH_RANGE_DEG = 30.0
+
+
+@dataclass
+class Calibrated:
+    camera: Camera
+    scale_trust: str
+    evidence: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Vehicle:
+    label: str
+    box: tuple[float, float, float, float]
+    near_depth: float
+
+
+def _vehicles(cam: Camera, depth: np.ndarray, detections, min_score: float) -> list[_Vehicle]:
+    h, w = depth.shape
+    out = []
+    for label, box, score in detections:
+        x0, y0, x1, y1 = (float(c) for c in box)
+        if label not in SIZE_PRIORS or score < min_score or y1 - y0 < MIN_BOX_PX:
+            continue
+        if x0 <= 0.5 or y0 <= 0.5 or x1 >= w - 0.5 or y1 >= h - 0.5:  # cut by the frame: height unknown
+            continue
+        d = depth[int(y0):int(math.ceil(y1)), int(x0):int(math.ceil(x1))]
+        d = d[np.isfinite(d) & (d > 0)]
+        if len(d):
+            out.append(_Vehicle(label, (x0, y0, x1, y1), float(np.percentile(d, 5))))
+    return out
+
+
+def _ground_rows(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, max_rows: int = 40):
+    if seg is None:
+        return np.empty(0), np.empty(0)
+    ground = np.isin(seg, [SEG[c] for c in GROUND_CLASSES]) & np.isfinite(depth) & (depth > 2) & (depth < 60)
+    rows, vals = [], []
+    for y in np.flatnonzero(ground.sum(1) >= 5):
+        rows.append(y + 0.5)
+        vals.append(float(np.median(depth[y][ground[y]])))
+    if len(rows) > max_rows:
+        pick = np.linspace(0, len(rows) - 1, max_rows).round().astype(int)
+        rows, vals = [rows[i] for i in pick], [vals[i] for i in pick]
+    return np.array(rows), np.array(vals)
+
+
+def _camera(base: Camera, p: np.ndarray) -> Camera:
+    return base.with_focal(math.exp(p[0])).with_(height_m=math.exp(p[1]), pitch_deg=math.degrees(p[2]))
+
+
+def _ground_heights(cam: Camera, rows: np.ndarray, depths: np.ndarray) -> np.ndarray:
+    """Camera height each ground row implies: depth x the ray's downward slope."""
+    th = math.radians(cam.pitch_deg)
+    return depths * ((rows - cam.cy) / cam.fy * math.cos(th) - math.sin(th))
+
+
+def _vehicle_heights(cam: Camera, vehicles: list[_Vehicle]) -> tuple[np.ndarray, np.ndarray]:
+    """Each vehicle's height by depth, and by its ground contact (NaN where the contact is above the horizon)."""
+    by_depth, by_ground = [], []
+    for v in vehicles:
+        by_depth.append(apparent_size(cam, v.box, v.near_depth)[1])
+        x0, y0, x1, y1 = v.box
+        t = float(cam.ground_depth((x0 + x1) / 2, y1))
+        by_ground.append(apparent_size(cam, v.box, t, anchor="bottom")[1] if np.isfinite(t) else np.nan)
+    return np.array(by_depth), np.array(by_ground)
+
+
+def _log(x: np.ndarray, penalty: float = 1.0) -> np.ndarray:
+    x = np.asarray(x, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.isfinite(x) & (x > 0), np.log(np.where(x > 0, x, 1.0)), -penalty)
+
+
+def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact", "ground")) -> np.ndarray:
+    prior_p = np.array([math.log(base.fx), math.log(base.height_m), math.radians(base.pitch_deg)])
+    prior_s = np.array([priors[0], priors[1], math.radians(priors[2])])
+    prior_h = np.array([SIZE_PRIORS[v.label][2] for v in vehicles])
+    # A box's height is read to about half a pixel at each edge: small, far vehicles weigh less.
+    sig_v = np.array([math.hypot(HEIGHT_PRIOR_SIGMA[v.label], 0.5 / (v.box[3] - v.box[1])) for v in vehicles])
+    sig_g = 0.02 * math.sqrt(max(len(rows), 1))  # rows share the depth model's errors: one cue, not forty
+
+    def residuals(p):
+        cam = _camera(base, p)
+        parts = [(p - prior_p) / prior_s]
+        if vehicles:
+            hd, hg = _vehicle_heights(cam, vehicles)
+            if "depth" in use:
+                parts.append((_log(hd) - np.log(prior_h)) / sig_v)
+            if "contact" in use:
+                parts.append((_log(hg) - np.log(prior_h)) / sig_v)
+        if len(rows) and "ground" in use:
+            parts.append((_log(_ground_heights(cam, rows, depths)) - p[1]) / sig_g)
+        return np.concatenate(parts)
+
+    lo = np.array([prior_p[0] + math.log(FOCAL_RANGE[0]), math.log(HEIGHT_RANGE_M[0]), -math.radians(PITCH_RANGE_DEG)])
+    hi = np.array([prior_p[0] + math.log(FOCAL_RANGE[1]), math.log(HEIGHT_RANGE_M[1]), math.radians(PITCH_RANGE_DEG)])
+    p = np.clip(prior_p.copy(), lo, hi)
+    for _ in range(20):
+        r = residuals(p)
+        jac = np.empty((len(r), 3))
+        for k, step in enumerate((1e-5, 1e-5, 1e-6)):
+            dp = np.zeros(3)
+            dp[k] = step
+            jac[:, k] = (residuals(p + dp) - r) / step
+        delta = np.linalg.lstsq(jac, -r, rcond=None)[0]
+        delta = np.clip(delta, -0.5, 0.5)
+        p = np.clip(p + delta, lo, hi)
+        if np.max(np.abs(delta)) < 1e-7:
+            break
+    return p
+
+
+def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections, *,
+              min_score: float = 0.5) -> Calibrated:
+    """Solve focal, camera height and pitch for one photo; return the corrected camera and the verdict."""
+    priors = (PRIOR_SIGMA["focal"][cam.focal_basis], PRIOR_SIGMA["height"][cam.height_basis],
+              PRIOR_SIGMA["pitch"][cam.pitch_basis])
+    vehicles = _vehicles(cam, depth, detections, min_score)
+    rows, depths = _ground_rows(cam, depth, seg)
+    reasons: list[str] = []
+
+    p = _solve(cam, vehicles, rows, depths, priors)
+    rejected = 0
+    if len(vehicles) >= 3:  # drop vehicles far off the consensus (a mislabelled truck, a toy car) once
+        hd, _ = _vehicle_heights(_camera(cam, p), vehicles)
+        off = np.abs(_log(hd) - np.log([SIZE_PRIORS[v.label][2] for v in vehicles]))
+        keep = [v for v, o in zip(vehicles, off) if o <= max(0.25, 3 * robust_spread(off))]
+        rejected = len(vehicles) - len(keep)
+        if rejected:
+            vehicles = keep
+            p = _solve(cam, vehicles, rows, depths, priors)
+    solved = _camera(cam, p)
+
+    ev: dict = {"vehiclesUsed": len(vehicles), "vehiclesRejected": rejected,
+                "vehicleLabels": sorted({v.label for v in vehicles}), "groundRows": int(len(rows)),
+                "focalPx": {"prior": cam.fx, "priorBasis": cam.focal_basis, "solved": solved.fx},
+                "cameraHeightM": {"prior": cam.height_m, "priorBasis": cam.height_basis,
+                                  "solved": solved.height_m},
+                "pitchDeg": {"prior": cam.pitch_deg, "priorBasis": cam.pitch_basis, "solved": solved.pitch_deg}}
+    # At the solution, each cue's median deviation says what it alone would have wanted; consistent
+    # cues all sit near zero, conflicting ones are left apart.
+    dev: dict[str, float] = {}
+    spread = None
+    if vehicles:
+        hd, hg = _vehicle_heights(solved, vehicles)
+        prior_h = np.array([SIZE_PRIORS[v.label][2] for v in vehicles])
+        dev["vehicleDepth"] = float(np.median(_log(hd) - np.log(prior_h)))
+        ev["focalPx"]["fromVehicles"] = solved.fx * math.exp(dev["vehicleDepth"])
+        seen = np.isfinite(hg) & (hg > 0)  # a contact above the horizon says nothing
+        if seen.any():
+            dev["vehicleContact"] = float(np.median(np.log(hg[seen]) - np.log(prior_h[seen])))
+            ev["cameraHeightM"]["fromVehicles"] = solved.height_m / math.exp(dev["vehicleContact"])
+        if len(vehicles) >= 2:
+            spread = float(np.std(_log(hd) - np.log(prior_h), ddof=1))
+            ev["vehicleHeightSpread"] = spread
+    if len(rows):
+        dev["ground"] = float(np.median(_log(_ground_heights(solved, rows, depths)))) - math.log(solved.height_m)
+        ev["cameraHeightM"]["fromGround"] = solved.height_m * math.exp(dev["ground"])
+    disagreement = max(dev.values()) - min(dev.values()) if len(dev) >= 2 else None
+    ev["cueDeviations"] = dev
+    ev["disagreement"] = disagreement
+    # What the scene alone says, against metadata given as measured: the solution itself is held by them.
+    focal_override = abs(math.log(ev["focalPx"].get("fromVehicles", solved.fx) / cam.fx))
+    scene_heights = [ev["cameraHeightM"][k] for k in ("fromVehicles", "fromGround") if k in ev["cameraHeightM"]]
+    height_override = abs(math.log(float(np.median(scene_heights or [solved.height_m])) / cam.height_m))
+
+    if not vehicles and len(rows) < 3:
+        trust = "unknown"
+        reasons.append("no vehicles and no ground seen: the scale is the metadata priors alone")
+    else:
+        at_bound = (min(abs(solved.fx / cam.fx - b) for b in FOCAL_RANGE) < 1e-3
+                    or min(abs(solved.height_m - b) for b in HEIGHT_RANGE_M) < 1e-3
+                    or abs(abs(solved.pitch_deg) - PITCH_RANGE_DEG) < 1e-3)
+        if at_bound:
+            reasons.append("the solution reached the edge of plausible focal, height or pitch: the cues are unusable")
+        if len(vehicles) < 2:
+            reasons.append(f"{len(vehicles)} vehicle(s) usable; two or more are needed to check the scale")
+        if len(rows) < 5:
+            reasons.append("too little ground seen to check the scale against the camera height")
+        if cam.height_basis == "measured" and height_override > MAX_OVERRIDE:
+            reasons.append(f"the scene puts the camera {height_override:.0%} away from its given height")
+        if spread is not None and spread > MAX_VEHICLE_SPREAD:
+            reasons.append(f"vehicle heights disagree with their priors by {spread:.0%} (spread)")
+        if disagreement is not None and disagreement > MAX_DISAGREEMENT:
+            reasons.append(f"the cues (vehicles by depth, by ground contact, the ground) disagree by "
+                           f"{disagreement:.0%}")
+        if cam.focal_basis == "measured" and focal_override > MAX_OVERRIDE:
+            reasons.append(f"the vehicles put the focal length {focal_override:.0%} away from the metadata focal "
+                           "length: the metadata or the depth scale is wrong")
+        trust = "low" if reasons else "high"
+    if cam.focal_basis == "assumed":
+        ev["note"] = ("focal length assumed and solved from the scene; focal length and depth scale are not "
+                      "separable, so absolute distances rest on the depth model's metric scale")
+    ev["reasons"] = reasons
+    # Vehicles pin the focal length; the ground alone pins only its product with the camera height.
+    solved = solved.with_(focal_basis="measured" if vehicles else cam.focal_basis)
+    return Calibrated(camera=solved, scale_trust=trust, evidence=ev)

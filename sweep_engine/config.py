@@ -1,0 +1,54 @@
+"""Engine settings: one table, each with its default and a help line.
+
+Settings come from code (``EngineConfig(...)``), or from the environment with
+the ``SIS_ENGINE_`` prefix (``SIS_ENGINE_BACKBONE=resnet18``) through
+``EngineConfig.from_env()``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+
+
+def _s(default, help_: str):
+    return field(default=default, metadata={"help": help_})
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    backbone: str = _s("resnet18", "timm architecture of the dense network's encoder (built with pretrained=False)")
+    detector: str = _s("fasterrcnn_mobilenet_v3_large_320_fpn",
+                       "torchvision detection architecture (fasterrcnn_* or ssdlite320_mobilenet_v3_large)")
+    weights_manifest: str | None = _s(None, "path of the weights manifest (JSON) naming the dense and detector "
+                                             "weight files with their sha256; required to run")
+    input_height: int = _s(192, "height in pixels photos are resized to before the models")
+    input_width: int = _s(256, "width in pixels photos are resized to before the models")
+    decoder_channels: int = _s(64, "channels of the dense network's decoder")
+    max_depth_m: float = _s(80.0, "largest depth the depth head can output, metres")
+    device: str = _s("auto", "torch device: auto (CUDA when present, else CPU), cpu, cuda, cuda:N")
+    batch_size: int = _s(8, "photos per forward pass")
+    bf16: bool = _s(True, "bf16 autocast on CUDA (ignored on the CPU, which runs float32)")
+    min_score: float = _s(0.5, "detections below this score are ignored")
+    fetch_concurrency: int = _s(8, "photos fetched at once from the provider")
+    fetch_timeout_s: float = _s(20.0, "timeout for one photo's fetch, seconds")
+    max_photo_bytes: int = _s(25_000_000, "largest photo accepted, bytes (a larger one is skipped)")
+    camera_height_m: float | None = _s(None, "camera height above the ground when known, metres (else a "
+                                              "1.65 m prior, recorded as assumed, that calibration may move)")
+
+    @classmethod
+    def from_env(cls, environ=None, **overrides) -> EngineConfig:
+        environ = os.environ if environ is None else environ
+        values = {}
+        for f in fields(cls):
+            raw = environ.get(f"SIS_ENGINE_{f.name.upper()}")
+            if raw is None:
+                continue
+            kind = type(f.default) if f.default is not None else str
+            if f.name == "camera_height_m":
+                kind = float
+            values[f.name] = raw.lower() in ("1", "true", "yes") if kind is bool else kind(raw)
+        values.update(overrides)
+        return cls(**values)
+
+
+SETTINGS = {f.name: (f.default, f.metadata["help"]) for f in fields(EngineConfig)}

@@ -1,0 +1,198 @@
+"""The engine: a job in, a result out.
+
+    engine = Engine(EngineConfig(weights_manifest="weights/weights.json"))
+    result = await engine.run_job(job)                 # schema.Job -> schema.Result
+    result = engine.run_job_sync(job)                  # the same, from synchronous code
+
+``run_job`` is a coroutine: fetching is asynchronous (bounded concurrency,
+timeouts), and decoding, the networks and the geometry run in a worker thread
+so that the caller's event loop (the node agent's lease heartbeats) stays
+live.  ``fetch`` replaces the HTTP fetch (``async (url) -> bytes``).
+
+Photos are batched through the networks (bf16 autocast on CUDA, float32 on
+the CPU), then each photo goes through the pure-numpy geometry (calibration,
+measurement), and the photos' measurements are aggregated into facts.  Every
+job photo ends in ``measurements`` or in ``skipped`` with its reason; facts
+outside the job's area are dropped, as the coordinator would refuse them.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from . import __version__, build_hash, schema
+from .aggregate import PhotoMeasurement, aggregate
+from .camera import camera_for_photo
+from .config import EngineConfig
+from .geometry import measure_photo, to_schema
+from .labels import DET_CLASSES
+from .models import load_models
+from .photos import Fetch, PhotoError, decode, fetch_all, http_fetch
+
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ModelOutput:
+    """The networks' reading of one photo, at the configured input size."""
+
+    depth: np.ndarray       # (H, W) float32 metres
+    seg: np.ndarray         # (H, W) uint8 indices into labels.SEG_CLASSES
+    detections: list        # [(label, (x0, y0, x1, y1), score)]
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def inside(lon: float, lat: float, polygon: dict) -> bool:
+    """Even-odd point-in-polygon on a GeoJSON Polygon (outer ring minus holes)."""
+    def in_ring(ring) -> bool:
+        hit = False
+        for (x0, y0), (x1, y1) in zip(ring, ring[1:]):
+            if (y0 > lat) != (y1 > lat) and lon < x0 + (lat - y0) * (x1 - x0) / (y1 - y0):
+                hit = not hit
+        return hit
+    rings = polygon["coordinates"]
+    return in_ring(rings[0]) and not any(in_ring(r) for r in rings[1:])
+
+
+class Engine:
+    def __init__(self, config: EngineConfig):
+        self.config = config
+        self.device = resolve_device(config.device)
+        dense, detector, self.weights = load_models(config)
+        self.dense, self.detector = dense.to(self.device), detector.to(self.device)
+        self.build = build_hash(config.weights_manifest)
+        self.version = __version__
+
+    @property
+    def device_text(self) -> str:
+        if self.device.type == "cuda":
+            name = torch.cuda.get_device_name(self.device)
+            return f"{self.device} {name}, torch {torch.__version__}" + (", bf16 autocast" if self.config.bf16 else "")
+        return f"cpu, {torch.get_num_threads()} threads, torch {torch.__version__}, float32"
+
+    def _autocast(self):
+        if self.device.type == "cuda" and self.config.bf16:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def prepare(self, images: list[torch.Tensor]) -> torch.Tensor:
+        """uint8 (3, H, W) images of any size -> one float batch at the input size, on the device."""
+        size = (self.config.input_height, self.config.input_width)
+        return torch.cat([F.interpolate(img.to(self.device)[None].float(), size=size, mode="bilinear",
+                                        antialias=True, align_corners=False) for img in images]) / 255.0
+
+    def forward(self, batch: torch.Tensor) -> list[ModelOutput]:
+        """Both networks over one prepared batch."""
+        with torch.inference_mode(), self._autocast():
+            depth, logits = self.dense(batch)
+            dets = self.detector(list(batch))
+        return self.to_outputs(depth, logits, dets)
+
+    def to_outputs(self, depth: torch.Tensor, logits: torch.Tensor, dets: list[dict]) -> list[ModelOutput]:
+        """The networks' tensors as numpy depth, class indices and labelled boxes, per photo."""
+        depth = depth.float().cpu().numpy()
+        seg = logits.argmax(1).to(torch.uint8).cpu().numpy()
+        out = []
+        for i, d in enumerate(dets):
+            boxes, labels, scores = (d[k].float().cpu().numpy() if k != "labels" else d[k].cpu().numpy()
+                                     for k in ("boxes", "labels", "scores"))
+            found = [(DET_CLASSES[int(lab) - 1], tuple(float(c) for c in box), float(sc))
+                     for box, lab, sc in zip(boxes, labels, scores) if 1 <= int(lab) <= len(DET_CLASSES)]
+            out.append(ModelOutput(depth=depth[i], seg=seg[i], detections=found))
+        return out
+
+    def infer(self, images: list[torch.Tensor]) -> tuple[list[ModelOutput], float]:
+        """Outputs for every image, batched; and the seconds spent in the networks."""
+        outs, spent = [], 0.0
+        for start in range(0, len(images), self.config.batch_size):
+            batch = self.prepare(images[start:start + self.config.batch_size])
+            t = time.perf_counter()
+            outs.extend(self.forward(batch))
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            spent += time.perf_counter() - t
+        return outs, spent
+
+    def measure(self, photo: schema.PhotoRef, image_size: tuple[int, int], out: ModelOutput,
+                camera_height_m: float | None = None, focal_px: float | None = None):
+        """One photo's geometry from the networks' output: ``(PhotoMeasurement, evidence)``."""
+        w0, h0 = image_size
+        ref = dataclasses.replace(photo, width=w0, height=h0)
+        cam = camera_for_photo(ref, self.config.input_width, self.config.input_height, focal_px=focal_px,
+                               camera_height_m=camera_height_m or self.config.camera_height_m)
+        return measure_photo(photo.id, photo.captured_at, cam, out.depth, out.seg, out.detections,
+                             min_score=self.config.min_score)
+
+    def _process(self, job: schema.Job, photos: list[schema.PhotoRef], raw: dict, skipped: list):
+        images, kept = [], []
+        for p in photos:
+            data = raw[p.id]
+            try:
+                if isinstance(data, PhotoError):
+                    raise data
+                images.append(decode(data, self.device))
+                kept.append(p)
+            except PhotoError as exc:
+                skipped.append(schema.Skipped(photo_id=p.id, reason=str(exc)))
+        outs, infer_s = self.infer(images)
+        height = job.params.get("cameraHeightM") if isinstance(job.params.get("cameraHeightM"), (int, float)) \
+            else None
+        pms: list[PhotoMeasurement] = []
+        measurements = []
+        for p, img, out in zip(kept, images, outs):
+            try:
+                pm, evidence = self.measure(p, (img.shape[-1], img.shape[-2]), out, camera_height_m=height)
+                measurement = to_schema(pm, evidence)
+            except Exception as exc:  # one photo's degenerate output must not cost the job its other photos
+                log.exception("measuring photo %s failed", p.id)
+                skipped.append(schema.Skipped(photo_id=p.id, reason=f"measurement failed: {type(exc).__name__}: "
+                                                                    f"{str(exc)[:200]}"))
+                continue
+            pms.append(pm)
+            measurements.append(measurement)
+        facts = [f for f in aggregate(pms, origin=(job.center_lon, job.center_lat))
+                 if inside(f.lon, f.lat, job.area)]
+        return measurements, facts, infer_s
+
+    async def run_job(self, job: schema.Job, fetch: Fetch | None = None, node_id: str = "local") -> schema.Result:
+        t0 = time.perf_counter()
+        cfg = self.config
+        skipped: list[schema.Skipped] = []
+        photos = []
+        for p in job.photos:
+            if p.heading is None:
+                skipped.append(schema.Skipped(photo_id=p.id, reason="no heading: objects cannot be georeferenced"))
+            else:
+                photos.append(p)
+        raw = await fetch_all({p.id: p.url for p in photos}, fetch or http_fetch(cfg.fetch_timeout_s,
+                                                                                  cfg.max_photo_bytes),
+                              concurrency=cfg.fetch_concurrency, timeout_s=cfg.fetch_timeout_s)
+        fetch_s = time.perf_counter() - t0
+        measurements, facts, infer_s = await asyncio.get_running_loop().run_in_executor(
+            None, self._process, job, photos, raw, skipped)
+        order = {p.id: i for i, p in enumerate(job.photos)}
+        skipped.sort(key=lambda s: order[s.photo_id])
+        result = schema.Result(job_id=job.job_id, node_id=node_id, engine_version=self.version,
+                               engine_build=self.build, facts=facts, measurements=measurements,
+                               timings=schema.Timings(fetch_s=round(fetch_s, 4), infer_s=round(infer_s, 4),
+                                                      total_s=round(time.perf_counter() - t0, 4)),
+                               device=self.device_text, skipped=skipped)
+        schema.validate(result)
+        return result
+
+    def run_job_sync(self, job: schema.Job, fetch: Fetch | None = None, node_id: str = "local") -> schema.Result:
+        return asyncio.run(self.run_job(job, fetch=fetch, node_id=node_id))

@@ -1,0 +1,125 @@
+"""Model weights as files pinned in a manifest: sha256, license, provenance.
+
+Manifest (JSON)::
+
+    {"manifestVersion": 1,
+     "weights": [{"name": "dense", "file": "dense.pt", "architecture": "resnet18",
+                  "sha256": "...", "license": "...", "provenance": "...", "trained": false}, ...]}
+
+``file`` is relative to the manifest.  Loading reads the file once into
+memory, checks its sha256 against the manifest *before* unpickling anything,
+then reads it with ``torch.load(weights_only=True)``.  Nothing is ever fetched
+from a hub.  Every failure is a ``WeightsError`` naming the file and the fault.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+MANIFEST_VERSION = 1
+REQUIRED = ("name", "file", "architecture", "sha256", "license", "provenance", "trained")
+
+
+class WeightsError(RuntimeError):
+    """Weights missing, mismatched or unreadable: the engine refuses to run on them."""
+
+
+@dataclass(frozen=True)
+class WeightsEntry:
+    name: str
+    file: str
+    architecture: str
+    sha256: str
+    license: str
+    provenance: str
+    trained: bool
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def manifest_digest(path: str | Path) -> str:
+    """sha256 of the manifest file: one figure pinning every weights file (the signed node-app
+    manifest's ``weights.sha256``)."""
+    return sha256_bytes(Path(path).read_bytes())
+
+
+def read_manifest(path: str | Path) -> dict[str, WeightsEntry]:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise WeightsError(f"weights manifest {path} does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise WeightsError(f"weights manifest {path} is unreadable: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("manifestVersion") != MANIFEST_VERSION:
+        raise WeightsError(f"weights manifest {path}: manifestVersion must be {MANIFEST_VERSION}")
+    entries = {}
+    for i, item in enumerate(doc.get("weights") or []):
+        missing = [k for k in REQUIRED if not isinstance(item, dict) or k not in item]
+        if missing:
+            raise WeightsError(f"weights manifest {path}: entry {i} lacks {', '.join(missing)}")
+        entries[item["name"]] = WeightsEntry(**{k: item[k] for k in REQUIRED})
+    return entries
+
+
+def load_state_dict(manifest: str | Path, name: str, architecture: str) -> tuple[dict, WeightsEntry]:
+    """The verified state dict of the manifest's entry ``name``, which must be for ``architecture``."""
+    manifest = Path(manifest)
+    entries = read_manifest(manifest)
+    if name not in entries:
+        raise WeightsError(f"weights manifest {manifest} has no entry for '{name}'")
+    entry = entries[name]
+    if entry.architecture != architecture:
+        raise WeightsError(f"weights '{name}' are for {entry.architecture}, but the engine is configured "
+                           f"for {architecture}")
+    path = manifest.parent / entry.file
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise WeightsError(f"weights file {path} does not exist") from None
+    digest = sha256_bytes(data)
+    if digest != entry.sha256:
+        raise WeightsError(f"weights file {path} has sha256 {digest}, the manifest pins {entry.sha256}: "
+                           "refusing it")
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as exc:  # a pickle that is not plain tensors is refused by weights_only
+        raise WeightsError(f"weights file {path} is not a plain state dict: {exc}") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise WeightsError(f"weights file {path} is not a state dict of tensors")
+    return state, entry
+
+
+def load_into(module: torch.nn.Module, manifest: str | Path, name: str, architecture: str) -> WeightsEntry:
+    state, entry = load_state_dict(manifest, name, architecture)
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        raise WeightsError(f"weights '{name}' do not fit the {architecture} model: {str(exc)[:400]}") from None
+    return entry
+
+
+def write_weights(out_dir: str | Path, modules: dict[str, tuple[torch.nn.Module, str]], *, provenance: str,
+                  license: str, trained: bool) -> Path:
+    """Save modules' weights and a manifest pinning them; returns the manifest's path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for name, (module, architecture) in modules.items():
+        buf = io.BytesIO()
+        torch.save({k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}, buf)
+        data = buf.getvalue()
+        (out_dir / f"{name}.pt").write_bytes(data)
+        entries.append(asdict(WeightsEntry(name=name, file=f"{name}.pt", architecture=architecture,
+                                           sha256=sha256_bytes(data), license=license, provenance=provenance,
+                                           trained=trained)))
+    path = out_dir / "weights.json"
+    path.write_text(json.dumps({"manifestVersion": MANIFEST_VERSION, "weights": entries}, indent=2))
+    return path

@@ -1,0 +1,84 @@
+"""The sis-node command: version, help, status of the contribution, settings."""
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+from node_agent import __version__, cli
+
+from .support import FakeEngine, make_agent, request_sweep
+
+
+def test_version_and_help(capsys):
+    out = subprocess.run([sys.executable, "-m", "node_agent.cli", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == f"sis-node {__version__}"
+    out = subprocess.run([sys.executable, "-m", "node_agent.cli", "--help"], capture_output=True, text=True)
+    for command in ("run", "status", "pause", "resume", "gpus", "settings", "verify-manifest"):
+        assert command in out.stdout
+    out = subprocess.run([sys.executable, "-m", "node_agent.cli", "run", "--help"], capture_output=True, text=True)
+    assert "--coordinator URL" in out.stdout and "--allow-cpu" in out.stdout
+
+
+def test_run_with_no_coordinator_says_how_to_give_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SIS_NODE_HOME", str(tmp_path))
+    assert cli.main(["run"]) == cli.EXIT_CONFIG
+    assert "give --coordinator URL" in capsys.readouterr().err
+
+
+async def test_status_summarises_the_contribution(coord, photos, tmp_path, monkeypatch, capsys):
+    await request_sweep(coord)
+    home = tmp_path / "a"
+    monkeypatch.setenv("SIS_NODE_HOME", str(home))
+    agent = make_agent(home, coord.base_url, FakeEngine())
+    task = asyncio.create_task(agent.run())
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] >= 2, 60)
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "agent:        " in out and "not running" not in out
+    agent.request_stop()
+    await asyncio.wait_for(task, 20)
+
+    assert cli.main(["status", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    c = doc["contribution"]
+    assert doc["running"] is False and doc["nodeId"].startswith("nd_")
+    assert c["jobs"] >= 2 and c["photos"] >= 2 and c["facts"] == c["photos"]
+    assert c["cpuSeconds"] > 0 and c["gpuSeconds"] == 0  # a CPU run is never counted as GPU time
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert f"{c['jobs']} jobs, {c['photos']} photos, {c['facts']} facts, 0.00 GPU hours" in out
+    assert "CPU hours in development mode" in out and "agent:        not running" in out
+
+
+def test_settings_lists_every_setting_with_its_default(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SIS_NODE_HOME", str(tmp_path))
+    assert cli.main(["settings"]) == 0
+    out = capsys.readouterr().out
+    assert "gpu_memory_fraction = 0.8  (default 0.8; env SIS_NODE_GPU_MEMORY_FRACTION)" in out
+
+
+def test_gpus_command_explains_itself(capsys):
+    code = cli.main(["gpus"])
+    out = capsys.readouterr().out
+    assert (code == 0 and "usable" in out) or (code == cli.EXIT_NO_GPU and "no usable NVIDIA GPU: " in out)
+
+
+def test_logs_go_to_a_rotating_file_and_the_console(tmp_path, capsys):
+    import logging
+
+    from node_agent.config import Config, Paths
+
+    paths = Paths(tmp_path, tmp_path).ensure()
+    cli.setup_logging(paths, Config(log_max_bytes=2000, log_backups=2))
+    log = logging.getLogger("sis.node.test")
+    for i in range(100):
+        log.info("line %d of the rotation test", i)
+    names = sorted(p.name for p in paths.log_dir.iterdir())
+    assert names == ["sis-node.log", "sis-node.log.1", "sis-node.log.2"]
+    assert "line 99 of the rotation test" in capsys.readouterr().err
+    cli.setup_logging(paths, Config(), console=False)  # and leave no console handler behind
+    for h in list(logging.getLogger("sis.node").handlers):
+        logging.getLogger("sis.node").removeHandler(h)
+        h.close()

@@ -1,0 +1,147 @@
+"""Faults: the coordinator down mid-job, a malformed job, stopping mid-job."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+from node_agent.files import read_json
+
+from .support import (FakeEngine, MalformingProxy, bring_up, db_counts, make_agent, request_sweep,
+                      start_sweep_coordinator, stop_sweep_coordinator, take_down)
+
+# "The coordinator down for 30 s", scaled down so the suite stays fast; SIS_TEST_OUTAGE_S=30 runs it in full.
+OUTAGE_S = float(os.environ.get("SIS_TEST_OUTAGE_S", "3"))
+
+
+async def test_result_arrives_once_the_coordinator_is_back_after_an_outage_mid_job(coord, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="sis.node")
+    await request_sweep(coord)
+    engine = FakeEngine(hold=True)
+    agent = make_agent(tmp_path / "a", coord.base_url, engine)
+    task = asyncio.create_task(agent.run())
+    await asyncio.to_thread(engine.started.wait, 20)
+    first_job = engine.jobs[0]
+    await take_down(coord)
+    await agent.wait_until(lambda: agent.heartbeat_failures >= 2, 60)  # heartbeats go on failing, work goes on
+    engine.gate.set()  # the job finishes while the coordinator is down
+    await agent.wait_until(lambda: agent.backoff.failures >= 3, 60)
+    assert len(agent.spool) == 1 and agent.spool.pending()[0].job_id == first_job
+    await asyncio.sleep(OUTAGE_S)  # the outage itself: nothing to await but time
+    failures_during_outage = agent.backoff.failures
+    bring_up(coord)
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] >= 1 and len(agent.spool) == 0, 60)
+    agent.request_stop()
+    await asyncio.wait_for(task, 20)
+
+    counts = await db_counts(coord)
+    assert any(r.body and r.body["jobId"] == first_job and r.state == "pending" for r in counts["results"])
+    retries = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert len(retries) >= failures_during_outage >= 3
+    delays = [float(m.split("retrying in ")[1].split(" s")[0]) for m in retries]
+    assert max(delays) > min(delays)  # the delay grows (with jitter) up to its cap
+    assert any("heartbeat for lease" in r.getMessage() and "failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_malformed_job_is_refused_reported_and_the_agent_goes_on(sqlite_url, photos, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="sis.node")
+    coord = await start_sweep_coordinator(sqlite_url, photos, lease_ttl_s=2)
+    proxy = MalformingProxy(coord.base_url, spoil=1).start()
+    try:
+        await request_sweep(coord)
+        jobs = len((await db_counts(coord))["jobs"])
+        assert jobs >= 2
+        engine = FakeEngine()
+        agent = make_agent(tmp_path / "a", proxy.url, engine)
+        task = asyncio.create_task(agent.run())
+        await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs - 1, 60)
+        refused = agent.status.doc["lastRefusedJob"]
+        assert refused["jobId"] not in engine.jobs  # the engine never saw it
+        text = " | ".join(refused["reasons"])
+        assert "photos[0].url: must be an http(s) URL" in text
+        assert "radiusM" in text and "runThis: unknown field" in text
+        assert agent.contribution.read()["refusedJobs"] == 1
+        assert any("refused: it does not fit the job schema" in r.getMessage() for r in caplog.records)
+
+        # Its lease lapses (no heartbeats): the coordinator counts a failure and queues it again.
+        await asyncio.sleep(2.1)  # the lease's TTL has to pass; the sweeper then sees it lapsed
+        assert await coord.services.extras["sweeps"].sweeper.run_once() == 1
+        await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
+        agent.request_stop()
+        assert await asyncio.wait_for(task, 20) == 0
+        counts = await db_counts(coord)
+        assert sum(j.failures for j in counts["jobs"]) == 1
+        assert sorted(r.state for r in counts["results"]) == ["pending"] * jobs
+    finally:
+        await proxy.stop()
+        await stop_sweep_coordinator(coord)
+
+
+async def test_first_stop_finishes_and_submits_the_current_job_and_leases_nothing_more(coord, tmp_path):
+    await request_sweep(coord)
+    engine = FakeEngine(hold=True)
+    agent = make_agent(tmp_path / "a", coord.base_url, engine)
+    task = asyncio.create_task(agent.run())
+    await asyncio.to_thread(engine.started.wait, 20)
+    agent.request_stop()
+    engine.gate.set()
+    assert await asyncio.wait_for(task, 20) == 0
+    counts = await db_counts(coord)
+    assert counts["leases"] == 1
+    assert [r.state for r in counts["results"]] == ["pending"]
+    assert len(agent.spool) == 0
+    assert not agent.paths.current_job_file.exists()
+
+
+async def test_second_stop_leaves_the_job_journalled_for_a_restart(coord, tmp_path):
+    await request_sweep(coord)
+    engine = FakeEngine(hold=True)
+    home = tmp_path / "a"
+    agent = make_agent(home, coord.base_url, engine)
+    task = asyncio.create_task(agent.run())
+    await asyncio.to_thread(engine.started.wait, 20)
+    agent.request_stop()
+    agent.request_stop()
+    assert await asyncio.wait_for(task, 5) == 0
+    journal = read_json(agent.paths.current_job_file)
+    assert journal["jobId"] == engine.jobs[0]
+    assert (await db_counts(coord))["results"] == []
+
+    # The restarted agent resumes the job on the same lease, which still holds.
+    engine.gate.set()
+    again = make_agent(home, coord.base_url, FakeEngine())
+    task = asyncio.create_task(again.run())
+    await again.wait_until(lambda: again.contribution.read()["jobs"] >= 1, 60)
+    again.request_stop()
+    await asyncio.wait_for(task, 20)
+    counts = await db_counts(coord)
+    assert any(r.body["jobId"] == journal["jobId"] for r in counts["results"])
+
+
+async def test_engine_failure_leaves_the_job_to_its_lease_and_the_agent_goes_on(coord, tmp_path, caplog):
+    await request_sweep(coord)
+    engine = FakeEngine(fail=True)
+    agent = make_agent(tmp_path / "a", coord.base_url, engine)
+    task = asyncio.create_task(agent.run())
+    await agent.wait_until(lambda: len(engine.jobs) >= 2, 60)
+    agent.request_stop()
+    assert await asyncio.wait_for(task, 20) == 0
+    assert (await db_counts(coord))["results"] == []
+    assert any("the engine failed on job" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_revoked_node_drops_its_job_and_stops_with_the_coordinators_reason(coord, tmp_path, caplog):
+    from coordinator.nodes import registry
+
+    await request_sweep(coord)
+    engine = FakeEngine(hold=True)
+    agent = make_agent(tmp_path / "a", coord.base_url, engine)
+    task = asyncio.create_task(agent.run())
+    await asyncio.to_thread(engine.started.wait, 20)
+    await registry.revoke(coord.services.db, agent.identity.node_id, "misbehaving", "admin:test", 5)
+    await agent.wait_until(lambda: agent.leases_lost == 1, 60)
+    engine.gate.set()
+    assert await asyncio.wait_for(task, 20) == 2
+    assert "this node has been revoked" in agent.status.doc["lastError"]
+    assert len(agent.spool) == 0 and (await db_counts(coord))["results"] == []
+    assert not agent.paths.current_job_file.exists()

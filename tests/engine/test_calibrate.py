@@ -1,0 +1,128 @@
+"""Calibration on synthetic scenes with exact depth, masks and boxes.
+
+It must recover a deliberately wrong focal length, camera height or pitch, and
+say ``low`` when its cues disagree, ``unknown`` when it had nothing to read.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from sweep_engine.calibrate import calibrate
+from sweep_engine.labels import GROUND_CLASSES, SEG
+from sweep_engine.synth import render, street_scene, vehicle
+
+SEEDS = (0, 1, 2, 3, 4)
+
+
+@functools.cache
+def frame(seed, **kw):
+    return render(street_scene(seed, **kw))
+
+
+def run(f, *, focal_mult=1.0, focal_basis="assumed", height=None, height_basis="assumed", pitch=None,
+        pitch_basis="assumed", depth=None, seg="keep", detections=None):
+    cam = f.camera.with_focal(f.camera.fx * focal_mult).with_(
+        focal_basis=focal_basis, height_m=height or f.camera.height_m, height_basis=height_basis,
+        pitch_deg=f.camera.pitch_deg if pitch is None else pitch, pitch_basis=pitch_basis)
+    return calibrate(cam, f.depth if depth is None else depth, f.seg if seg == "keep" else seg,
+                     f.detections() if detections is None else detections)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_correct_metadata_is_confirmed_with_high_trust(seed):
+    f = frame(seed)
+    c = run(f, focal_basis="measured", height_basis="measured", pitch_basis="measured")
+    assert c.scale_trust == "high", c.evidence["reasons"]
+    assert c.camera.fx == pytest.approx(f.camera.fx, rel=0.02)
+    assert c.camera.height_m == pytest.approx(f.camera.height_m, rel=0.02)
+    assert c.evidence["vehiclesUsed"] >= 2 and c.evidence["groundRows"] >= 5
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("mult", [0.75, 1.3])
+def test_a_wrong_assumed_focal_length_is_recovered(seed, mult):
+    f = frame(seed)
+    c = run(f, focal_mult=mult)
+    assert c.camera.fx == pytest.approx(f.camera.fx, rel=0.025)
+    assert c.scale_trust == "high" and c.camera.focal_basis == "measured"
+    assert c.evidence["focalPx"]["prior"] == pytest.approx(f.camera.fx * mult)
+    assert "not separable" in c.evidence["note"]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("height", [1.2, 2.2])
+def test_a_wrong_assumed_camera_height_is_recovered(seed, height):
+    f = frame(seed)
+    c = run(f, height=height)
+    assert c.camera.height_m == pytest.approx(f.camera.height_m, rel=0.03)
+    assert c.evidence["cameraHeightM"]["fromVehicles"] == pytest.approx(f.camera.height_m, rel=0.03)
+    assert c.evidence["cameraHeightM"]["fromGround"] == pytest.approx(f.camera.height_m, rel=0.03)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_unknown_pitch_is_read_from_the_ground(seed):
+    f = frame(seed, pitch_deg=2.0)
+    c = run(f, pitch=0.0)
+    assert c.camera.pitch_deg == pytest.approx(2.0, abs=0.15)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_ground_depth_at_odds_with_the_vehicles_is_flagged_low(seed):
+    f = frame(seed)
+    depth = f.depth.copy()
+    depth[np.isin(f.seg, [SEG[c] for c in GROUND_CLASSES])] *= 1.25
+    c = run(f, depth=depth)
+    assert c.scale_trust == "low"
+    assert c.evidence["disagreement"] > 0.15
+    assert any("cues" in r and "disagree" in r for r in c.evidence["reasons"])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_oversized_vehicles_against_a_measured_focal_are_flagged_low(seed):
+    f = frame(seed, vehicle_scale=1.3)
+    c = run(f, focal_basis="measured")
+    assert c.scale_trust == "low"
+    assert any("away from the metadata focal length" in r for r in c.evidence["reasons"])
+
+
+def test_vehicles_disagreeing_among_themselves_are_flagged_low():
+    f = frame(7, n_vehicles=0, furniture=False,
+              extra_boxes=(vehicle("car", -1.6, 12.0, scale=1.15), vehicle("car", 1.6, 18.0, scale=0.87)))
+    c = run(f)
+    assert c.evidence["vehiclesUsed"] == 2
+    assert c.scale_trust == "low" and c.evidence["vehicleHeightSpread"] > 0.1
+    assert any("vehicle heights disagree" in r for r in c.evidence["reasons"])
+
+
+def test_a_wrong_measured_camera_height_is_flagged_low():
+    c = run(frame(0), height=2.2, height_basis="measured")
+    assert c.scale_trust == "low"
+    assert any("away from its given height" in r for r in c.evidence["reasons"])
+
+
+def test_one_cue_alone_gives_low_trust():
+    f = frame(0)
+    only_ground = run(f, detections=[])
+    assert only_ground.scale_trust == "low" and only_ground.evidence["vehiclesUsed"] == 0
+    only_vehicles = run(f, seg=None)
+    assert only_vehicles.scale_trust == "low" and only_vehicles.evidence["groundRows"] == 0
+
+
+def test_nothing_to_read_gives_unknown_and_keeps_the_priors():
+    f = frame(0)
+    c = run(f, focal_mult=1.3, detections=[], seg=None)
+    assert c.scale_trust == "unknown"
+    assert c.camera.fx == pytest.approx(f.camera.fx * 1.3) and c.camera.focal_basis == "assumed"
+
+
+def test_cut_and_unlabelled_boxes_are_not_used_as_scale():
+    f = frame(0)
+    w, h = f.camera.width, f.camera.height
+    dets = [("car", (0.0, 50.0, 40.0, 120.0), 1.0),      # touches the left edge
+            ("pole", (100.0, 20.0, 104.0, 90.0), 1.0),   # no size prior
+            ("car", (120.0, 100.0, 140.0, float(h)), 1.0)]
+    c = run(f, detections=dets)
+    assert c.evidence["vehiclesUsed"] == 0

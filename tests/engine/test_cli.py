@@ -1,0 +1,68 @@
+"""``sis-engine``: measure a photo, refuse without weights, list settings."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sweep_engine import schema
+from sweep_engine.cli import main
+from sweep_engine.config import SETTINGS, EngineConfig
+from sweep_engine.models import random_weights
+
+TINY = ["--backbone", "mobilenetv3_small_100", "--detector", "ssdlite320_mobilenet_v3_large"]
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory):
+    cfg = EngineConfig(backbone="mobilenetv3_small_100", detector="ssdlite320_mobilenet_v3_large")
+    return random_weights(cfg, tmp_path_factory.mktemp("w"), seed=3)
+
+
+@pytest.fixture(scope="module")
+def photo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synth")
+    assert main(["synth", str(out), "--seed", "4", "--width", "320", "--height", "240"]) == 0
+    return out / "synth-4-0.jpg"
+
+
+def test_measure_prints_the_photos_measurement_as_wire_json(manifest, photo, capsys):
+    capsys.readouterr()
+    code = main(["measure", str(photo), "--weights", str(manifest), *TINY, "--focal-px", "300",
+                 "--camera-height", "1.6", "--lat", "52.5", "--lon", "13.4", "--heading", "90", "--pitch", "0"])
+    assert code == 0
+    m = schema.Measurement.from_json(capsys.readouterr().out)
+    assert m.photo_id == "synth-4-0.jpg"
+    ev = m.calibration.evidence
+    # The given focal, scaled from 320 px to the 256 px model input, is the prior calibration starts from.
+    assert ev["focalPx"]["prior"] == pytest.approx(300 * 256 / 320) and ev["focalPx"]["priorBasis"] == "measured"
+    assert ev["cameraHeightM"]["prior"] == 1.6 and ev["cameraHeightM"]["priorBasis"] == "measured"
+
+
+def test_measure_reads_the_focal_length_from_exif(manifest, photo, capsys):
+    capsys.readouterr()
+    assert main(["measure", str(photo), "--weights", str(manifest), *TINY]) == 0
+    captured = capsys.readouterr()
+    ev = schema.Measurement.from_json(captured.out).calibration.evidence
+    assert ev["focalPx"]["priorBasis"] == "measured"  # EXIF focal x GoPro sensor width
+    assert ev["focalPx"]["prior"] == pytest.approx(0.8 * 320 * 256 / 320, rel=1e-3)
+    assert "no --heading" in captured.err
+
+
+def test_measure_without_weights_is_a_clear_error(photo, capsys, monkeypatch):
+    monkeypatch.delenv("SIS_ENGINE_WEIGHTS_MANIFEST", raising=False)
+    assert main(["measure", str(photo), *TINY]) == 2
+    assert "no weights manifest configured" in capsys.readouterr().err
+
+
+def test_settings_lists_every_setting_with_its_help(capsys):
+    assert main(["settings"]) == 0
+    out = capsys.readouterr().out
+    for name, (_, help_) in SETTINGS.items():
+        assert f"SIS_ENGINE_{name.upper()}" in out and help_ in out
+
+
+def test_settings_are_read_from_the_environment():
+    cfg = EngineConfig.from_env({"SIS_ENGINE_BATCH_SIZE": "16", "SIS_ENGINE_BF16": "false",
+                                 "SIS_ENGINE_CAMERA_HEIGHT_M": "2.1", "SIS_ENGINE_BACKBONE": "resnet10t"})
+    assert (cfg.batch_size, cfg.bf16, cfg.camera_height_m, cfg.backbone) == (16, False, 2.1, "resnet10t")
