@@ -27,6 +27,11 @@ from sweep_engine import manifest as mf  # noqa: E402
 MIN_DRIVER = "535"
 
 
+def _agent_version() -> str:
+    from node_agent import __version__
+    return __version__
+
+
 def _inside_repo(path: Path) -> bool:
     try:
         path.resolve().relative_to(ROOT)
@@ -77,6 +82,7 @@ def cmd_sign(a: argparse.Namespace) -> int:
     signed = {
         "_type": mf.MANIFEST_TYPE,
         "version": a.version,
+        "agentVersion": a.agent_version,
         "expires": (datetime.now(timezone.utc) + timedelta(days=a.expires_days)).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "engine": {"version": a.engine_version, "build": a.engine_build},
         "weights": {"sha256": a.weights_sha256},
@@ -117,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--arch", action="append", default=[], required=True)
     s.add_argument("--version", type=int, required=True)
     s.add_argument("--expires-days", type=int, default=180)
+    s.add_argument("--agent-version", default=_agent_version(), help="sis-node version of the builds (default: this checkout's)")
     s.add_argument("--engine-version", default="")
     s.add_argument("--engine-build", default="")
     s.add_argument("--weights-sha256", default="")

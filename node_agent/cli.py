@@ -256,8 +256,9 @@ def cmd_verify_manifest(args: argparse.Namespace) -> int:
         print(f"not verified: {exc}", file=sys.stderr)
         return 1
     newer = newer_version(v.signed)
-    print(f"verified: signed by pinned key {v.keyid[:16]}…; version {v.signed.get('version')}, "
-          f"expires {v.signed.get('expires')}"
+    signer = sorted(v.signers)[0]
+    print(f"verified: signed by pinned key {signer[:16]}…; manifest version {v.signed.get('version')}, "
+          f"agent {v.signed.get('agentVersion')}, expires {v.signed.get('expires')}"
           + (f"; newer than this agent ({__version__})" if newer else ""))
     return 0
 

@@ -1,53 +1,35 @@
-"""Signed node-app manifests: verified offline against pinned public keys, never acted on.
+"""Signed node-app manifests, as the agent sees them: verified offline against
+the keys pinned in this build, and never acted on.
 
-The envelope is ``{"signed": {...}, "signatures": [{"keyid": ..., "sig": ...}]}``
-(TUF-like). The signed bytes are the canonical JSON of ``signed``: keys
-sorted, no spaces, UTF-8. A key id is the SHA-256 (hex) of the raw 32-byte
-Ed25519 public key; a signature is base64 (hex is accepted too). One valid
-signature by a pinned key is enough; signatures by unknown keys are ignored,
-and a manifest signed by no pinned key is refused. ``signed.expires`` (ISO
-8601) must be in the future.
+The format and the verification rules (canonical JSON, Ed25519, expiry,
+rollback, key rotation) are ``sweep_engine.manifest``'s, the one implementation
+the release tool and the coordinator use too; this module adds what is the
+agent's own: where its pinned keys live, which agent version a manifest
+announces (``signed.agentVersion``), and the notice it gives the volunteer.
 
-Pinned keys are ``*.pub`` files in ``node_agent/keys/`` (PEM SubjectPublicKeyInfo,
-or the raw key as 64 hex characters). The agent reads a verified manifest
-only to tell the volunteer a newer version exists; it downloads nothing.
+Pinned keys are ``*.pub`` files in ``node_agent/keys/`` (the raw key as 64 hex
+characters, as ``build/manifest.py keygen`` writes them, or PEM
+SubjectPublicKeyInfo). The agent reads a verified manifest only to tell the
+volunteer a newer version exists; it downloads nothing.
 """
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import json
 import logging
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from sweep_engine.manifest import ManifestError, TrustedKeys, Verified, canonical_json, key_id
+from sweep_engine.manifest import verify as verify_envelope
 
 from . import __version__
 
+__all__ = ["KEYS_DIR", "ManifestError", "Verified", "canonical_json", "key_id", "load_key", "newer_version",
+           "pinned_keys", "update_notice", "verify"]
+
 log = logging.getLogger("sis.node.manifest")
 KEYS_DIR = Path(__file__).resolve().parent / "keys"
-
-
-class ManifestError(ValueError):
-    """The manifest cannot be trusted; the message says why."""
-
-
-def canonical(doc: Any) -> bytes:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
-
-
-def raw_key(key: Ed25519PublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
-def key_id(key: Ed25519PublicKey) -> str:
-    return hashlib.sha256(raw_key(key)).hexdigest()
 
 
 def load_key(text: str) -> Ed25519PublicKey:
@@ -60,7 +42,7 @@ def load_key(text: str) -> Ed25519PublicKey:
     return Ed25519PublicKey.from_public_bytes(bytes.fromhex(text))
 
 
-def pinned_keys(folder: Path = KEYS_DIR) -> dict[str, Ed25519PublicKey]:
+def pinned_keys(folder: Path = KEYS_DIR) -> TrustedKeys:
     keys = {}
     for path in sorted(folder.glob("*.pub")):
         try:
@@ -69,59 +51,15 @@ def pinned_keys(folder: Path = KEYS_DIR) -> dict[str, Ed25519PublicKey]:
             log.error("pinned key %s cannot be read: %s", path.name, exc)
             continue
         keys[key_id(key)] = key
-    return keys
+    return TrustedKeys(keys)
 
 
-def _sig_bytes(text: Any) -> bytes:
-    if not isinstance(text, str):
-        raise ValueError("not text")
-    try:
-        return bytes.fromhex(text) if len(text) == 128 else base64.b64decode(text, validate=True)
-    except (ValueError, binascii.Error):
-        raise ValueError("neither base64 nor hex") from None
-
-
-@dataclass
-class Verified:
-    signed: dict[str, Any]
-    keyid: str
-
-
-def verify(envelope: Any, keys: dict[str, Ed25519PublicKey], now: datetime | None = None) -> Verified:
-    if not isinstance(envelope, dict) or not isinstance(envelope.get("signed"), dict) \
-            or not isinstance(envelope.get("signatures"), list):
-        raise ManifestError('not a signed manifest: expected {"signed": {...}, "signatures": [...]}')
-    if not keys:
+def verify(envelope: Any, keys: TrustedKeys | dict[str, Ed25519PublicKey], **kw: Any) -> Verified:
+    if isinstance(keys, dict):
+        keys = TrustedKeys(keys)
+    if not keys.keys:
         raise ManifestError("no public key is pinned in this build, so no manifest can be trusted")
-    body = canonical(envelope["signed"])
-    unknown, bad = [], []
-    for sig in envelope["signatures"]:
-        kid = sig.get("keyid") if isinstance(sig, dict) else None
-        key = keys.get(kid) if isinstance(kid, str) else None
-        if key is None:
-            unknown.append(str(kid))
-            continue
-        try:
-            key.verify(_sig_bytes(sig.get("sig")), body)
-        except (InvalidSignature, ValueError):
-            bad.append(kid)
-            continue
-        signed = envelope["signed"]
-        expires = signed.get("expires")
-        try:
-            when = datetime.fromisoformat(str(expires).replace("Z", "+00:00"))
-        except ValueError:
-            raise ManifestError(f"signed.expires {expires!r} is not an ISO 8601 time") from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        if when <= (now or datetime.now(timezone.utc)):
-            raise ManifestError(f"the manifest expired at {expires}")
-        return Verified(signed, kid)
-    if bad:
-        raise ManifestError(f"the signature by pinned key {bad[0][:16]}… does not match the manifest: "
-                            "it was altered after signing, or is damaged")
-    raise ManifestError("signed by no pinned key (key ids: "
-                        + (", ".join(k[:16] + "…" for k in unknown) or "none") + ")")
+    return verify_envelope(envelope, keys, **kw)
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -133,22 +71,27 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 
 def newer_version(signed: dict[str, Any], current: str = __version__) -> str | None:
-    """The manifest's version when it is newer than ``current``; else None."""
-    version = signed.get("version")
+    """The agent version a manifest announces, when it is newer than ``current``; else None."""
+    version = signed.get("agentVersion")
     if isinstance(version, str) and _version_tuple(version) > _version_tuple(current):
         return version
     return None
 
 
-async def update_notice(client, keys: dict[str, Ed25519PublicKey] | None = None) -> dict[str, Any] | None:
+async def update_notice(client, keys: TrustedKeys | None = None) -> dict[str, Any] | None:
     """Ask the coordinator for its manifest; a notice when a verified newer version exists.
     Tells the volunteer only: nothing is downloaded."""
     from .protocol import ProtocolError
 
     try:
-        envelope = await client.manifest()
+        doc = await client.manifest()
     except ProtocolError as exc:
         log.debug("no node-app manifest from the coordinator (%s)", exc.message)
+        return None
+    # GET /earth/node-app wraps the envelope: {"published": bool, "manifest": envelope, ...}.
+    envelope = doc.get("manifest") if isinstance(doc, dict) and "published" in doc else doc
+    if envelope is None:
+        log.debug("the coordinator has published no node-app manifest")
         return None
     try:
         verified = verify(envelope, pinned_keys() if keys is None else keys)

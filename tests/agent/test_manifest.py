@@ -1,7 +1,6 @@
 """Signed node-app manifests: verified against pinned keys; tampered or unknown-key ones refused."""
 from __future__ import annotations
 
-import base64
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -14,14 +13,14 @@ from node_agent.protocol import Client
 
 
 def _sign(signed: dict, key: Ed25519PrivateKey) -> dict:
-    sig = key.sign(manifest.canonical(signed))
-    return {"signed": signed, "signatures": [{"keyid": manifest.key_id(key.public_key()),
-                                              "sig": base64.b64encode(sig).decode()}]}
+    sig = key.sign(manifest.canonical_json(signed))
+    return {"signed": signed, "signatures": [{"keyid": manifest.key_id(key.public_key()), "sig": sig.hex()}]}
 
 
 def _signed(version: str = "0.2.0", days: int = 30) -> dict:
-    return {"version": version, "expires": (datetime.now(timezone.utc) + timedelta(days=days)).isoformat(),
-            "artefacts": [{"platform": "linux-x86_64", "sha256": "ab" * 32, "url": "https://example.org/sis-node"}]}
+    return {"_type": "node-app", "version": 1, "agentVersion": version,
+            "expires": (datetime.now(timezone.utc) + timedelta(days=days)).isoformat(),
+            "builds": [{"platform": "linux", "arch": "x86_64", "file": "sis-node", "size": 1, "sha256": "ab" * 32}]}
 
 
 @pytest.fixture
@@ -37,20 +36,20 @@ def keys(tmp_path):
 def test_a_manifest_signed_by_a_pinned_key_verifies(keys):
     key, folder = keys
     v = manifest.verify(_sign(_signed(), key), manifest.pinned_keys(folder))
-    assert v.signed["version"] == "0.2.0" and manifest.newer_version(v.signed) == "0.2.0"
+    assert v.signed["agentVersion"] == "0.2.0" and manifest.newer_version(v.signed) == "0.2.0"
 
 
 def test_a_tampered_manifest_is_refused(keys):
     key, folder = keys
     env = _sign(_signed(), key)
-    env["signed"]["artefacts"][0]["url"] = "https://evil.example/sis-node"
-    with pytest.raises(manifest.ManifestError, match="does not match the manifest"):
+    env["signed"]["builds"][0]["sha256"] = "cd" * 32
+    with pytest.raises(manifest.ManifestError, match="altered after signing"):
         manifest.verify(env, manifest.pinned_keys(folder))
 
 
 def test_a_manifest_signed_by_an_unknown_key_is_refused(keys):
     _, folder = keys
-    with pytest.raises(manifest.ManifestError, match="signed by no pinned key"):
+    with pytest.raises(manifest.ManifestError, match="signed by no trusted key"):
         manifest.verify(_sign(_signed(), Ed25519PrivateKey.generate()), manifest.pinned_keys(folder))
 
 
