@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import statistics
 import sys
@@ -54,6 +55,8 @@ async def bench(args) -> None:
         engine = Engine(EngineConfig(**{**base.__dict__, "weights_manifest": str(manifest)}))
         job = job_for(frames, provider.base_url)
         print(f"sweep engine benchmark: {engine.device_text}")
+        print(f"  load average at start: {os.getloadavg()[0]:.2f} (on {os.cpu_count()} cores: other work on the "
+              "machine competes for them)")
         print(f"  machine: {platform.machine()}, {torch.get_num_threads()} torch threads; "
               f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}")
         print(f"  models: {base.backbone} dense + {base.detector}, input {base.input_width}x{base.input_height}; "
@@ -99,6 +102,7 @@ async def bench(args) -> None:
         n_boxes = sum(len(g[5]) for g in gt) / len(gt)
         print(f"\ngeometry on ground-truth inputs ({n_boxes:.0f} boxes/photo, real masks): "
               f"{1000 * geo / len(gt):.1f} ms/photo calibrate+measure, {1000 * agg / len(gt):.2f} ms/photo aggregate")
+        print(f"\nload average at end: {os.getloadavg()[0]:.2f}")
     await provider.stop()
 
 

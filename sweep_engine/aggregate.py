@@ -4,7 +4,8 @@ An object seen from several photos is one cluster when its derived positions
 lie within a radius that grows with range (depth errors do), and never twice
 from one photo.  A fact's value is the median of its observations (sizes cut
 by the frame are left out: they are lower bounds), its position the median
-position.  Confidence:
+position, and its ``spread`` how far apart the observations were (position,
+and the range of each value).  Confidence:
 
 - ``unknown`` (value null) when no contributing photo had a scale to trust, or
   no quantity survived the physical bounds;
@@ -120,7 +121,7 @@ def _fact(c: _Cluster, lon0: float, lat0: float) -> schema.Fact:
     centre = c.centre()
     lon, lat = offset_lonlat(lon0, lat0, centre[0], centre[1])
     bounds = schema.PHYSICAL_BOUNDS[c.kind]
-    value, agree_sizes = {}, True
+    value, ranges, agree_sizes = {}, {}, True
     pixel = 2 * max(m.pixel_m for m in c.members)
     for key in bounds:
         vals = [m.values[key] for m in c.members if key in m.values and key not in m.lower_bounds]
@@ -129,20 +130,23 @@ def _fact(c: _Cluster, lon0: float, lat0: float) -> schema.Fact:
         med = float(np.median(vals))
         if bounds[key][0] <= med <= bounds[key][1]:  # an implausible figure is not reported
             value[key] = round(med, 3)
+            ranges[key] = round(max(vals) - min(vals), 3)
             agree_sizes &= max(vals) - min(vals) <= max(MAX_SIZE_SPREAD * med, pixel)
     trusts = {m.trust for m in c.members}
     trust = "high" if "high" in trusts else "low" if "low" in trusts else "unknown"
     photos = sorted({m.photo_id for m in c.members})
     position_spread = max(float(np.hypot(m.east - centre[0], m.north - centre[1])) for m in c.members)
+    spread = {"positionM": round(position_spread, 3)}
     if trust == "unknown" or not value:
         confidence, value_out, basis = "unknown", None, "assumed"
     else:
         agree = position_spread <= min(m.radius for m in c.members) and agree_sizes
         confidence = "high" if trust == "high" and len(photos) >= 2 and agree else "low"
         value_out, basis = value, "measured"
+        spread.update(ranges)
     return schema.Fact(kind=c.kind, lon=float(lon), lat=float(lat), value=value_out, unit="m",
                        confidence=confidence, basis=basis, source=photos,
-                       timestamp=_latest([m.captured_at for m in c.members]))
+                       timestamp=_latest([m.captured_at for m in c.members]), spread=spread)
 
 
 def aggregate(photos: list[PhotoMeasurement], origin: tuple[float, float] | None = None) -> list[schema.Fact]:

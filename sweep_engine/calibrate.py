@@ -34,13 +34,13 @@ from .labels import GROUND_CLASSES, HEIGHT_PRIOR_SIGMA, SEG, SIZE_PRIORS
 from .measure import apparent_size, robust_spread
 
 PRIOR_SIGMA = {  # log-units for focal and height, degrees for pitch
-    "focal": {"measured": 0.10, "assumed": 0.30},
+    "focal": {"measured": 0.05, "assumed": 0.30},
     "height": {"measured": 0.05, "assumed": 0.20},
     "pitch": {"measured": 1.0, "assumed": 5.0},
 }
 MAX_VEHICLE_SPREAD = 0.10
 MAX_DISAGREEMENT = 0.08
-MAX_FOCAL_OVERRIDE = 0.10
+MAX_OVERRIDE = 0.10  # how far the scene may put a measured focal or camera height
 MIN_BOX_PX = 8
 # The solution is held within these; one that reaches them is not a calibration but a failure to find one.
 FOCAL_RANGE = (0.25, 4.0)     # x the prior focal length
@@ -123,7 +123,8 @@ def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact"
     prior_p = np.array([math.log(base.fx), math.log(base.height_m), math.radians(base.pitch_deg)])
     prior_s = np.array([priors[0], priors[1], math.radians(priors[2])])
     prior_h = np.array([SIZE_PRIORS[v.label][2] for v in vehicles])
-    sig_v = np.array([HEIGHT_PRIOR_SIGMA[v.label] for v in vehicles])
+    # A box's height is read to about half a pixel at each edge: small, far vehicles weigh less.
+    sig_v = np.array([math.hypot(HEIGHT_PRIOR_SIGMA[v.label], 0.5 / (v.box[3] - v.box[1])) for v in vehicles])
     sig_g = 0.02 * math.sqrt(max(len(rows), 1))  # rows share the depth model's errors: one cue, not forty
 
     def residuals(p):
@@ -205,7 +206,10 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
     disagreement = max(dev.values()) - min(dev.values()) if len(dev) >= 2 else None
     ev["cueDeviations"] = dev
     ev["disagreement"] = disagreement
-    focal_override = abs(math.log(solved.fx / cam.fx))
+    # What the scene alone says, against metadata given as measured: the solution itself is held by them.
+    focal_override = abs(math.log(ev["focalPx"].get("fromVehicles", solved.fx) / cam.fx))
+    scene_heights = [ev["cameraHeightM"][k] for k in ("fromVehicles", "fromGround") if k in ev["cameraHeightM"]]
+    height_override = abs(math.log(float(np.median(scene_heights or [solved.height_m])) / cam.height_m))
 
     if not vehicles and len(rows) < 3:
         trust = "unknown"
@@ -220,16 +224,16 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
             reasons.append(f"{len(vehicles)} vehicle(s) usable; two or more are needed to check the scale")
         if len(rows) < 5:
             reasons.append("too little ground seen to check the scale against the camera height")
-        if cam.height_basis == "measured" and abs(math.log(solved.height_m / cam.height_m)) > MAX_FOCAL_OVERRIDE:
-            reasons.append("the scene moves the given camera height by "
-                           f"{abs(math.log(solved.height_m / cam.height_m)):.0%}")
+        if cam.height_basis == "measured" and height_override > MAX_OVERRIDE:
+            reasons.append(f"the scene puts the camera {height_override:.0%} away from its given height")
         if spread is not None and spread > MAX_VEHICLE_SPREAD:
             reasons.append(f"vehicle heights disagree with their priors by {spread:.0%} (spread)")
         if disagreement is not None and disagreement > MAX_DISAGREEMENT:
             reasons.append(f"the cues (vehicles by depth, by ground contact, the ground) disagree by "
                            f"{disagreement:.0%}")
-        if cam.focal_basis == "measured" and focal_override > MAX_FOCAL_OVERRIDE:
-            reasons.append(f"the scene moves the metadata focal length by {focal_override:.0%}: the metadata "
+        if cam.focal_basis == "measured" and focal_override > MAX_OVERRIDE:
+            reasons.append(f"the vehicles put the focal length {focal_override:.0%} away from the metadata focal "
+                           "length: the metadata "
                            "or the depth scale is wrong")
         trust = "low" if reasons else "high"
     if cam.focal_basis == "assumed":

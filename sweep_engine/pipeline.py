@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass
 
@@ -35,6 +36,9 @@ from .geometry import measure_photo, to_schema
 from .labels import DET_CLASSES
 from .models import load_models
 from .photos import Fetch, PhotoError, decode, fetch_all, http_fetch
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -150,9 +154,16 @@ class Engine:
         pms: list[PhotoMeasurement] = []
         measurements = []
         for p, img, out in zip(kept, images, outs):
-            pm, evidence = self.measure(p, (img.shape[-1], img.shape[-2]), out, camera_height_m=height)
+            try:
+                pm, evidence = self.measure(p, (img.shape[-1], img.shape[-2]), out, camera_height_m=height)
+                measurement = to_schema(pm, evidence)
+            except Exception as exc:  # one photo's degenerate output must not cost the job its other photos
+                log.exception("measuring photo %s failed", p.id)
+                skipped.append(schema.Skipped(photo_id=p.id, reason=f"measurement failed: {type(exc).__name__}: "
+                                                                    f"{str(exc)[:200]}"))
+                continue
             pms.append(pm)
-            measurements.append(to_schema(pm, evidence))
+            measurements.append(measurement)
         facts = [f for f in aggregate(pms, origin=(job.center_lon, job.center_lat))
                  if inside(f.lon, f.lat, job.area)]
         return measurements, facts, infer_s

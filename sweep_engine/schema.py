@@ -3,6 +3,12 @@
 This module is the contract the coordinator imports (``coordinator ->
 sweep_engine.schema`` only), so it is pure Python: no torch, no numpy.
 
+Types: ``PhotoRef``; ``Job`` (photos to measure); ``Measurement`` per photo
+(``RoadWidth``, ``Calibration`` with ``scaleTrust`` and evidence,
+``ObjectMeasurement``); ``Fact``; ``Result`` (facts, measurements,
+``Timings``, ``Skipped`` photos).  Constants: ``FACT_KINDS``,
+``PHYSICAL_BOUNDS``, ``PRIMARY_KEY``, ``CONFIDENCES``, ``SCALE_TRUSTS``, ``BASES``.
+
 Stability rules:
 
 - ``SCHEMA_VERSION`` is 1.  ``Job`` and ``Result`` carry it on the wire as
@@ -28,7 +34,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -174,8 +180,28 @@ def _finish(obj: Any, errors: list[str]) -> Any:
     return obj
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def _out(v: Any) -> Any:
+    if isinstance(v, _Wire):
+        return v.to_dict()
+    if isinstance(v, list):
+        return [_out(x) for x in v]
+    return v
+
+
 class _Wire:
-    """JSON helpers shared by every wire type."""
+    """JSON helpers shared by every wire type: a field ``foo_bar`` is ``fooBar`` on the wire."""
+
+    @classmethod
+    def wire_names(cls) -> tuple[str, ...]:
+        return tuple(_camel(f.name) for f in fields(cls))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {_camel(f.name): _out(getattr(self, f.name)) for f in fields(self)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
@@ -219,17 +245,9 @@ class PhotoRef(_Wire):
     focal_mm: float | None = None
     sensor_width_mm: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "lon": self.lon, "lat": self.lat, "heading": self.heading, "pitch": self.pitch,
-                "capturedAt": self.captured_at, "cameraMake": self.camera_make, "cameraModel": self.camera_model,
-                "focalMm": self.focal_mm, "sensorWidthMm": self.sensor_width_mm, "width": self.width,
-                "height": self.height, "url": self.url, "license": self.license, "provider": self.provider}
-
     @classmethod
     def _read(cls, data, path, errors):
-        r = _Reader(data, path, errors, ("id", "lon", "lat", "heading", "pitch", "capturedAt", "cameraMake",
-                                         "cameraModel", "focalMm", "sensorWidthMm", "width", "height", "url",
-                                         "license", "provider"))
+        r = _Reader(data, path, errors, cls.wire_names())
         url = r.text("url")
         if url is not None and not url.startswith(("http://", "https://")):
             r.fail("url", "must be an http(s) URL")
@@ -273,15 +291,9 @@ class Job(_Wire):
     params: dict = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"schemaVersion": self.schema_version, "jobId": self.job_id, "sweepId": self.sweep_id,
-                "area": self.area, "centerLon": self.center_lon, "centerLat": self.center_lat,
-                "radiusM": self.radius_m, "photos": [p.to_dict() for p in self.photos], "params": self.params}
-
     @classmethod
     def _read(cls, data, path, errors):
-        r = _Reader(data, path, errors, ("schemaVersion", "jobId", "sweepId", "area", "centerLon", "centerLat",
-                                         "radiusM", "photos", "params"))
+        r = _Reader(data, path, errors, cls.wire_names())
         r.version()
         photos = [PhotoRef._read(item, p, errors) for p, item in r.items("photos")]
         ids = [p.id for p in photos]
@@ -300,12 +312,9 @@ class RoadWidth(_Wire):
     spread_m: float
     samples: int
 
-    def to_dict(self):
-        return {"widthM": self.width_m, "method": self.method, "spreadM": self.spread_m, "samples": self.samples}
-
     @classmethod
     def _read(cls, data, path, errors):
-        r = _Reader(data, path, errors, ("widthM", "method", "spreadM", "samples"))
+        r = _Reader(data, path, errors, cls.wire_names())
         return cls(width_m=r.num("widthM", 0), method=r.text("method"), spread_m=r.num("spreadM", 0),
                    samples=r.int("samples", lo=1))
 
@@ -321,14 +330,9 @@ class Calibration(_Wire):
     pitch_deg: float
     evidence: dict = field(default_factory=dict)
 
-    def to_dict(self):
-        return {"scaleTrust": self.scale_trust, "focalPx": self.focal_px, "focalBasis": self.focal_basis,
-                "cameraHeightM": self.camera_height_m, "pitchDeg": self.pitch_deg, "evidence": self.evidence}
-
     @classmethod
     def _read(cls, data, path, errors):
-        r = _Reader(data, path, errors, ("scaleTrust", "focalPx", "focalBasis", "cameraHeightM", "pitchDeg",
-                                         "evidence"))
+        r = _Reader(data, path, errors, cls.wire_names())
         return cls(scale_trust=r.text("scaleTrust", choices=SCALE_TRUSTS), focal_px=r.num("focalPx", 1),
                    focal_basis=r.text("focalBasis", choices=BASES),
                    camera_height_m=r.num("cameraHeightM", 0.1, 20), pitch_deg=r.num("pitchDeg", -90, 90),
@@ -337,10 +341,12 @@ class Calibration(_Wire):
 
 @dataclass
 class ObjectMeasurement(_Wire):
-    """One detected object: its near face's range, bearing and position, and its apparent size.
+    """One detected object: range, bearing and position of the point where its box-centre ray meets it,
+    and its apparent size (``size: {widthM, heightM}`` on the wire).
 
-    ``heightIsLowerBound`` / ``widthIsLowerBound`` say the frame cut the object
-    (its box touches the top/bottom or left/right edge), so the size is a minimum.
+    ``heightIsLowerBound`` / ``widthIsLowerBound`` say the object was cut (its
+    box touches the top/bottom or left/right frame edge, or a nearer thing hides
+    its foot), so that size is a minimum.
     """
 
     label: str
@@ -354,16 +360,18 @@ class ObjectMeasurement(_Wire):
     width_is_lower_bound: bool = False
     score: float = 1.0
 
+    @classmethod
+    def wire_names(cls) -> tuple[str, ...]:
+        return tuple(n for n in super().wire_names() if n not in ("widthM", "heightM")) + ("size",)
+
     def to_dict(self):
-        return {"label": self.label, "distanceM": self.distance_m,
-                "size": {"widthM": self.width_m, "heightM": self.height_m}, "bearingDeg": self.bearing_deg,
-                "lon": self.lon, "lat": self.lat, "heightIsLowerBound": self.height_is_lower_bound,
-                "widthIsLowerBound": self.width_is_lower_bound, "score": self.score}
+        out = super().to_dict()
+        out["size"] = {"widthM": out.pop("widthM"), "heightM": out.pop("heightM")}
+        return out
 
     @classmethod
     def _read(cls, data, path, errors):
-        r = _Reader(data, path, errors, ("label", "distanceM", "size", "bearingDeg", "lon", "lat",
-                                         "heightIsLowerBound", "widthIsLowerBound", "score"))
+        r = _Reader(data, path, errors, cls.wire_names())
         size = _Reader(r.obj("size") or {}, _join(path, "size"), errors, ("widthM", "heightM"))
         return cls(label=r.text("label"), distance_m=r.num("distanceM", 0), width_m=size.num("widthM", 0),
                    height_m=size.num("heightM", 0), bearing_deg=r.num("bearingDeg", 0, 360),
@@ -381,13 +389,9 @@ class Measurement(_Wire):
     road_width: RoadWidth | None = None
     objects: list[ObjectMeasurement] = field(default_factory=list)
 
-    def to_dict(self):
-        return {"photoId": self.photo_id, "roadWidth": self.road_width.to_dict() if self.road_width else None,
-                "calibration": self.calibration.to_dict(), "objects": [o.to_dict() for o in self.objects]}
-
     @classmethod
     def _read(cls, data, path, errors):
-        r = _Reader(data, path, errors, ("photoId", "roadWidth", "calibration", "objects"))
+        r = _Reader(data, path, errors, cls.wire_names())
         rw = r.obj("roadWidth", optional=True)
         cal = r.obj("calibration")
         return cls(photo_id=r.text("photoId"),
@@ -398,7 +402,12 @@ class Measurement(_Wire):
 
 @dataclass
 class Fact(_Wire):
-    """A georeferenced street fact of one of ``FACT_KINDS``, as the seen layer serves it."""
+    """A georeferenced street fact of one of ``FACT_KINDS``, as the seen layer serves it.
+
+    ``spread`` (optional) says how far its observations were apart: ``positionM``
+    (largest distance of an observation from the fact's position) and, per value
+    key, the range (max - min) of the observed values, in the value's unit.
+    """
 
     kind: str
     lon: float
@@ -409,16 +418,17 @@ class Fact(_Wire):
     basis: str
     source: list[str]
     timestamp: str
-
-    def to_dict(self):
-        return {"kind": self.kind, "lon": self.lon, "lat": self.lat, "value": self.value, "unit": self.unit,
-                "confidence": self.confidence, "basis": self.basis, "source": list(self.source),
-                "timestamp": self.timestamp}
+    spread: dict | None = None
 
     @classmethod
     def _read(cls, data, path, errors):
-        r = _Reader(data, path, errors, ("kind", "lon", "lat", "value", "unit", "confidence", "basis", "source",
-                                         "timestamp"))
+        r = _Reader(data, path, errors, cls.wire_names())
+        spread = r.obj("spread", optional=True)
+        if spread is not None:
+            sr = _Reader(spread, _join(path, "spread"), errors, ("positionM", *PHYSICAL_BOUNDS.get(
+                r.data.get("kind"), {})))
+            for key in spread:
+                sr.num(key, 0)
         kind, confidence = r.text("kind", choices=FACT_KINDS), r.text("confidence", choices=CONFIDENCES)
         value = r.data.get("value")
         if "value" not in r.data:
@@ -442,7 +452,7 @@ class Fact(_Wire):
             r.fail("source", "must list the photo ids it rests on")
         return cls(kind=kind, lon=r.num("lon", -180, 180), lat=r.num("lat", -90, 90), value=value,
                    unit=r.text("unit"), confidence=confidence, basis=r.text("basis", choices=BASES),
-                   source=source, timestamp=r.time("timestamp"))
+                   source=source, timestamp=r.time("timestamp"), spread=spread)
 
 
 def bound_violations(fact: Fact) -> list[str]:
@@ -465,12 +475,9 @@ class Timings(_Wire):
     infer_s: float
     total_s: float
 
-    def to_dict(self):
-        return {"fetchS": self.fetch_s, "inferS": self.infer_s, "totalS": self.total_s}
-
     @classmethod
     def _read(cls, data, path, errors):
-        r = _Reader(data, path, errors, ("fetchS", "inferS", "totalS"))
+        r = _Reader(data, path, errors, cls.wire_names())
         return cls(fetch_s=r.num("fetchS", 0), infer_s=r.num("inferS", 0), total_s=r.num("totalS", 0))
 
 
@@ -481,12 +488,9 @@ class Skipped(_Wire):
     photo_id: str
     reason: str
 
-    def to_dict(self):
-        return {"photoId": self.photo_id, "reason": self.reason}
-
     @classmethod
     def _read(cls, data, path, errors):
-        r = _Reader(data, path, errors, ("photoId", "reason"))
+        r = _Reader(data, path, errors, cls.wire_names())
         return cls(photo_id=r.text("photoId"), reason=r.text("reason"))
 
 
@@ -508,18 +512,9 @@ class Result(_Wire):
     skipped: list[Skipped] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
-    def to_dict(self):
-        return {"schemaVersion": self.schema_version, "jobId": self.job_id, "nodeId": self.node_id,
-                "engineVersion": self.engine_version, "engineBuild": self.engine_build,
-                "facts": [f.to_dict() for f in self.facts],
-                "measurements": [m.to_dict() for m in self.measurements],
-                "timings": self.timings.to_dict(), "device": self.device,
-                "skipped": [k.to_dict() for k in self.skipped]}
-
     @classmethod
     def _read(cls, data, path, errors):
-        r = _Reader(data, path, errors, ("schemaVersion", "jobId", "nodeId", "engineVersion", "engineBuild",
-                                         "facts", "measurements", "timings", "device", "skipped"))
+        r = _Reader(data, path, errors, cls.wire_names())
         r.version()
         timings = r.obj("timings")
         return cls(job_id=r.text("jobId"), node_id=r.text("nodeId"), engine_version=r.text("engineVersion"),

@@ -44,6 +44,12 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def manifest_digest(path: str | Path) -> str:
+    """sha256 of the manifest file: one figure pinning every weights file (the signed node-app
+    manifest's ``weights.sha256``)."""
+    return sha256_bytes(Path(path).read_bytes())
+
+
 def read_manifest(path: str | Path) -> dict[str, WeightsEntry]:
     path = Path(path)
     try:

@@ -47,6 +47,7 @@ def test_a_pole_seen_from_several_photos_is_one_fact_at_its_place():
         near = min(pole_facts, key=lambda f: distance_m(f, lon, lat))
         assert distance_m(near, lon, lat) < 0.5
         assert len(near.source) >= 2 and near.confidence == "high" and near.basis == "measured"
+        assert near.spread["positionM"] < 0.5 and near.spread["widthM"] < 0.2
 
 
 def test_roadway_fact_carries_the_width_within_one_percent():

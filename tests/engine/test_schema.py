@@ -33,7 +33,8 @@ def job(**over):
 
 def fact(**over):
     d = {"kind": "roadway", "lon": 13.4, "lat": 52.5, "value": {"widthM": 7.4}, "unit": "m",
-         "confidence": "high", "basis": "measured", "source": ["p1"], "timestamp": "2025-06-01T10:00:00Z"}
+         "confidence": "high", "basis": "measured", "source": ["p1"], "timestamp": "2025-06-01T10:00:00Z",
+         "spread": {"positionM": 0.4, "widthM": 0.1}}
     d.update(over)
     return d
 
@@ -133,6 +134,8 @@ def _obj_mut(**over):
     (_fact_mut(source=[]), "facts[0].source: must list the photo ids"),
     (_fact_mut(timestamp="noon"), "facts[0].timestamp: must be an ISO 8601 time"),
     (lambda d: d["facts"][0].pop("value"), "facts[0].value: is required"),
+    (_fact_mut(spread={"positionM": -1}), "facts[0].spread.positionM: must be within [0, inf]"),
+    (_fact_mut(spread={"heightM": 1}), "facts[0].spread.heightM: unknown field"),
     (_obj_mut(heightIsLowerBound="yes"), "measurements[0].objects[0].heightIsLowerBound: must be true or false"),
     (_obj_mut(bearingDeg=400), "measurements[0].objects[0].bearingDeg: must be within [0, 360]"),
     (_obj_mut(size={"widthM": 1}), "measurements[0].objects[0].size.heightM: is required"),
