@@ -194,8 +194,9 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
         prior_h = np.array([SIZE_PRIORS[v.label][2] for v in vehicles])
         dev["vehicleDepth"] = float(np.median(_log(hd) - np.log(prior_h)))
         ev["focalPx"]["fromVehicles"] = solved.fx * math.exp(dev["vehicleDepth"])
-        if np.isfinite(hg).any():
-            dev["vehicleContact"] = float(np.nanmedian(_log(hg) - np.log(prior_h)))
+        seen = np.isfinite(hg) & (hg > 0)  # a contact above the horizon says nothing
+        if seen.any():
+            dev["vehicleContact"] = float(np.median(np.log(hg[seen]) - np.log(prior_h[seen])))
             ev["cameraHeightM"]["fromVehicles"] = solved.height_m / math.exp(dev["vehicleContact"])
         if len(vehicles) >= 2:
             spread = float(np.std(_log(hd) - np.log(prior_h), ddof=1))
@@ -233,8 +234,7 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
                            f"{disagreement:.0%}")
         if cam.focal_basis == "measured" and focal_override > MAX_OVERRIDE:
             reasons.append(f"the vehicles put the focal length {focal_override:.0%} away from the metadata focal "
-                           "length: the metadata "
-                           "or the depth scale is wrong")
+                           "length: the metadata or the depth scale is wrong")
         trust = "low" if reasons else "high"
     if cam.focal_basis == "assumed":
         ev["note"] = ("focal length assumed and solved from the scene; focal length and depth scale are not "
