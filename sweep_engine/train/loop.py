@@ -26,6 +26,7 @@ import dataclasses
 import io
 import json
 import math
+import os
 import shlex
 import sys
 import time
@@ -127,6 +128,8 @@ def train(args, argv: list[str] | None = None) -> Path:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.threads)
+    if args.device.startswith("cuda"):  # cuBLAS is deterministic only with a fixed workspace (set before CUDA starts)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(args.seed)
     cfg = config_for(args)
