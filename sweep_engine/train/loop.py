@@ -203,7 +203,8 @@ def train(args, argv: list[str] | None = None) -> Path:
     prov["text"] = (f"trained from random init on generated scenes only: `{command}` (seed {args.seed}, "
                     f"generator {prov['generator']}, {step} steps, {spent / 60:.1f} min on {device}, "
                     f"torch {torch.__version__})")
-    modules = {"dense": (dense.cpu(), dense_architecture(cfg)), "detector": (detector.cpu(), detector_architecture(cfg))}
+    modules = {"dense": (dense.cpu(), dense_architecture(cfg)),
+               "detector": (detector.cpu(), detector_architecture(cfg))}
     return write_manifest(out, {n: modules[n] for n in names}, prov,
                           manifest_name=f"weights-{args.only}.json" if args.only else "weights.json")
 
