@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+# The weights the engine ships with (trained on generated scenes; docs/weights.md), for the default architectures.
+DEFAULT_WEIGHTS_MANIFEST = str(Path(__file__).resolve().parent / "default_weights" / "weights.json")
 
 
 def _s(default, help_: str):
@@ -16,11 +20,13 @@ def _s(default, help_: str):
 
 @dataclass(frozen=True)
 class EngineConfig:
-    backbone: str = _s("resnet18", "timm architecture of the dense network's encoder (built with pretrained=False)")
-    detector: str = _s("fasterrcnn_mobilenet_v3_large_320_fpn",
+    backbone: str = _s("mobilenetv3_small_100",
+                       "timm architecture of the dense network's encoder (built with pretrained=False)")
+    detector: str = _s("ssdlite320_mobilenet_v3_large",
                        "torchvision detection architecture (fasterrcnn_* or ssdlite320_mobilenet_v3_large)")
-    weights_manifest: str | None = _s(None, "path of the weights manifest (JSON) naming the dense and detector "
-                                             "weight files with their sha256; required to run")
+    weights_manifest: str | None = _s(DEFAULT_WEIGHTS_MANIFEST, "path of the weights manifest (JSON) naming the "
+                                      "dense and detector weight files with their sha256; default: the shipped "
+                                      "weights (docs/weights.md); empty: none, the engine refuses to run")
     input_height: int = _s(192, "height in pixels photos are resized to before the models")
     input_width: int = _s(256, "width in pixels photos are resized to before the models")
     decoder_channels: int = _s(64, "channels of the dense network's decoder")

@@ -141,7 +141,7 @@ def test_a_corrupted_weights_file_is_refused(manifest, tmp_path):
 
 def test_missing_weights_are_a_clear_error(manifest, tmp_path):
     with pytest.raises(WeightsError, match="no weights manifest configured"):
-        Engine(EngineConfig(**TINY))
+        Engine(EngineConfig(**TINY, weights_manifest=None))
     with pytest.raises(WeightsError, match="does not exist"):
         Engine(EngineConfig(**TINY, weights_manifest=str(tmp_path / "none.json")))
     doc = json.loads(manifest.read_text())

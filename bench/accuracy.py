@@ -1,0 +1,281 @@
+"""Sweep engine accuracy on held-out synthetic scenes: what the configured weights are worth.
+
+    .venv/bin/python bench/accuracy.py [--weights MANIFEST] [--seed 1000] [--scenes 80] [--json OUT]
+
+The held-out scenes come from the training generator (``sweep_engine.train.data``)
+with another seed than training's (training uses seed 0 and its own indices;
+the default here is seed 1000), with its full variety (road widths 3-20 m,
+camera heights 1.2-2.8 m, focal, pitch, yaw, vehicles, lighting, textures,
+blur, noise, rain, JPEG) except roll: the geometry models no roll, so the
+held-out scenes have none.  Each photo goes through the engine as a node runs
+it: the networks at the configured input size, then ``Engine.measure`` with
+the photo's metadata (EXIF focal: measured; pitch: given; camera height: not
+given, so the 1.65 m prior, assumed, that calibration may move).
+
+What is measured (definitions):
+
+- road width: the photo's ``roadWidth`` against the street's true carriageway
+  width; absolute error in metres and in % of the true width, median and p90,
+  over the photos that report one (coverage is printed).
+- object distance: AbsRel = mean |d - d*| / d* and delta1 = share with
+  max(d/d*, d*/d) < 1.25, d* the exact range to the point the box centre's ray
+  hits.  Two rows: objects the detector found (matched to truth, same label,
+  IoU >= 0.5), and the truth boxes measured on the network's depth (depth
+  alone, without the detector's misses).  Truth objects counted: vehicles,
+  people, poles, signs, gates, entrances with visible fraction >= 0.5.
+- detection precision and recall per class at the engine's ``min_score``,
+  IoU >= 0.5, greedy by score.  Truth that counts: visible fraction >= 0.5,
+  box at least 4 px wide and 8 px high; detections matching smaller or more
+  hidden truth are ignored (neither true nor false).
+- scaleTrust: the same photos calibrated with true metadata and with
+  deliberately wrong *measured* metadata (focal length x0.7 or x1.4, or a
+  camera height x0.7 or x1.4 given as measured), in turn; a confusion matrix
+  of the verdicts.  A miscalibrated scene should read ``low``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from sweep_engine.config import EngineConfig  # noqa: E402
+from sweep_engine.measure import measure_objects  # noqa: E402
+from sweep_engine.pipeline import Engine, ModelOutput  # noqa: E402
+from sweep_engine.synth.provider import photo_ref  # noqa: E402
+from sweep_engine.train.data import Variety, sample  # noqa: E402
+
+DISTANCE_LABELS = ("car", "truck", "bus", "person", "pole", "sign", "gate", "entrance")
+MISCALIBRATIONS = (("focal x0.7", 0.7, 1.0), ("focal x1.4", 1.4, 1.0), ("height x0.7", 1.0, 0.7),
+                   ("height x1.4", 1.0, 1.4))
+VEHICLES = ("car", "truck", "bus")
+
+
+def iou(a, b) -> float:
+    x0, y0, x1, y1 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
+    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def counted(o) -> bool:
+    return (o.bbox is not None and o.visible_fraction >= 0.5 and o.bbox[2] - o.bbox[0] >= 4
+            and o.bbox[3] - o.bbox[1] >= 8)
+
+
+def match_detections(dets, truth, min_score: float):
+    """Greedy matching by score: per class (tp, fp, fn) and [(det, truth)] pairs of true positives."""
+    stats: dict[str, list[int]] = {}
+    pairs = []
+    taken = set()
+    for label, box, score in sorted((d for d in dets if d[2] >= min_score), key=lambda d: -d[2]):
+        best, best_iou = None, 0.5
+        for i, o in enumerate(truth):
+            if i in taken or o.label != label:
+                continue
+            v = iou(box, o.bbox)
+            if v >= best_iou:
+                best, best_iou = i, v
+        s = stats.setdefault(label, [0, 0, 0])
+        if best is None:
+            s[1] += 1
+        elif counted(truth[best]):
+            taken.add(best)
+            s[0] += 1
+            pairs.append(((label, box, score), truth[best]))
+        else:
+            taken.add(best)  # a detection of a barely visible object: neither right nor wrong
+    for i, o in enumerate(truth):
+        if i not in taken and counted(o):
+            stats.setdefault(o.label, [0, 0, 0])[2] += 1
+    return stats, pairs
+
+
+def distance_stats(pairs) -> dict:
+    """AbsRel and delta1 over (measured, true) distance pairs."""
+    if not pairs:
+        return {"n": 0, "absrel": float("nan"), "delta1": float("nan")}
+    d = np.array([p[0] for p in pairs])
+    t = np.array([p[1] for p in pairs])
+    return {"n": len(pairs), "absrel": float(np.mean(np.abs(d - t) / t)),
+            "delta1": float(np.mean(np.maximum(d / t, t / d) < 1.25))}
+
+
+def exact_output(frame, max_depth_m: float) -> ModelOutput:
+    """What perfect networks would output: the frame's own depth (capped at the head's range), classes, boxes."""
+    depth = np.where(np.isfinite(frame.depth), np.minimum(frame.depth, max_depth_m + 0.05), max_depth_m + 0.05)
+    return ModelOutput(depth=depth.astype(np.float32), seg=frame.seg, detections=frame.detections())
+
+
+def evaluate(engine: Engine, seed: int, n: int, batch: int = 8, exact: bool = False) -> dict:
+    """The figures for the engine's networks, or with ``exact`` for perfect ones (the geometry's own floor)."""
+    cfg = engine.config
+    variety = Variety(roll_deg=0.0)
+    road_err, road_missing = [], 0
+    det_stats: dict[str, list[int]] = {}
+    dist_det, dist_truth, pix = [], [], []
+    trust = {"calibrated": {}, "miscalibrated": {}}
+    for start in range(0, n, batch):
+        samples = [sample(seed, i, width=cfg.input_width, height=cfg.input_height, variety=variety)
+                   for i in range(start, min(n, start + batch))]
+        if exact:
+            outs = [exact_output(s.frame, cfg.max_depth_m) for s in samples]
+        else:
+            outs, _ = engine.infer([torch.from_numpy(s.rgb.copy()).permute(2, 0, 1) for s in samples])
+        for s, out in zip(samples, outs):
+            f = s.frame
+            photo = photo_ref("heldout", f, "http://127.0.0.1")
+            size = (cfg.input_width, cfg.input_height)
+            pm, _ = engine.measure(photo, size, out)
+            trust["calibrated"][pm.scale_trust] = trust["calibrated"].get(pm.scale_trust, 0) + 1
+            true_w = f.scene.street.road_width_m
+            if pm.road is not None and np.isfinite(pm.road.width_m):
+                road_err.append((pm.road.width_m - true_w, true_w))
+            else:
+                road_missing += 1
+            truth = [o for o in f.objects if o.label and o.bbox is not None]
+            stats, pairs = match_detections(out.detections, truth, cfg.min_score)
+            for k, v in stats.items():
+                acc = det_stats.setdefault(k, [0, 0, 0])
+                for j in range(3):
+                    acc[j] += v[j]
+            measured = {id(o): o for o in pm.objects}
+            for (label, box, _), o in pairs:
+                if label not in DISTANCE_LABELS:
+                    continue
+                m = next((m for m in measured.values() if m.box == box and m.label == label), None)
+                if m is not None and np.isfinite(m.distance_m):
+                    dist_det.append((m.distance_m, o.distance_m))
+            gt = [o for o in truth if o.label in DISTANCE_LABELS and o.visible_fraction >= 0.5]
+            for o, m in zip(gt, measure_objects(pm.camera, out.depth, [(o.label, o.bbox, 1.0) for o in gt],
+                                                out.seg)):
+                if np.isfinite(m.distance_m) and m.distance_m > 0:
+                    dist_truth.append((m.distance_m, o.distance_m))
+            ok = np.isfinite(f.depth) & (f.depth > 0.1) & (f.depth <= cfg.max_depth_m)
+            pix.append((out.depth[ok], f.depth[ok]))
+            for _, fm, hm in MISCALIBRATIONS:
+                wrong, _ = engine.measure(photo, size, out, focal_px=f.camera.fx * fm,
+                                          camera_height_m=f.camera.height_m * hm if hm != 1.0 else None)
+                trust["miscalibrated"][wrong.scale_trust] = trust["miscalibrated"].get(wrong.scale_trust, 0) + 1
+    err = np.array(road_err) if road_err else np.zeros((0, 2))
+    abs_m = np.abs(err[:, 0]) if len(err) else np.array([np.nan])
+    pct = 100 * np.abs(err[:, 0]) / err[:, 1] if len(err) else np.array([np.nan])
+    dp = np.concatenate([p[0] for p in pix]) if pix else np.zeros(0)
+    dt = np.concatenate([p[1] for p in pix]) if pix else np.zeros(0)
+    return {
+        "scenes": n, "seed": seed,
+        "road": {"n": len(road_err), "missing": road_missing, "median_m": float(np.median(abs_m)),
+                 "p90_m": float(np.percentile(abs_m, 90)), "median_pct": float(np.median(pct)),
+                 "p90_pct": float(np.percentile(pct, 90)),
+                 "bias_pct": float(np.median(100 * err[:, 0] / err[:, 1])) if len(err) else float("nan")},
+        "distance_detected": distance_stats(dist_det),
+        "distance_truth_boxes": distance_stats(dist_truth),
+        "pixel_depth": distance_stats(list(zip(dp, dt))) if len(dp) else distance_stats([]),
+        "detection": {k: {"tp": v[0], "fp": v[1], "fn": v[2]} for k, v in sorted(det_stats.items())},
+        "scale_trust": trust,
+    }
+
+
+def _f(x, spec=".3f") -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, spec)
+
+
+def headline(r: dict) -> dict:
+    """The headline figures: name -> (value, format, (target text, test) or None)."""
+    det = r["detection"]
+    veh = [sum(det.get(k, {}).get(x, 0) for k in VEHICLES) for x in ("tp", "fp", "fn")]
+    mis, cal = r["scale_trust"]["miscalibrated"], r["scale_trust"]["calibrated"]
+    road, dd, dtb, px = r["road"], r["distance_detected"], r["distance_truth_boxes"], r["pixel_depth"]
+    nan = float("nan")
+    return {
+        "road width |error| median, m": (road["median_m"], ".3f", None),
+        "road width |error| p90, m": (road["p90_m"], ".3f", None),
+        "road width |error| median, %": (road["median_pct"], ".1f", ("<= 3.0", lambda v: v <= 3.0)),
+        "road width |error| p90, %": (road["p90_pct"], ".1f", None),
+        "road width signed error median, %": (road["bias_pct"], "+.1f", None),
+        "photos reporting a road width, %": (100 * road["n"] / max(1, road["n"] + road["missing"]), ".0f", None),
+        "distance AbsRel, detected objects": (dd["absrel"], ".3f", ("<= 0.05", lambda v: v <= 0.05)),
+        "distance delta1, detected objects": (dd["delta1"], ".3f", None),
+        "objects matched (detected)": (dd["n"], "d", None),
+        "distance AbsRel, truth boxes on model depth": (dtb["absrel"], ".3f", ("<= 0.05", lambda v: v <= 0.05)),
+        "distance delta1, truth boxes on model depth": (dtb["delta1"], ".3f", None),
+        "objects (truth boxes)": (dtb["n"], "d", None),
+        "pixel depth AbsRel (<= 80 m)": (px["absrel"], ".3f", None),
+        "pixel depth delta1": (px["delta1"], ".3f", None),
+        "vehicle recall (car+truck+bus)": (veh[0] / (veh[0] + veh[2]) if veh[0] + veh[2] else nan, ".3f",
+                                           (">= 0.9", lambda v: v >= 0.9)),
+        "vehicle precision (car+truck+bus)": (veh[0] / (veh[0] + veh[1]) if veh[0] + veh[1] else nan, ".3f", None),
+        "miscalibrated scenes read low, %": (100 * mis.get("low", 0) / max(1, sum(mis.values())), ".1f",
+                                             (">= 95", lambda v: v >= 95)),
+        "calibrated scenes read high, %": (100 * cal.get("high", 0) / max(1, sum(cal.values())), ".1f", None),
+    }
+
+
+def table(r: dict, exact: dict | None, manifest: str, cfg: EngineConfig, seconds: float) -> str:
+    lines = []
+    add = lines.append
+    add(f"accuracy on {r['scenes']} held-out synthetic scenes (generator seed {r['seed']}, no roll), "
+        f"weights {manifest}")
+    add(f"models: {cfg.backbone} dense + {cfg.detector}, input {cfg.input_width}x{cfg.input_height}, "
+        f"min_score {cfg.min_score}; {seconds:.0f} s")
+    add("columns: 'weights' = the networks' outputs; 'exact in' = the scenes' exact depth, classes and boxes "
+        "through the same geometry (its own floor)")
+    add("")
+    add(f"{'metric':<46} {'weights':>9} {'exact in':>9} {'target':>8}  verdict")
+    add("-" * 86)
+    h, hx = headline(r), headline(exact) if exact else {}
+    for name, (value, spec, target) in h.items():
+        ex = _f(hx[name][0], spec) if name in hx else ""
+        verdict = "" if target is None else ("n/a" if not np.isfinite(value) else
+                                             "MET" if target[1](value) else "MISSED")
+        add(f"{name:<46} {_f(value, spec):>9} {ex:>9} {target[0] if target else '':>8}  {verdict}")
+    add("")
+    add(f"{'detection class':<16} {'truth':>6} {'dets':>6} {'TP':>5} {'precision':>10} {'recall':>8}")
+    for k, v in r["detection"].items():
+        n_truth, n_det = v["tp"] + v["fn"], v["tp"] + v["fp"]
+        add(f"{k:<16} {n_truth:>6} {n_det:>6} {v['tp']:>5} "
+            f"{_f(v['tp'] / n_det if n_det else float('nan')):>10} "
+            f"{_f(v['tp'] / n_truth if n_truth else float('nan')):>8}")
+    for title, res in (("weights", r), ("exact inputs", exact)):
+        if res is None:
+            continue
+        add("")
+        add(f"scaleTrust confusion, {title} (rows: scene metadata, columns: verdict)")
+        add(f"{'':<32} {'high':>6} {'low':>6} {'unknown':>8}")
+        for row, counts in res["scale_trust"].items():
+            label = row + (f" ({len(MISCALIBRATIONS)} variants each)" if row == "miscalibrated" else "")
+            add(f"{label:<32} {counts.get('high', 0):>6} {counts.get('low', 0):>6} {counts.get('unknown', 0):>8}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--weights", default=None, help="weights manifest (default: the engine's default)")
+    p.add_argument("--seed", type=int, default=1000, help="held-out generator seed (training used 0)")
+    p.add_argument("--scenes", type=int, default=80)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", default=None, help="also write the figures as JSON here")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    overrides = {"device": "cpu"}
+    if args.weights:
+        overrides["weights_manifest"] = args.weights
+    cfg = EngineConfig(**overrides)
+    engine = Engine(cfg)
+    t = time.perf_counter()
+    r = evaluate(engine, args.seed, args.scenes)
+    exact = evaluate(engine, args.seed, args.scenes, exact=True)
+    print(table(r, exact, cfg.weights_manifest, cfg, time.perf_counter() - t))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"weights": r, "exact_inputs": exact}, indent=2))
+    return r
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""Training of the dense network (depth + classes) and the detector on generated scenes.
+
+    python -m sweep_engine.train --out DIR --seed 0 --steps 600 --batch 8      # CPU, small
+    python -m sweep_engine.train --out DIR --seed 0 --steps 20000 --batch 32 --device cuda
+    python -m sweep_engine.train --assemble DIR     # after one --only dense and one --only detector run
+
+Both networks are built by ``models.build_dense`` / ``models.build_detector``
+from an ``EngineConfig`` (the architecture options below), with random init:
+nothing is downloaded.  Each step renders ``batch`` fresh samples
+(``data.sample(seed, step * batch + j)``), takes one AdamW step on the dense
+network and one on the detector.  Given the seed, the options and the number
+of torch threads, the run is deterministic (``torch.use_deterministic_algorithms``).
+
+Losses: depth is L1 on log depth over pixels with known finite depth up to the
+depth head's range (sky and unknown excluded); classes are cross-entropy
+(unknown excluded); the detector's are torchvision's own.  Every ``--log-every``
+steps the mean losses go to ``train.log`` (JSON lines); every
+``--checkpoint-every`` steps a checkpoint (``--resume`` continues it).  At the
+end the weights are written as float16 state dicts with a manifest pinning
+their sha256, license and provenance (the command, seed, generator version).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import json
+import math
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from ..config import EngineConfig
+from ..models import build_dense, build_detector, dense_architecture, detector_architecture
+from ..weights import MANIFEST_VERSION, WeightsEntry, sha256_bytes
+from . import augment
+from .data import Variety, det_label_index, generator_id, sample
+
+LICENSE = "Apache-2.0 (the project's own; trained only on this project's generated scenes)"
+
+
+def batch_tensors(samples, max_depth_m: float):
+    images = torch.from_numpy(np.stack([s.rgb for s in samples])).permute(0, 3, 1, 2).float() / 255.0
+    depth = torch.from_numpy(np.stack([s.depth for s in samples]).astype(np.float32))
+    seg = torch.from_numpy(np.stack([s.seg for s in samples]).astype(np.int64))
+    targets = [{"boxes": torch.from_numpy(s.boxes).reshape(-1, 4),
+                "labels": torch.tensor([det_label_index(lab) for lab in s.labels], dtype=torch.int64)}
+               for s in samples]
+    valid = torch.isfinite(depth) & (depth > 0.1) & (depth <= max_depth_m)
+    return images, depth, valid, seg, targets
+
+
+def dense_loss(dense, images, depth, valid, seg):
+    pred, logits = dense(images)
+    d = torch.log(pred[valid]) - torch.log(depth[valid])
+    l_depth = d.abs().mean() if d.numel() else pred.sum() * 0
+    l_seg = F.cross_entropy(logits, seg, ignore_index=augment.IGNORE)
+    return l_depth, l_seg
+
+
+def lr_at(step: int, total: int, base: float, warmup: int = 30) -> float:
+    if step < warmup:
+        return base * (step + 1) / warmup
+    return base * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total - warmup))))
+
+
+def half_state(module: torch.nn.Module) -> dict:
+    """The state dict with floating tensors stored as float16 (loading casts them back)."""
+    return {k: (v.detach().cpu().half() if v.is_floating_point() else v.detach().cpu()).contiguous()
+            for k, v in module.state_dict().items()}
+
+
+def write_manifest(out: Path, modules: dict, provenance: dict, trained: bool = True,
+                   manifest_name: str = "weights.json") -> Path:
+    entries = []
+    for name, (module, arch) in modules.items():
+        buf = io.BytesIO()
+        torch.save(half_state(module), buf)
+        data = buf.getvalue()
+        (out / f"{name}.pt").write_bytes(data)
+        entry = dataclasses.asdict(WeightsEntry(name=name, file=f"{name}.pt", architecture=arch,
+                                                sha256=sha256_bytes(data), license=LICENSE,
+                                                provenance=provenance["text"], trained=trained))
+        entry.update(sizeBytes=len(data), dtype="float16", build={k: v for k, v in provenance.items() if k != "text"})
+        entries.append(entry)
+    path = out / manifest_name
+    path.write_text(json.dumps({"manifestVersion": MANIFEST_VERSION, "weights": entries}, indent=2) + "\n")
+    return path
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sweep_engine.train", description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True, help="directory for weights.json, dense.pt, detector.pt, train.log")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=600, help="planned steps (the learning-rate schedule's length)")
+    p.add_argument("--stop-after", type=int, default=None, help="stop after this many steps (default: --steps)")
+    p.add_argument("--only", choices=("dense", "detector"), default=None,
+                   help="train one network (two processes can then train both at once); --assemble joins them")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--detector-lr", type=float, default=1e-3)
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (part of what makes a run repeatable)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--backbone", default="mobilenetv3_small_100")
+    p.add_argument("--detector", default="ssdlite320_mobilenet_v3_large")
+    p.add_argument("--decoder-channels", type=int, default=64)
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--height", type=int, default=192)
+    p.add_argument("--augment", type=float, default=1.0, help="photometric augmentation strength (0: none)")
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--checkpoint-every", type=int, default=50)
+    p.add_argument("--resume", action="store_true")
+    return p
+
+
+def config_for(args) -> EngineConfig:
+    return EngineConfig(backbone=args.backbone, detector=args.detector, decoder_channels=args.decoder_channels,
+                        input_width=args.width, input_height=args.height, device=args.device)
+
+
+def train(args, argv: list[str] | None = None) -> Path:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(args.threads)
+    if args.device.startswith("cuda"):  # cuBLAS is deterministic only with a fixed workspace (set before CUDA starts)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(args.seed)
+    cfg = config_for(args)
+    device = torch.device(args.device)
+    dense, detector = build_dense(cfg).to(device), build_detector(cfg).to(device)
+    opt_d = torch.optim.AdamW(dense.parameters(), lr=args.lr, weight_decay=1e-4)
+    opt_k = torch.optim.AdamW(detector.parameters(), lr=args.detector_lr, weight_decay=1e-4)
+    names = (args.only,) if args.only else ("dense", "detector")
+    stop = min(args.stop_after or args.steps, args.steps)
+    variety = Variety(augment=args.augment)
+    tag = f"-{args.only}" if args.only else ""
+    ckpt, log_path = out / f"checkpoint{tag}.pt", out / f"train{tag}.log"
+    step, spent = 0, 0.0
+    if args.resume and ckpt.exists():
+        state = torch.load(ckpt, map_location=device, weights_only=True)
+        dense.load_state_dict(state["dense"]), detector.load_state_dict(state["detector"])
+        opt_d.load_state_dict(state["opt_dense"]), opt_k.load_state_dict(state["opt_detector"])
+        step, spent = int(state["step"]), float(state["seconds"])
+    elif log_path.exists():
+        log_path.unlink()
+    dense.train(), detector.train()
+    sums: dict[str, float] = {}
+    t_last = time.perf_counter()
+    while step < stop:
+        samples = [sample(args.seed, step * args.batch + j, width=args.width, height=args.height, variety=variety)
+                   for j in range(args.batch)]
+        images, depth, valid, seg, targets = batch_tensors(samples, cfg.max_depth_m)
+        images, depth, valid, seg = images.to(device), depth.to(device), valid.to(device), seg.to(device)
+        if "dense" in names:
+            for g in opt_d.param_groups:
+                g["lr"] = lr_at(step, args.steps, args.lr)
+            l_depth, l_seg = dense_loss(dense, images, depth, valid, seg)
+            opt_d.zero_grad(set_to_none=True)
+            (l_depth + l_seg).backward()
+            torch.nn.utils.clip_grad_norm_(dense.parameters(), 5.0)
+            opt_d.step()
+            sums["depth"] = sums.get("depth", 0.0) + float(l_depth.detach())
+            sums["seg"] = sums.get("seg", 0.0) + float(l_seg.detach())
+        if "detector" in names:
+            for g in opt_k.param_groups:
+                g["lr"] = lr_at(step, args.steps, args.detector_lr)
+            losses = detector(list(images), [{k: v.to(device) for k, v in t.items()} for t in targets])
+            total = sum(losses.values())
+            opt_k.zero_grad(set_to_none=True)
+            total.backward()
+            torch.nn.utils.clip_grad_norm_(detector.parameters(), 10.0)
+            opt_k.step()
+            for k, v in losses.items():
+                sums[k] = sums.get(k, 0.0) + float(v.detach())
+        step += 1
+        now = time.perf_counter()
+        spent += now - t_last
+        t_last = now
+        if step % args.log_every == 0 or step == stop:
+            n = args.log_every if step % args.log_every == 0 else step % args.log_every
+            row = {"step": step, "seconds": round(spent, 1), **{k: round(v / n, 5) for k, v in sums.items()}}
+            with log_path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(json.dumps(row), flush=True)
+            sums = {}
+        if step % args.checkpoint_every == 0 or step == stop:
+            torch.save({"dense": dense.state_dict(), "detector": detector.state_dict(), "opt_dense": opt_d.state_dict(),
+                        "opt_detector": opt_k.state_dict(), "step": step, "seconds": spent}, ckpt)
+    dense.eval(), detector.eval()
+    # --resume continues a checkpoint of the same run to the same result (the data are indexed by step and
+    # nothing draws on torch's generator after init), so the command that reproduces the weights omits it.
+    command = "python -m sweep_engine.train " + " ".join(shlex.quote(a) for a in (argv or []) if a != "--resume")
+    prov = {"command": command, "seed": args.seed, "generator": generator_id(), "steps": step,
+            "seconds": round(spent, 1), "device": str(device), "threads": args.threads,
+            "torch": torch.__version__}
+    prov["text"] = (f"trained from random init on generated scenes only: `{command}` (seed {args.seed}, "
+                    f"generator {prov['generator']}, {step} steps, {spent / 60:.1f} min on {device}, "
+                    f"torch {torch.__version__})")
+    modules = {"dense": (dense.cpu(), dense_architecture(cfg)),
+               "detector": (detector.cpu(), detector_architecture(cfg))}
+    return write_manifest(out, {n: modules[n] for n in names}, prov,
+                          manifest_name=f"weights-{args.only}.json" if args.only else "weights.json")
+
+
+def assemble(out: str | Path) -> Path:
+    """Join ``weights-dense.json`` and ``weights-detector.json`` (from two ``--only`` runs) into ``weights.json``."""
+    out = Path(out)
+    entries = []
+    for name in ("dense", "detector"):
+        entries += json.loads((out / f"weights-{name}.json").read_text())["weights"]
+    path = out / "weights.json"
+    path.write_text(json.dumps({"manifestVersion": MANIFEST_VERSION, "weights": entries}, indent=2) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--assemble"]:
+        print(f"wrote {assemble(argv[1])}")
+        return 0
+    path = train(parser().parse_args(argv), argv)
+    print(f"wrote {path}")
+    return 0

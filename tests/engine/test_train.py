@@ -1,0 +1,116 @@
+"""Training on generated scenes: deterministic for a seed, varied as documented, pinned on output.
+
+The runs here are tiny (64x48 scenes, two steps): they prove the loop, its
+determinism and what it writes, not what the weights are worth
+(bench/accuracy.py measures that).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sweep_engine.config import EngineConfig
+from sweep_engine.models import load_models
+from sweep_engine.train import augment
+from sweep_engine.train.data import Variety, generator_id, sample, scene_params
+from sweep_engine.train.loop import assemble, main, parser, train
+
+TINY = ["--steps", "2", "--batch", "2", "--width", "64", "--height", "48", "--threads", "1", "--log-every", "1",
+        "--checkpoint-every", "1"]
+
+
+def run(tmp_path, name, *extra):
+    argv = ["--out", str(tmp_path / name), *TINY, *extra]
+    path = train(parser().parse_args(argv), argv)
+    return json.loads(path.read_text()), path
+
+
+@pytest.fixture(scope="module")
+def dense_runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("train")
+    return [run(tmp, name, "--only", "dense", "--seed", str(seed)) for name, seed in (("a", 3), ("b", 3), ("c", 4))]
+
+
+def test_training_is_deterministic_for_a_seed(dense_runs):
+    (a, _), (b, _), (c, _) = dense_runs
+    assert a["weights"][0]["sha256"] == b["weights"][0]["sha256"]
+    assert a["weights"][0]["sha256"] != c["weights"][0]["sha256"]
+
+
+def test_the_manifest_pins_license_and_provenance(dense_runs):
+    doc, path = dense_runs[0]
+    (entry,) = doc["weights"]
+    assert entry["name"] == "dense" and entry["trained"] is True and entry["dtype"] == "float16"
+    assert entry["license"].startswith("Apache-2.0")
+    assert entry["architecture"] == "sis-dense/mobilenetv3_small_100/c64/k17"
+    build = entry["build"]
+    assert build["seed"] == 3 and build["steps"] == 2 and build["generator"] == generator_id()
+    assert build["command"].startswith("python -m sweep_engine.train --out ") and "--seed 3" in build["command"]
+    assert build["command"] in entry["provenance"]
+    assert (path.parent / "dense.pt").stat().st_size == entry["sizeBytes"]
+    log = [json.loads(line) for line in (path.parent / "train-dense.log").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2] and all(np.isfinite(r["depth"]) and r["seg"] > 0 for r in log)
+
+
+def test_both_networks_train_and_load_into_the_engine(tmp_path):
+    out = str(tmp_path / "w")
+    assert main(["--out", out, *TINY, "--only", "dense", "--seed", "1"]) == 0
+    assert main(["--out", out, *TINY, "--only", "detector", "--seed", "1"]) == 0
+    path = assemble(out)
+    names = [w["name"] for w in json.loads(path.read_text())["weights"]]
+    assert names == ["dense", "detector"]
+    cfg = EngineConfig(backbone="mobilenetv3_small_100", detector="ssdlite320_mobilenet_v3_large",
+                       input_width=64, input_height=48, weights_manifest=str(path))
+    _, _, entries = load_models(cfg)
+    assert entries["detector"].trained and "--only detector" in entries["detector"].provenance
+
+
+def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
+    full, _ = run(tmp_path, "full", "--only", "dense", "--seed", "5")
+    run(tmp_path, "part", "--only", "dense", "--seed", "5", "--stop-after", "1")
+    resumed, _ = run(tmp_path, "part", "--only", "dense", "--seed", "5", "--resume")
+    assert resumed["weights"][0]["sha256"] == full["weights"][0]["sha256"]
+    assert "--resume" not in resumed["weights"][0]["build"]["command"]
+
+
+def test_samples_are_a_pure_function_of_seed_and_index():
+    a, b, c = sample(7, 2, width=64, height=48), sample(7, 2, width=64, height=48), sample(7, 3, width=64, height=48)
+    assert np.array_equal(a.rgb, b.rgb) and np.array_equal(a.seg, b.seg) and np.array_equal(a.boxes, b.boxes)
+    assert not np.array_equal(a.rgb, c.rgb)
+
+
+def test_scene_variety_covers_the_documented_ranges():
+    v = Variety()
+    rng = np.random.default_rng(0)
+    draws = [scene_params(rng, v, 256, 192) for _ in range(400)]
+    widths = [d["road_width_m"] for d in draws]
+    heights = [d["camera_height_m"] for d in draws]
+    assert 3.0 <= min(widths) < 3.5 and 19.5 < max(widths) <= 20.0
+    assert 1.2 <= min(heights) < 1.3 and 2.7 < max(heights) <= 2.8
+    assert {d["n_vehicles"] for d in draws} == set(range(7))
+    assert min(d["pitch_deg"] for d in draws) < -5 and max(d["pitch_deg"] for d in draws) > 3
+
+
+def test_roll_keeps_the_truth_exact():
+    s = sample(11, 0, width=96, height=72, variety=Variety(augment=0.0, roll_deg=0.0))
+    f = s.frame
+    rgb, depth, seg, inst = augment.roll(f.rgb, f.depth, f.seg, f.instance, 3.0)
+    known = seg != augment.IGNORE
+    assert 0.9 < known.mean() < 1.0  # the corners rotated in from outside are unknown
+    assert np.isnan(depth[~known]).all() and (inst[~known] == -1).all()
+    # A rotation about the optical axis moves pixels, it does not change z-depth: the values are the originals'.
+    finite = np.isfinite(depth) & known
+    assert np.isin(depth[finite], f.depth[np.isfinite(f.depth)]).all()
+    same = augment.roll(f.rgb, f.depth, f.seg, f.instance, 0.0)
+    assert same[0] is f.rgb
+
+
+def test_photometric_variety_changes_pixels_not_truth():
+    clean = sample(12, 0, width=64, height=48, variety=Variety(augment=0.0, roll_deg=0.0))
+    varied = sample(12, 0, width=64, height=48, variety=Variety(augment=1.0, roll_deg=0.0))
+    assert np.array_equal(clean.seg, varied.seg) and np.array_equal(clean.boxes, varied.boxes)
+    assert np.abs(clean.rgb.astype(int) - varied.rgb.astype(int)).mean() > 3
+    rained = augment.rain(clean.rgb, np.random.default_rng(0))
+    assert rained.shape == clean.rgb.shape and not np.array_equal(rained.astype(np.uint8), clean.rgb)
