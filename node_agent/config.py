@@ -109,7 +109,7 @@ class Config:
     request_timeout_s: float = _meta(30.0, "Timeout of one request to the coordinator.")
     photo_timeout_s: float = _meta(30.0, "Timeout of one photo download from the street-photo provider.")
     photo_max_bytes: int = _meta(25_000_000, "Largest photo the agent downloads; larger ones are skipped with their reason.")
-    engine_weights: str = _meta("", "Path of the sweep engine's weights manifest (JSON naming each weight file with its sha256); the node app ships one.")
+    engine_weights: str = _meta("", "Path of the sweep engine's weights manifest (JSON naming each weight file with its sha256); empty means the weights shipped inside the engine.")
     check_updates: bool = _meta(True, "Read the coordinator's signed node-app manifest and tell the volunteer when a newer version exists (never downloads it).")
     log_level: str = _meta("INFO", "Log level of the console and the log file (DEBUG, INFO, WARNING, ERROR).")
     log_max_bytes: int = _meta(5_000_000, "Size at which the log file is rotated.")

@@ -48,15 +48,14 @@ class EngineAdapter:
 def load_engine(device, weights_manifest: str) -> EngineAdapter:
     """The real sweep engine on ``device`` (a ``loop.Device``), with the pinned weights."""
     try:
-        from sweep_engine.config import EngineConfig
+        from sweep_engine.config import DEFAULT_WEIGHTS_MANIFEST, EngineConfig
         from sweep_engine.pipeline import Engine
         from sweep_engine.weights import WeightsError
     except ImportError as exc:
         raise EngineMissing(f"this installation has no sweep engine ({exc}); install the node app with its "
                             "engine") from None
-    if not weights_manifest:
-        raise EngineMissing("no engine weights: set engine_weights (the weights manifest shipped with the "
-                            "node app) in the config file or SIS_NODE_ENGINE_WEIGHTS")
+    # Unset means the weights shipped inside the engine (sweep_engine/default_weights).
+    weights_manifest = weights_manifest or DEFAULT_WEIGHTS_MANIFEST
     where = device.label.split(" ", 1)[0] if device.on_gpu else "cpu"
     try:
         config = EngineConfig.from_env(device=where, weights_manifest=weights_manifest)

@@ -110,12 +110,18 @@ def test_a_chosen_gpu_becomes_the_device_and_the_engine_runs_on_it(monkeypatch):
     assert seen == {"device": "cuda:1", "weights": "/w/weights.json"}
 
 
-def test_no_weights_or_bad_weights_say_what_is_missing(tmp_path):
+def test_unset_weights_mean_the_shipped_ones_and_bad_weights_say_what_is_missing(tmp_path, monkeypatch):
+    from node_agent import engine as engine_mod
     from node_agent.engine import EngineMissing, load_engine
+    from sweep_engine.config import DEFAULT_WEIGHTS_MANIFEST
     import pytest
 
-    with pytest.raises(EngineMissing, match="no engine weights: set engine_weights"):
-        load_engine(_cpu(), "")
+    seen = {}
+    monkeypatch.setattr(engine_mod, "EngineAdapter", lambda e: e)
+    monkeypatch.setattr("sweep_engine.pipeline.Engine", lambda config: seen.setdefault("w", config.weights_manifest))
+    load_engine(_cpu(), "")
+    assert seen["w"] == DEFAULT_WEIGHTS_MANIFEST
+    monkeypatch.undo()
     with pytest.raises(EngineMissing, match="the sweep engine cannot start: weights manifest .* does not exist"):
         load_engine(_cpu(), str(tmp_path / "nowhere.json"))
 
