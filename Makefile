@@ -30,5 +30,10 @@ test: install
 bench: install
 	$(BIN)/python bench/api.py
 
+## make node-app: the Nuitka build of the agent with the engine and weights inside (long: not part of make test)
+node-app: install
+	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev,engine,build]'
+	$(BIN)/python build/node_app.py
+
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -136,6 +136,14 @@ class Answer:
             encoded = self._memo["body"] = dumps(self.body()).encode()
         return encoded
 
+    def etag(self, dumps: Any) -> str:
+        """A strong ETag of the encoded body, computed once per answer like the encoding."""
+        tag = self._memo.get("etag")
+        if tag is None:
+            import hashlib
+            tag = self._memo["etag"] = '"' + hashlib.sha1(self.encoded(dumps)).hexdigest() + '"'
+        return tag
+
     def body(self) -> dict[str, Any]:
         caveats = list(self.caveats)
         if self.health is not None:

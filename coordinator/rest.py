@@ -5,9 +5,10 @@ Every family's routes come from ``Tool.routes``: ``/earth{path}``,
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
-import uuid
+import os
 from typing import Any
 
 import tornado.web
@@ -22,6 +23,10 @@ log = logging.getLogger("sis.http")
 FAMILY_PREFIX = {"earth": "/earth", "legacy": "/legacy", "public": r"/public/v1/([^/]+)"}
 MAX_JSON_BODY = 64 * 1024
 
+# Request ids: unique per process start and cheap (no random draw per request).
+_RUN = os.urandom(4).hex()
+_SEQ = itertools.count(1)
+
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -31,7 +36,7 @@ class BaseHandler(tornado.web.RequestHandler):
     """Owns the error shape and JSON writing for every route."""
 
     def set_default_headers(self) -> None:
-        self.request_id = uuid.uuid4().hex[:16]
+        self.request_id = f"{_RUN}{next(_SEQ):08x}"
         self.set_header("X-Request-Id", self.request_id)
         self.set_header("X-Content-Type-Options", "nosniff")
 
@@ -39,7 +44,15 @@ class BaseHandler(tornado.web.RequestHandler):
         self.set_status(status)
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.set_header("Cache-Control", cache_control)
-        self.finish(body.encoded(dumps) if isinstance(body, Answer) else dumps(body))
+        if isinstance(body, Answer):
+            self._answer_etag = body.etag(dumps)
+            self.finish(body.encoded(dumps))
+        else:
+            self.finish(dumps(body))
+
+    def compute_etag(self) -> str | None:
+        """An answer's ETag is memoised with its encoded body; other bodies are hashed as usual."""
+        return getattr(self, "_answer_etag", None) or super().compute_etag()
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]

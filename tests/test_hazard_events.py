@@ -137,3 +137,12 @@ async def test_demo_mode_labels_its_answers(sqlite_url):
         assert body["health"]["sourcesUsable"] == 2 and body["count"] == 9
     finally:
         await stop_coordinator(c)
+
+
+async def test_a_cached_answer_carries_a_stable_etag_and_answers_304(coordinator):
+    r1 = await coordinator.get("/earth/events")
+    etag = r1.headers["Etag"]
+    r2 = await coordinator.get("/earth/events")
+    assert r2.headers["Etag"] == etag
+    r3 = await coordinator.get("/earth/events", headers={"If-None-Match": etag})
+    assert r3.status == 304 and r3.body == b""

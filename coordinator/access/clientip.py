@@ -10,6 +10,7 @@ is ignored.
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 from typing import Mapping
 
@@ -25,6 +26,7 @@ def parse_proxies(text: str) -> tuple[Network, ...]:
     return tuple(nets)
 
 
+@functools.lru_cache(maxsize=65536)
 def _addr(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     text = text.strip()
     if text.startswith("[") and "]" in text:

@@ -18,6 +18,7 @@ It has kind ``anon``, plan ``anon`` and the anonymous scopes of SPEC.md.
 from __future__ import annotations
 
 import hashlib
+import functools
 import ipaddress
 import logging
 import time
@@ -55,6 +56,7 @@ def client_ip(remote_ip: str | None) -> str:
     return remote_ip or "unknown"
 
 
+@functools.lru_cache(maxsize=65536)
 def ip_bucket(ip: str) -> str:
     """What a per-IP window counts: an IPv4 address, or the /64 of an IPv6 one (one subscriber
     usually holds a whole /64, so counting single IPv6 addresses would not limit anyone)."""

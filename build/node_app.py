@@ -1,0 +1,90 @@
+"""Build the node agent with Nuitka: one file per platform, the sweep engine and
+its weights compiled in, then record each artefact's size and sha256.
+
+    make node-app                       # Linux, on a Linux builder
+    python build/node_app.py [--out build/out] [--jobs N]
+
+On a Windows builder (Python 3.11+, a C compiler Nuitka accepts, e.g. MSVC or
+its own MinGW download) run the same script from a checkout with the project
+installed: `py -m pip install -e .[engine,build]` then `py build\\node_app.py`.
+Nothing here downloads at run time; Nuitka itself may fetch its MinGW/ccache
+on Windows when told to (`--assume-yes-for-downloads`), which this script does
+not pass.
+
+Decisions (see docs/node-app.md): torch's JIT is disabled in the build
+(`torch-disable-jit=yes`: the engine runs eager PyTorch and never scripts);
+torch._dynamo, torch._inductor, test packages and training code are left out.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LEAVE_OUT = [
+    "torch._dynamo", "torch._inductor", "torch.testing", "torch.utils.tensorboard", "torch.onnx",
+    "torch.distributed.elastic", "torch.utils.benchmark", "torch._functorch.aot_autograd",
+    "sweep_engine.train", "torchvision.datasets", "timm.data.readers",
+    "pytest", "IPython", "matplotlib", "pandas", "tkinter",
+]
+
+
+def artefact_name() -> str:
+    system = {"Linux": "linux", "Windows": "windows", "Darwin": "macos"}[platform.system()]
+    arch = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}[platform.machine()]
+    return f"sis-node-{system}-{arch}" + (".exe" if system == "windows" else "")
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "build" / "out"))
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = artefact_name()
+    launcher = out / "sis_node_launcher.py"
+    launcher.write_text("import sys\nfrom node_agent.cli import main\nsys.exit(main())\n")
+    cmd = [
+        sys.executable, "-m", "nuitka", "--standalone", "--onefile", f"--jobs={args.jobs}",
+        f"--output-dir={out}", f"--output-filename={name}", "--remove-output",
+        "--include-package=node_agent", "--include-package=sweep_engine",
+        "--include-package-data=sweep_engine", "--include-package-data=node_agent",
+        "--module-parameter=torch-disable-jit=yes",
+        *(f"--nofollow-import-to={m}" for m in LEAVE_OUT),
+        str(launcher),
+    ]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    print("building", name, "with", " ".join(cmd[3:]), flush=True)
+    t0 = time.time()
+    subprocess.run(cmd, check=True, cwd=ROOT, env=env)
+    took = time.time() - t0
+    art = out / name
+    from sweep_engine import build_hash
+    from node_agent import __version__
+    record = {"file": name, "platform": platform.system().lower(), "arch": platform.machine(),
+              "size": art.stat().st_size, "sha256": sha256(art), "agentVersion": __version__,
+              "engineBuild": build_hash(), "buildSeconds": round(took)}
+    (out / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(json.dumps(record, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
