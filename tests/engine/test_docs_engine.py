@@ -20,5 +20,6 @@ def test_every_cli_command_is_documented():
         assert f"sis-engine {name}" in DOC, f"sis-engine {name} is not in docs/engine.md"
 
 
-def test_the_docs_say_the_test_weights_are_untrained():
+def test_the_docs_say_the_test_weights_are_untrained_and_the_shipped_ones_weak():
     assert "untrained" in DOC.lower() and "not meaningful" in DOC
+    assert "default_weights" in DOC and "weak" in DOC
