@@ -20,6 +20,8 @@ every reason found (not just the first), and the reasons are recorded:
 """
 from __future__ import annotations
 
+import functools
+
 import math
 import time
 from datetime import datetime, timedelta
@@ -64,9 +66,23 @@ def published_builds(settings) -> frozenset[str]:
 
 def accepted_builds(settings) -> set[str]:
     """Engine builds a result may come from: the published ones and the configured
-    (``SIS_ENGINE_BUILDS``: a development hash in tests and ``--demo``)."""
+    (``SIS_ENGINE_BUILDS``: a development hash in tests). In ``--demo`` the engine
+    installed beside the coordinator, with its shipped weights, is accepted too, so
+    that a local ``sis-node run --allow-cpu`` can take part."""
     configured = {b.strip() for b in settings.engine_builds.split(",") if b.strip()}
+    if settings.demo:
+        configured |= _local_engine_builds()
     return configured | published_builds(settings)
+
+
+@functools.cache
+def _local_engine_builds() -> frozenset[str]:
+    import sweep_engine   # torch-free: the package root computes build hashes from files
+    shipped = Path(sweep_engine.__file__).resolve().parent / "default_weights" / "weights.json"
+    builds = {sweep_engine.build_hash()}
+    if shipped.exists():
+        builds.add(sweep_engine.build_hash(shipped))
+    return frozenset(builds)
 
 
 class _Local:
