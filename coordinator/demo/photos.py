@@ -18,17 +18,16 @@ import hashlib
 import io
 import math
 import random
-import socket
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlencode
 
 import tornado.escape
-import tornado.httpserver
 import tornado.web
 
 from ..sweeps.coverage import offset
+from .upstream import LoopbackServer
 
 # A development engine build, in the form of sweep_engine.build_hash() (64 hex digits).
 DEV_ENGINE_BUILD = hashlib.sha256(b"sis-engine development build").hexdigest()
@@ -143,14 +142,12 @@ def render_jpeg(photo: FakePhoto) -> bytes:
     return buf.getvalue()
 
 
-class FakePhotoProvider:
+class FakePhotoProvider(LoopbackServer):
     def __init__(self) -> None:
         self.photos: list[FakePhoto] = []
         self.by_id: dict[str, FakePhoto] = {}
         self.fail_status = 0
         self.searches = 0
-        self.server: tornado.httpserver.HTTPServer | None = None
-        self.port = 0
 
     @property
     def api_url(self) -> str:
@@ -176,24 +173,9 @@ class FakePhotoProvider:
                                           road_width_m=round(rng.uniform(5.0, 14.0), 2), seed=seed * 100_000 + k)))
         return out
 
-    async def start(self) -> "FakePhotoProvider":
-        app = tornado.web.Application([(r"/api/search", _Search, {"fake": self}),
-                                       (r"/api/pictures/([^/]+)/hd\.jpg", _Image, {"fake": self})])
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        sock.setblocking(False)
-        self.port = sock.getsockname()[1]
-        self.server = tornado.httpserver.HTTPServer(app)
-        self.server.add_sockets([sock])
-        return self
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            await self.server.close_all_connections()
-            self.server = None
+    def app(self) -> tornado.web.Application:
+        return tornado.web.Application([(r"/api/search", _Search, {"fake": self}),
+                                        (r"/api/pictures/([^/]+)/hd\.jpg", _Image, {"fake": self})])
 
 
 async def start_demo_photos() -> FakePhotoProvider:

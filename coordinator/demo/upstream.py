@@ -6,6 +6,7 @@ Routes: ``/gdacs/events/geteventlist/EVENTS4APP`` and ``/usgs/{feed}.geojson``.
 """
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
 import socket
@@ -53,14 +54,40 @@ class _CannedHandler(tornado.web.RequestHandler):
             self.finish()
 
 
-class FakeUpstream:
+class LoopbackServer(abc.ABC):
+    """A small Tornado app on a free loopback port (the demo fakes), started and stopped cleanly."""
+
+    server: tornado.httpserver.HTTPServer | None = None
+    port = 0
+
+    @abc.abstractmethod
+    def app(self) -> tornado.web.Application:
+        """The Tornado application this server serves."""
+
+    async def start(self):  # noqa: ANN201 - returns self, typed by each subclass
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+        self.server = tornado.httpserver.HTTPServer(self.app())
+        self.server.add_sockets([sock])
+        return self
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            await self.server.close_all_connections()
+            self.server = None
+
+
+class FakeUpstream(LoopbackServer):
     """Canned answers by path; ``set_json``/``set`` change them between requests."""
 
     def __init__(self) -> None:
         self.routes: dict[str, Canned] = {}
         self.hits: dict[str, int] = {}
-        self.server: tornado.httpserver.HTTPServer | None = None
-        self.port = 0
 
     @property
     def base_url(self) -> str:
@@ -78,23 +105,8 @@ class FakeUpstream:
             self.set_json(f"/usgs/{feed}.geojson", sample("usgs_4.5_week.geojson"))
         return self
 
-    async def start(self) -> "FakeUpstream":
-        app = tornado.web.Application([(r"/(.*)", _CannedHandler, {"upstream": self})])
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        sock.setblocking(False)
-        self.port = sock.getsockname()[1]
-        self.server = tornado.httpserver.HTTPServer(app)
-        self.server.add_sockets([sock])
-        return self
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            await self.server.close_all_connections()
-            self.server = None
+    def app(self) -> tornado.web.Application:
+        return tornado.web.Application([(r"/(.*)", _CannedHandler, {"upstream": self})])
 
 
 async def start_demo_upstream() -> FakeUpstream:

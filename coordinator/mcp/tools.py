@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import BadParameter, Forbidden, RateLimited, ServiceError, Unauthorized, error_body
 from ..invoke import RequestFacts, call_tool
+from ..openapi import HEALTH_SCHEMA
 from ..registry import Tool, ToolRegistry
 from ..rest import dumps
 from .protocol import INVALID_PARAMS, RpcError
@@ -39,15 +40,7 @@ ANSWER_OUTPUT_SCHEMA: dict[str, Any] = {
     "required": ["caveats"],
     "properties": {
         "caveats": {"type": "array", "items": {"type": "string"}},
-        "health": {
-            "type": "object",
-            "required": ["sourcesQueried", "sourcesUsable", "sources"],
-            "properties": {
-                "sourcesQueried": {"type": "integer"}, "sourcesUsable": {"type": "integer"},
-                "degraded": {"type": "boolean"},
-                "sources": {"type": "array", "items": {"type": "object", "required": ["name", "ok", "license"]}},
-            },
-        },
+        "health": HEALTH_SCHEMA,
     },
 }
 
