@@ -80,20 +80,9 @@ async def _poll(args: argparse.Namespace) -> int:
 
 
 async def _with_db(args: argparse.Namespace, work) -> int:  # noqa: ANN001
-    """Run ``work(db)`` against the configured database, at the newest schema."""
-    from .db import Database
-    from .services import SchemaOutOfDate, prepare_database
+    from .services import with_database
 
-    settings = _settings(args)
-    db = Database(settings.database_url)
-    try:
-        await prepare_database(settings, db)
-        return int(await work(db) or 0)
-    except SchemaOutOfDate as exc:
-        print(f"sis: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        await db.close()
+    return await with_database(_settings(args), work)
 
 
 def _fail(exc: Exception) -> int:

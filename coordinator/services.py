@@ -50,6 +50,21 @@ async def prepare_database(settings: Settings, db: Database) -> None:
         raise SchemaOutOfDate("the database schema is not at the newest migration: run `sis migrate` first")
 
 
+async def with_database(settings: Settings, work, prog: str = "sis") -> int:  # noqa: ANN001
+    """For command-line tools: run ``work(db)`` against the configured database at the
+    newest schema; an out-of-date PostgreSQL schema is reported and gives exit code 2."""
+    db = Database(settings.database_url)
+    try:
+        await prepare_database(settings, db)
+        return int(await work(db) or 0)
+    except SchemaOutOfDate as exc:
+        import sys
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        await db.close()
+
+
 async def create_services(settings: Settings, registry: ToolRegistry | None = None,
                           *, start_background: bool = True) -> Services:
     from .tools import default_registry

@@ -28,18 +28,11 @@ def operator() -> str:
 
 
 async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
-    from ..db import Database
     from ..errors import NotFound
-    from ..services import SchemaOutOfDate, prepare_database
+    from ..services import with_database
     from . import registry
 
-    db = Database(settings.database_url)
-    try:
-        try:
-            await prepare_database(settings, db)
-        except SchemaOutOfDate as exc:
-            print(f"sis nodes: {exc}", file=sys.stderr)
-            return 2
+    async def work(db) -> int:  # noqa: ANN001
         if args.nodes_command == "list":
             nodes = await registry.list_nodes(db)
             print(f"{'node':24} {'state':9} {'streak':>6} {'valid':>6} {'invalid':>7}  {'last seen':26} "
@@ -59,5 +52,5 @@ async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
         print(f"node {args.node_id} revoked; released {released} lease{'s' if released != 1 else ''} "
               "back to the queue")
         return 0
-    finally:
-        await db.close()
+
+    return await with_database(settings, work, "sis nodes")

@@ -21,19 +21,12 @@ def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
     rv.set_defaults(run=lambda a: asyncio.run(run(a, settings_of(a))))
 
 
-async def run(args: argparse.Namespace, settings) -> int:
-    from ..db import Database
+async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
     from ..errors import NotFound
-    from ..services import SchemaOutOfDate, prepare_database
+    from ..services import with_database
     from . import keys
 
-    db = Database(settings.database_url)
-    try:
-        try:
-            await prepare_database(settings, db)
-        except SchemaOutOfDate as exc:
-            print(f"sis reviewers: {exc}", file=sys.stderr)
-            return 2
+    async def work(db) -> int:  # noqa: ANN001
         if args.reviewers_command == "create":
             reviewer, token = await keys.create(db, args.name)
             print(f"reviewer {reviewer.id} ({reviewer.name}), scope {reviewer.scopes}")
@@ -55,5 +48,5 @@ async def run(args: argparse.Namespace, settings) -> int:
             return 1
         print(f"reviewer {args.reviewer_id} revoked")
         return 0
-    finally:
-        await db.close()
+
+    return await with_database(settings, work, "sis reviewers")
