@@ -40,7 +40,7 @@ async def photos_loaded(page) -> None:
 
 
 async def test_the_review_page_approves_and_rejects_by_keyboard(review_sqlite, photos):
-    from playwright.async_api import async_playwright
+    from playwright.async_api import async_playwright, expect
 
     c = review_sqlite
     photo_in_every_cell(photos)
@@ -67,7 +67,7 @@ async def test_the_review_page_approves_and_rejects_by_keyboard(review_sqlite, p
             await page.goto(f"{c.base_url}/review/#key={token}")
             await page.wait_for_selector("body[data-ready='1']", timeout=15000)
             assert "reviewer: Page Tester" in await page.inner_text("#who")
-            assert await page.locator("#pending li").count() == len(before)
+            await expect(page.locator("#pending li")).to_have_count(len(before), timeout=10000)
             # every pending job's area, and the selected job's facts, are drawn on the map
             assert await page.locator(".leaflet-overlay-pane path").count() >= len(before)
             facts = int(await page.get_attribute("body", "data-facts"))
@@ -90,7 +90,8 @@ async def test_the_review_page_approves_and_rejects_by_keyboard(review_sqlite, p
             await page.keyboard.type("blurred photos, widths not credible")
             await page.keyboard.press("Enter")
             await page.wait_for_selector(f"body[data-last-verdict='{second}:rejected']", timeout=10000)
-            assert await page.locator("#pending li").count() == len(before) - 2
+            # The list re-renders after the verdict: wait for it rather than reading it at once.
+            await expect(page.locator("#pending li")).to_have_count(len(before) - 2, timeout=10000)
             assert errors == []
         finally:
             await browser.close()
