@@ -34,10 +34,8 @@ import json
 import socket
 import tempfile
 import time
-import uuid
 
 from sqlalchemy import event, text, update  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest  # noqa: E402
 
@@ -47,29 +45,12 @@ from coordinator.demo.photos import DEV_ENGINE_BUILD, FakePhotoProvider, honest_
 from coordinator.nodes import registry  # noqa: E402
 from coordinator.services import create_services  # noqa: E402
 from coordinator.settings import Settings  # noqa: E402
+from coordinator.db.scratch import create_scratch_database, drop_scratch_database  # noqa: E402
 from coordinator.sweeps import leases, results  # noqa: E402
 from coordinator.sweeps.jobs import job_document  # noqa: E402
 from coordinator.sweeps.service import sweeps_of  # noqa: E402
 
 CENTRE = (48.8566, 2.3522)
-
-
-async def pg_database(server_url: str) -> tuple[str, callable]:
-    name = f"sis_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = make_url(server_url).set(database="postgres")
-
-    async def run(sql: str) -> None:
-        eng = create_async_engine(admin, isolation_level="AUTOCOMMIT")
-        async with eng.connect() as c:
-            await c.execute(text(sql))
-        await eng.dispose()
-
-    await run(f'CREATE DATABASE "{name}"')
-    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
-
-    async def drop() -> None:
-        await run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    return url, drop
 
 
 async def migrate(url: str) -> None:
@@ -269,11 +250,11 @@ async def main() -> int:
         if not args.pg:
             print("postgres   skipped: name a server with --pg or SIS_TEST_DATABASE_URL")
         else:
-            url, drop = await pg_database(args.pg)
+            url = await create_scratch_database(args.pg, "sis_bench")
             try:
                 await bench_one("postgres", url, args.jobs, args.nodes, not args.no_http)
             finally:
-                await drop()
+                await drop_scratch_database(url)
     print(f"load average {os.getloadavg()[0]:.1f} at the end (other work on this machine slows every figure "
           "alike; compare figures within one run)")
     return 0

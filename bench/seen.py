@@ -36,7 +36,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from datetime import datetime, timezone
 
 # bench/ holds a queue.py, which would shadow the standard library's: keep bench/ off the path.
@@ -45,11 +44,11 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 sys.path.insert(0, os.path.dirname(_HERE))
 
 import h3  # noqa: E402
-from sqlalchemy import text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 
 from coordinator.db import migrate as migrations  # noqa: E402
+from coordinator.db.scratch import create_scratch_database, drop_scratch_database  # noqa: E402
 from coordinator.sweeps.coverage import RESOLUTION  # noqa: E402
 from sweep_engine.schema import FACT_KINDS, PRIMARY_KEY  # noqa: E402
 
@@ -132,7 +131,9 @@ def free_port() -> int:
 def serve(url: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
     env = {**os.environ, "SIS_POLL_INTERVAL_S": "0", "SIS_LEASE_SWEEP_INTERVAL_S": "0", "SIS_LOG_LEVEL": "WARNING",
-           "SIS_PHOTO_PROVIDER_BASE_URL": "http://127.0.0.1:9/api"}
+           "SIS_PHOTO_PROVIDER_BASE_URL": "http://127.0.0.1:9/api",
+           # One client IP sends every request: the per-IP limit counts but never refuses.
+           "SIS_BENCH_UNLIMITED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "serve", "--port", str(port),
                              "--database", url], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -226,20 +227,6 @@ def bench(label: str, url: str, load, args) -> None:
     report(label, load_s, rows, args.threads)
 
 
-async def pg_database(server_url: str):
-    name = f"sis_bench_seen_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = make_url(server_url).set(database="postgres")
-
-    async def run(sql: str) -> None:
-        eng = create_async_engine(admin, isolation_level="AUTOCOMMIT")
-        async with eng.connect() as c:
-            await c.execute(text(sql))
-        await eng.dispose()
-    await run(f'CREATE DATABASE "{name}"')
-    return make_url(server_url).set(database=name).render_as_string(hide_password=False), \
-        lambda: asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--facts", type=int, default=1_000_000)
@@ -257,12 +244,12 @@ def main() -> int:
             asyncio.run(migrate(url))
             bench("SQLite", url, lambda: load_sqlite(f"{tmp}/seen.db", args.facts), args)
     if args.pg and not args.no_pg:
-        url, drop = asyncio.run(pg_database(args.pg))
+        url = asyncio.run(create_scratch_database(args.pg, "sis_bench_seen"))
         try:
             asyncio.run(migrate(url))
             bench("PostgreSQL", url, lambda: asyncio.run(load_postgres(url, args.facts)), args)
         finally:
-            drop()
+            asyncio.run(drop_scratch_database(url))
     elif not args.no_pg:
         print("\nPostgreSQL: skipped (no --pg, SIS_BENCH_PG_URL or SIS_TEST_DATABASE_URL)")
     return 0

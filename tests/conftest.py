@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
 from typing import AsyncIterator
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from coordinator.db.scratch import create_scratch_database, drop_scratch_database
 from coordinator.demo.upstream import FakeUpstream
 from tests.support import Coordinator, make_settings, start_coordinator, stop_coordinator
 
@@ -28,18 +27,9 @@ def pg_database() -> str | None:
     if not PG_URL:
         yield None
         return
-    name = f"sis_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = make_url(PG_URL).set(database="postgres")
-
-    async def run(sql: str) -> None:
-        eng = create_async_engine(admin, isolation_level="AUTOCOMMIT")
-        async with eng.connect() as c:
-            await c.execute(text(sql))
-        await eng.dispose()
-
-    asyncio.run(run(f'CREATE DATABASE "{name}"'))
-    yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
-    asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    url = asyncio.run(create_scratch_database(PG_URL, "sis_test"))
+    yield url
+    asyncio.run(drop_scratch_database(url))
 
 
 async def reset_postgres(url: str) -> None:
