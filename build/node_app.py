@@ -59,6 +59,9 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = artefact_name()
+    from sweep_engine import build_hash
+    from node_agent import __version__
+    cache_tag = f"{__version__}-{build_hash()[:12]}"
     launcher = out / "sis_node_launcher.py"
     launcher.write_text("import sys\nfrom node_agent.cli import main\nsys.exit(main())\n")
     cmd = [
@@ -67,6 +70,13 @@ def main() -> int:
         "--include-package=node_agent", "--include-package=sweep_engine",
         "--include-package-data=sweep_engine", "--include-package-data=node_agent",
         "--module-parameter=torch-disable-jit=yes",
+        # Our code compiled, third-party packages as bytecode (see build/nuitka_bytecode.py).
+        f"--user-plugin={ROOT / 'build' / 'nuitka_bytecode.py'}",
+        # The payload is mostly torch's CUDA libraries (about 4 GB): zstd level 3
+        # (--low-memory) packs it in about a minute where the default level 22 takes hours.
+        "--low-memory",
+        # Unpack once per release into the user's cache, not on every start.
+        f"--onefile-tempdir-spec={{CACHE_DIR}}/sis-node/{cache_tag}",
         *(f"--nofollow-import-to={m}" for m in LEAVE_OUT),
         str(launcher),
     ]
@@ -76,8 +86,6 @@ def main() -> int:
     subprocess.run(cmd, check=True, cwd=ROOT, env=env)
     took = time.time() - t0
     art = out / name
-    from sweep_engine import build_hash
-    from node_agent import __version__
     record = {"file": name, "platform": platform.system().lower(), "arch": platform.machine(),
               "size": art.stat().st_size, "sha256": sha256(art), "agentVersion": __version__,
               "engineBuild": build_hash(), "buildSeconds": round(took)}
