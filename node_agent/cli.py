@@ -115,7 +115,7 @@ def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
             return EXIT_CONFIG
     elif os.environ.get("SIS_NODE_ENROL_SECRET"):
         secret = os.environ["SIS_NODE_ENROL_SECRET"]
-    code, at_once = asyncio.run(_run_agent(cfg, paths, engine, device, secret))
+    code, at_once = asyncio.run(_run_agent(cfg, paths, engine, device, secret, args.max_jobs))
     if at_once:
         # Stop now: everything worth keeping is already on disk (journal, spool, fsynced), and an
         # engine batch still running in a worker thread would otherwise hold the exit until it ends.
@@ -126,11 +126,11 @@ def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
     return code
 
 
-async def _run_agent(cfg, paths, engine, device, secret) -> tuple[int, bool]:
+async def _run_agent(cfg, paths, engine, device, secret, max_jobs: int = 0) -> tuple[int, bool]:
     from .loop import Agent
     from .manifest import update_notice
 
-    agent = Agent(cfg, paths, engine, device, enrol_secret=secret, update_check=update_notice)
+    agent = Agent(cfg, paths, engine, device, enrol_secret=secret, update_check=update_notice, max_jobs=max_jobs)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
@@ -265,6 +265,16 @@ def cmd_verify_manifest(args: argparse.Namespace) -> int:
 
 # ---- the parser -------------------------------------------------------------------------
 
+def _non_negative(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sis-node", description=(
         "The Spatial Intelligence Service node agent: lends this machine's NVIDIA GPU to street sweeps. "
@@ -278,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--name", help="a name for this node")
     r.add_argument("--allow-cpu", action="store_true",
                    help="run on the CPU when no GPU is usable: for development and tests only; results say so")
+    r.add_argument("--max-jobs", type=_non_negative, default=0, metavar="N",
+                   help="stop after N jobs are finished and their results sent (default 0: run until stopped); "
+                        "a quick way to check that a machine works")
     r.add_argument("--enrol-secret-file", metavar="FILE",
                    help="file holding the coordinator's enrolment secret, where it asks for one")
     s = sub.add_parser("status", help="what the agent is doing and what it has contributed")

@@ -108,7 +108,7 @@ class Agent:
     def __init__(self, config: Config, paths: Paths, engine: EngineLike, device: Device, *,
                  policy: Policy | None = None, progress: Progress | None = None,
                  rng: random.Random | None = None, enrol_secret: str | None = None,
-                 update_check: Callable[[Client], Any] | None = None):
+                 update_check: Callable[[Client], Any] | None = None, max_jobs: int = 0):
         self.config, self.paths, self.engine, self.device = config, paths, engine, device
         self.policy = policy or Policy(config, paths.pause_file)
         self.progress = progress or Progress()
@@ -119,6 +119,7 @@ class Agent:
         self.backoff = Backoff(config.backoff_base_s, config.backoff_max_s, rng)
         self.enrol_secret = enrol_secret
         self.update_check = update_check
+        self.max_jobs = max_jobs          # stop once this many jobs are finished; 0: no limit
         self.client = Client(config.coordinator, timeout_s=config.request_timeout_s)
         self.identity: ident_mod.Identity | None = None
         self.stop_event: asyncio.Event | None = None
@@ -362,6 +363,9 @@ class Agent:
         if outcome == "spooled":
             self.jobs_finished += 1
             await self._flush_spool()
+            if self.max_jobs and self.jobs_finished >= self.max_jobs and not self.stopping:
+                log.info("finished %d job(s) as --max-jobs asked; stopping", self.jobs_finished)
+                self.stop_event.set()
 
     async def _compute(self, job: Job, lease: Lease, lost: asyncio.Event) -> str:
         t0 = time.monotonic()

@@ -71,12 +71,13 @@ def agent_config(url: str, **kw: Any) -> Config:
 
 
 def make_agent(home: Path, url: str, engine: Any, *, idle=None, battery=None, other_cpu=None,
-               **cfg: Any) -> Agent:
+               max_jobs: int = 0, **cfg: Any) -> Agent:
     config = agent_config(url, **cfg)
     paths = Paths(home, home).ensure()
     policy = Policy(config, paths.pause_file, idle=idle or (lambda: None), battery=battery or (lambda: None),
                     other_cpu=other_cpu or (lambda: None))
-    return Agent(config, paths, engine, CPU, policy=policy, progress=Progress(io.StringIO(), tty=False))
+    return Agent(config, paths, engine, CPU, policy=policy, progress=Progress(io.StringIO(), tty=False),
+                 max_jobs=max_jobs)
 
 
 async def start_photos(n: int = 6, radius_m: float = 250, seed: int = 3) -> FakePhotoProvider:

@@ -26,6 +26,16 @@ async def test_agent_leases_computes_and_submits_every_job(coord, photos, tmp_pa
         assert r.body["nodeId"] == agent.identity.node_id
 
 
+async def test_max_jobs_stops_the_agent_after_that_many_jobs(coord, photos, tmp_path):
+    await request_sweep(coord)
+    jobs = len((await db_counts(coord))["jobs"])
+    assert jobs >= 2, "the sweep must hold more jobs than the agent is allowed to take"
+    agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine(), max_jobs=1)
+    assert await asyncio.wait_for(agent.run(), 60) == 0      # stops by itself
+    assert agent.contribution.read()["jobs"] == 1
+    assert [r.state for r in (await db_counts(coord))["results"]] == ["pending"]
+
+
 async def test_two_agents_reach_the_quorum_and_every_job_goes_to_review(coord, photos, tmp_path):
     await request_sweep(coord)
     jobs = len((await db_counts(coord))["jobs"])
