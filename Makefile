@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run demo test test-postgres bench lint clean node-app
+.PHONY: install run demo test test-postgres bench lint clean node-app node-app-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,6 +34,10 @@ bench: install
 node-app: install
 	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev,engine,build]'
 	$(BIN)/python build/node_app.py
+
+## make node-app-check: run the built binary as volunteers would (--version, then one synthetic job on the CPU)
+node-app-check: install
+	$(BIN)/python build/check_node_app.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

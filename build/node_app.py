@@ -59,9 +59,13 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = artefact_name()
+    import sweep_engine
     from sweep_engine import build_hash
     from node_agent import __version__
-    cache_tag = f"{__version__}-{build_hash()[:12]}"
+    if sweep_engine.BUILD_ID_FILE.exists():
+        sys.exit(f"{sweep_engine.BUILD_ID_FILE} exists (left by an interrupted build?): remove it and build again")
+    engine_build = build_hash()       # from the sources, before BUILD_ID exists
+    cache_tag = f"{__version__}-{engine_build[:12]}"
     launcher = out / "sis_node_launcher.py"
     launcher.write_text("import sys\nfrom node_agent.cli import main\nsys.exit(main())\n")
     cmd = [
@@ -83,12 +87,17 @@ def main() -> int:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     print("building", name, "with", " ".join(cmd[3:]), flush=True)
     t0 = time.time()
-    subprocess.run(cmd, check=True, cwd=ROOT, env=env)
+    # The binary has no engine sources to hash: it reads the build id written here from them.
+    sweep_engine.BUILD_ID_FILE.write_text(engine_build + "\n")
+    try:
+        subprocess.run(cmd, check=True, cwd=ROOT, env=env)
+    finally:
+        sweep_engine.BUILD_ID_FILE.unlink()    # the checkout goes on hashing its own sources
     took = time.time() - t0
     art = out / name
     record = {"file": name, "platform": platform.system().lower(), "arch": platform.machine(),
               "size": art.stat().st_size, "sha256": sha256(art), "agentVersion": __version__,
-              "engineBuild": build_hash(), "buildSeconds": round(took)}
+              "engineBuild": engine_build, "buildSeconds": round(took)}
     (out / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(record, indent=1))
     return 0
