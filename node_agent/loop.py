@@ -104,6 +104,14 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
     return await fut
 
 
+def _raise_if_cancelled() -> None:
+    """Honour a cancellation that ``asyncio.wait_for`` swallowed: on Python 3.11 a cancel that
+    lands as the awaited event completes is lost, and the loop would turn for ever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class Agent:
     def __init__(self, config: Config, paths: Paths, engine: EngineLike, device: Device, *,
                  policy: Policy | None = None, progress: Progress | None = None,
@@ -174,6 +182,7 @@ class Agent:
             await asyncio.wait_for(self.stop_event.wait(), timeout=max(0.0, seconds))
         except asyncio.TimeoutError:
             pass
+        _raise_if_cancelled()
         return self.stopping
 
     async def _unreachable(self, what: str, exc: Unreachable) -> bool:
@@ -197,6 +206,7 @@ class Agent:
             if not await self._enrol():
                 return self._stopped(0)
             while not self.stopping:
+                _raise_if_cancelled()
                 try:
                     await self._check_updates()
                     await self._once()
