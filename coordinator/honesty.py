@@ -133,7 +133,10 @@ class Answer:
         """The body as JSON bytes, encoded once: a cached answer is served many times."""
         encoded = self._memo.get("body")
         if encoded is None:
-            encoded = self._memo["body"] = dumps(self.body()).encode()
+            encoded = dumps(self.body())
+            if isinstance(encoded, str):
+                encoded = encoded.encode()
+            self._memo["body"] = encoded
         return encoded
 
     def etag(self, dumps: Any) -> str:

@@ -11,6 +11,7 @@ import logging
 import os
 from typing import Any
 
+import orjson
 import tornado.web
 
 from .errors import CODE_BY_STATUS, BadParameter, ServiceError, error_body
@@ -28,8 +29,15 @@ _RUN = os.urandom(4).hex()
 _SEQ = itertools.count(1)
 
 
+def dumps_bytes(obj: Any) -> bytes:
+    """Compact UTF-8 JSON. orjson encodes the large answers (a thousand seen facts, a
+    feed of events) several times faster than the standard library. A non-finite float
+    is written as ``null`` (unknown), never as the invalid ``NaN`` token."""
+    return orjson.dumps(obj)
+
+
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return dumps_bytes(obj).decode()
 
 
 class BaseHandler(tornado.web.RequestHandler):
@@ -45,10 +53,10 @@ class BaseHandler(tornado.web.RequestHandler):
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.set_header("Cache-Control", cache_control)
         if isinstance(body, Answer):
-            self._answer_etag = body.etag(dumps)
-            self.finish(body.encoded(dumps))
+            self._answer_etag = body.etag(dumps_bytes)
+            self.finish(body.encoded(dumps_bytes))
         else:
-            self.finish(dumps(body))
+            self.finish(dumps_bytes(body))
 
     def compute_etag(self) -> str | None:
         """An answer's ETag is memoised with its encoded body; other bodies are hashed as usual."""

@@ -266,8 +266,10 @@ class SeenFact(Base):
     """An approved street fact, live in the seen layer; ``cell`` is its H3 cell (resolution 10)."""
 
     __tablename__ = "seen_facts"
+    # Circle reads pick and order by position inside the index (migration 0005).
+    __table_args__ = (Index("ix_seen_facts_cell_position", "cell", "lat", "lon", postgresql_include=["id"]),)
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    cell: Mapped[int] = mapped_column(BigInteger, index=True)
+    cell: Mapped[int] = mapped_column(BigInteger)
     kind: Mapped[str] = mapped_column(String(16))
     lat: Mapped[float] = mapped_column(Float)
     lon: Mapped[float] = mapped_column(Float)
@@ -288,8 +290,10 @@ class SeenMeasurement(Base):
     """An approved per-photo measurement (road width, calibration, objects), for street_measure."""
 
     __tablename__ = "seen_measurements"
+    __table_args__ = (Index("ix_seen_measurements_cell_position", "cell", "lat", "lon",
+                            postgresql_include=["id"]),)
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    cell: Mapped[int] = mapped_column(BigInteger, index=True)
+    cell: Mapped[int] = mapped_column(BigInteger)
     photo_id: Mapped[str] = mapped_column(String(200))
     lat: Mapped[float] = mapped_column(Float)
     lon: Mapped[float] = mapped_column(Float)

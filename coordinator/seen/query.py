@@ -1,14 +1,13 @@
 """Reading the seen layer: facts around a point, street measurements, covered areas."""
 from __future__ import annotations
 
-import json
-import json.scanner
 import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 import h3
+import orjson
 from sqlalchemy import Text, bindparam, func, select, type_coerce
 
 from ..db.models import CoverageCell, SeenFact, SeenMeasurement
@@ -24,21 +23,10 @@ def _raw(col):
     return type_coerce(col, Text).label(col.key)
 
 
-# The C scanner behind json.loads, without its Python-level wrapper (which checks for
-# leading and trailing whitespace with a regex): five times cheaper for the small
-# documents of these columns, which this service wrote itself with json.dumps.
-_scan = json.scanner.make_scanner(json.JSONDecoder())
-
-
 def _loads(v: Any) -> Any:
-    """JSON text as read by ``_raw`` (asyncpg may already have decoded it)."""
-    if isinstance(v, str):
-        try:
-            obj, end = _scan(v, 0)
-        except StopIteration:
-            return json.loads(v)        # leading whitespace, or not JSON: say so the usual way
-        return obj if end == len(v) else json.loads(v)
-    return v
+    """JSON text as read by ``_raw`` (asyncpg may already have decoded it). orjson parses
+    these small documents about ten times faster than ``json.loads``."""
+    return orjson.loads(v) if isinstance(v, str) else v
 
 
 FACT_COLUMNS = (SeenFact.id, SeenFact.kind, SeenFact.lat, SeenFact.lon, _raw(SeenFact.value), SeenFact.unit,
@@ -86,19 +74,24 @@ _STATEMENTS: dict[tuple, Any] = {}
 def _statement(table, columns):
     """Rows of ``table`` in the given cells, inside a lat/lon box and a planar distance,
     nearest first: built once per (table, columns), every value a bound parameter, so it
-    is compiled once and its cache entry reused."""
+    is compiled once and its cache entry reused.
+
+    Two steps in one statement: the inner select picks and orders ids by distance inside
+    the (cell, lat, lon) index alone (migration 0005), and only the rows it keeps are
+    then fetched from the table by primary key, instead of every candidate row."""
     key = (table.name, tuple(str(c) for c in columns))
     q = _STATEMENTS.get(key)
     if q is None:
         dy = (table.c.lat - bindparam("lat0")) * M_PER_DEG
         dx = (table.c.lon - bindparam("lon0")) * bindparam("kx")
         d2 = dx * dx + dy * dy
-        q = _STATEMENTS[key] = (
-            select(*columns, d2.label("d2"))
-            .where(table.c.cell.in_(bindparam("cells", expanding=True)),
-                   table.c.lat.between(bindparam("s"), bindparam("n")),
-                   table.c.lon.between(bindparam("w"), bindparam("e")), d2 <= bindparam("reach2"))
-            .order_by(d2).limit(bindparam("lim")))
+        pick = (select(table.c.id.label("pick_id"), d2.label("d2"))
+                .where(table.c.cell.in_(bindparam("cells", expanding=True)),
+                       table.c.lat.between(bindparam("s"), bindparam("n")),
+                       table.c.lon.between(bindparam("w"), bindparam("e")), d2 <= bindparam("reach2"))
+                .order_by(d2).limit(bindparam("lim")).subquery("pick"))
+        q = _STATEMENTS[key] = (select(*columns, pick.c.d2).join_from(table, pick, table.c.id == pick.c.pick_id)
+                                .order_by(pick.c.d2))
     return q
 
 
