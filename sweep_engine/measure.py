@@ -33,6 +33,7 @@ from .labels import GROUND_CLASSES, SEG
 
 FLAT_LABELS = frozenset({"drainage"})
 GROUNDED_LABELS = frozenset({"car", "truck", "bus", "person", "pole", "gate", "entrance"})
+CONTACT_HEIGHT_SIGMA = 0.03  # log units: the calibrated camera height, as the ground contact reads it
 ROAD_EDGE_NEIGHBOURS = frozenset({SEG["kerb"], SEG["sidewalk"], SEG["terrain"]})
 
 
@@ -46,6 +47,10 @@ class RoadWidthEstimate:
     east: float   # centre of the measured stretch, metres from the camera's ground point
     north: float
     method: str = "road-mask edges x metric depth, perpendicular to the fitted road direction"
+
+METHOD_DEPTH = "road-mask edges x metric depth, perpendicular to the fitted road direction"
+METHOD_GROUND = ("road-mask edges on the calibrated ground plane (camera height and pitch from depth and vehicles), "
+                 "perpendicular to the fitted road direction")
 
 
 @dataclass
@@ -72,8 +77,13 @@ def robust_spread(values: np.ndarray) -> float:
 
 
 def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float = 3.0, far_m: float = 40.0,
-               min_rows: int = 5) -> RoadWidthEstimate | None:
-    """Road width from the road mask; None where fewer than ``min_rows`` rows show both edges."""
+               min_rows: int = 5, plane: bool = False) -> RoadWidthEstimate | None:
+    """Road width from the road mask; None where fewer than ``min_rows`` rows show both edges.
+
+    Each row's edge points are placed at the row's road depth, or with ``plane`` where their rays meet the
+    camera's ground plane (the calibration's camera height and pitch: one scale for the whole photo, fitted
+    to the depth of every ground row and the vehicles, instead of one depth model reading per row).
+    """
     h, w = seg.shape
     road = seg == SEG["road"]
     left, right, rows = [], [], []
@@ -94,7 +104,13 @@ def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float
         z = float(np.median(d))
         if not near_m <= z <= far_m:
             continue
-        pts = cam.points(np.array([x0, x1 + 1.0]), np.array([y + 0.5, y + 0.5]), np.array([z, z]))
+        if plane:
+            pts = cam.ground_points(np.array([x0, x1 + 1.0]), np.array([y + 0.5, y + 0.5]))
+            z = float(cam.ground_depth((x0 + x1 + 1.0) / 2, y + 0.5))
+            if not (np.all(np.isfinite(pts)) and near_m <= z <= far_m):
+                continue
+        else:
+            pts = cam.points(np.array([x0, x1 + 1.0]), np.array([y + 0.5, y + 0.5]), np.array([z, z]))
         left.append(pts[0, :2])
         right.append(pts[1, :2])
         rows.append(z)
@@ -108,7 +124,7 @@ def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float
     mid = (left + right).mean(0) / 2
     return RoadWidthEstimate(width_m=float(np.median(widths)), spread_m=robust_spread(widths),
                              samples=len(widths), nearest_m=float(min(rows)), farthest_m=float(max(rows)),
-                             east=float(mid[0]), north=float(mid[1]))
+                             east=float(mid[0]), north=float(mid[1]), method=METHOD_GROUND if plane else METHOD_DEPTH)
 
 
 def _pixels(box, w: int, h: int) -> tuple[int, int, int, int]:
@@ -182,8 +198,27 @@ def _foot_hidden(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, box, zf
     return bool(near.size and near.mean() > 0.5)
 
 
+def _contact_scale(cam: Camera, box, near: float, depth_sigma: float) -> float:
+    """How much to scale an object's depths so its nearest part sits where its foot meets the ground.
+
+    The ground plane's depth at the box's bottom edge (camera height and pitch, no depth model) is read
+    to about a pixel of that edge; the depth model to ``depth_sigma`` (log units).  The two are weighed
+    by those and the depth model keeps the shape: the object's depths are scaled, not replaced.
+    """
+    x0, _, x1, y1 = box
+    zc = float(cam.ground_depth((x0 + x1) / 2, y1))
+    rows = y1 - cam.horizon_v()
+    if not (np.isfinite(zc) and zc > 0 and near > 0 and rows > 1.0):
+        return 1.0
+    sig_c = float(np.hypot(1.0 / rows, CONTACT_HEIGHT_SIGMA))
+    w = depth_sigma ** 2 / (depth_sigma ** 2 + sig_c ** 2)
+    return float(np.exp(w * np.log(zc / near)))
+
+
 def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float = 1.0,
-                   seg: np.ndarray | None = None) -> ObjectEstimate | None:
+                   seg: np.ndarray | None = None, depth_sigma: float | None = None) -> ObjectEstimate | None:
+    """One detection measured; ``depth_sigma`` (the depth model's error, log units; None: exact depth)
+    lets the ground contact of an object standing on the ground correct its depth (``_contact_scale``)."""
     h, w = depth.shape
     ix0, iy0, ix1, iy1 = _pixels(box, w, h)
     x0, y0, x1, y1 = (float(c) for c in box)
@@ -207,12 +242,18 @@ def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float
         zf = face_depth(depth, box)
         if zf is None:
             return None
+        near = _near_part_depth(d[ok], zf)
+        hidden = label in GROUNDED_LABELS and _foot_hidden(cam, depth, seg, (x0, y0, x1, y1), zf)
+        if depth_sigma is not None and label in GROUNDED_LABELS and not hidden and y1 < h - 0.5:
+            k = _contact_scale(cam, (x0, y0, x1, y1), near, depth_sigma)
+            zf, near = zf * k, near * k
         e, n, _ = cam.points((x0 + x1) / 2, (y0 + y1) / 2, zf)
         e, n = float(e), float(n)
         # The box's outline comes from the object's nearest part (the near corner when it is seen
         # obliquely), so its angular extent is read at that part's depth.
-        width, height = apparent_size(cam, (x0, y0, x1, y1), _near_part_depth(d[ok], zf))
-    hidden = label in GROUNDED_LABELS and _foot_hidden(cam, depth, seg, (x0, y0, x1, y1), zf)
+        width, height = apparent_size(cam, (x0, y0, x1, y1), near)
+    if label in FLAT_LABELS:
+        hidden = False
     return ObjectEstimate(label=label, score=float(score), box=(x0, y0, x1, y1), east=e, north=n,
                           distance_m=float(np.hypot(e, n)), bearing_deg=float(bearing_deg(e, n)),
                           width_m=width, height_m=height,
@@ -242,11 +283,12 @@ def apparent_size(cam: Camera, box, zf: float, anchor: str = "centre") -> tuple[
     return float(abs(lateral[2] - lateral[1])), float(abs(up[3] - up[4]))
 
 
-def measure_objects(cam: Camera, depth: np.ndarray, detections, seg: np.ndarray | None = None) -> list[ObjectEstimate]:
+def measure_objects(cam: Camera, depth: np.ndarray, detections, seg: np.ndarray | None = None,
+                    depth_sigma: float | None = None) -> list[ObjectEstimate]:
     """Every detection ``(label, box, score)`` measured and georeferenced from ``cam``'s position."""
     out = []
     for label, box, score in detections:
-        est = measure_object(cam, depth, label, box, score, seg)
+        est = measure_object(cam, depth, label, box, score, seg, depth_sigma)
         if est is not None:
             lon, lat = cam.to_lonlat(est.east, est.north)
             est.lon, est.lat = float(lon), float(lat)
