@@ -22,8 +22,9 @@ def _s(default, help_: str):
 class EngineConfig:
     backbone: str = _s("mobilenetv3_small_100",
                        "timm architecture of the dense network's encoder (built with pretrained=False)")
-    detector: str = _s("ssdlite320_mobilenet_v3_large",
-                       "torchvision detection architecture (fasterrcnn_* or ssdlite320_mobilenet_v3_large)")
+    detector: str = _s("sis-centres",
+                       "detection architecture: sis-centres (centre heatmap on the backbone; the shipped weights) "
+                       "or torchvision's fasterrcnn_* / ssdlite320_mobilenet_v3_large")
     weights_manifest: str | None = _s(DEFAULT_WEIGHTS_MANIFEST, "path of the weights manifest (JSON) naming the "
                                       "dense and detector weight files with their sha256; default: the shipped "
                                       "weights (docs/weights.md); empty: none, the engine refuses to run")

@@ -61,7 +61,7 @@ def test_both_networks_train_and_load_into_the_engine(tmp_path):
     path = assemble(out)
     names = [w["name"] for w in json.loads(path.read_text())["weights"]]
     assert names == ["dense", "detector"]
-    cfg = EngineConfig(backbone="mobilenetv3_small_100", detector="ssdlite320_mobilenet_v3_large",
+    cfg = EngineConfig(backbone="mobilenetv3_small_100", detector="sis-centres",
                        input_width=64, input_height=48, weights_manifest=str(path))
     _, _, entries = load_models(cfg)
     assert entries["detector"].trained and "--only detector" in entries["detector"].provenance
