@@ -103,11 +103,12 @@ def match_detections(dets, truth, min_score: float):
 def distance_stats(pairs) -> dict:
     """AbsRel and delta1 over (measured, true) distance pairs."""
     if not pairs:
-        return {"n": 0, "absrel": float("nan"), "delta1": float("nan")}
+        return {"n": 0, "absrel": float("nan"), "delta1": float("nan"), "median": float("nan"), "p90": float("nan")}
     d = np.array([p[0] for p in pairs])
     t = np.array([p[1] for p in pairs])
-    return {"n": len(pairs), "absrel": float(np.mean(np.abs(d - t) / t)),
-            "delta1": float(np.mean(np.maximum(d / t, t / d) < 1.25))}
+    rel = np.abs(d - t) / t
+    return {"n": len(pairs), "absrel": float(np.mean(rel)), "delta1": float(np.mean(np.maximum(d / t, t / d) < 1.25)),
+            "median": float(np.median(rel)), "p90": float(np.percentile(rel, 90))}
 
 
 def exact_output(frame, max_depth_m: float) -> ModelOutput:
@@ -136,6 +137,17 @@ def evaluate(engine: Engine, seed: int, n: int, batch: int = 8, exact: bool = Fa
     """
     cfg = engine.config
     variety = Variety(roll_deg=0.0)
+    model_sigma = engine.depth_sigma
+    if exact or "depth" in substituted:
+        engine.depth_sigma = None  # exact depth: no depth model error for the geometry to allow for
+    try:
+        return _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety)
+    finally:
+        engine.depth_sigma = model_sigma
+
+
+def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) -> dict:
+    cfg = engine.config
     road_err, road_missing = [], 0
     det_stats: dict[str, list[int]] = {}
     dist_det, dist_truth, pix = [], [], []
@@ -154,7 +166,7 @@ def evaluate(engine: Engine, seed: int, n: int, batch: int = 8, exact: bool = Fa
             f = s.frame
             photo = photo_ref("heldout", f, "http://127.0.0.1")
             size = (cfg.input_width, cfg.input_height)
-            pm, ev = engine.measure(photo, size, out, camera_height_m=f.camera.height_m if give_height else None)
+            pm, _ = engine.measure(photo, size, out, camera_height_m=f.camera.height_m if give_height else None)
             trust["calibrated"][pm.scale_trust] = trust["calibrated"].get(pm.scale_trust, 0) + 1
             true_w = f.scene.street.road_width_m
             if pm.road is not None and np.isfinite(pm.road.width_m):
@@ -175,9 +187,9 @@ def evaluate(engine: Engine, seed: int, n: int, batch: int = 8, exact: bool = Fa
                 if m is not None and np.isfinite(m.distance_m):
                     dist_det.append((m.distance_m, o.distance_m))
             gt = [o for o in truth if o.label in DISTANCE_LABELS and o.visible_fraction >= 0.5]
-            for o, m in zip(gt, measure_objects(pm.camera, out.depth * ev.get("depthScale", 1.0),
+            for o, m in zip(gt, measure_objects(pm.camera, out.depth,
                                                 [(o.label, o.bbox, 1.0) for o in gt],
-                                                out.seg, engine.depth_sigma)):
+                                                out.seg)):
                 if np.isfinite(m.distance_m) and m.distance_m > 0:
                     dist_truth.append((m.distance_m, o.distance_m))
             ok = np.isfinite(f.depth) & (f.depth > 0.1) & (f.depth <= cfg.max_depth_m)
@@ -231,6 +243,8 @@ def headline(r: dict) -> dict:
         "photos reporting a road width, %": (100 * road["n"] / max(1, road["n"] + road["missing"]), ".0f", None),
         "distance AbsRel, detected objects": (dd["absrel"], ".3f", ("<= 0.05", lambda v: v <= 0.05)),
         "distance delta1, detected objects": (dd["delta1"], ".3f", None),
+        "distance |rel. error| median, detected objects": (dd["median"], ".3f", None),
+        "distance |rel. error| p90, detected objects": (dd["p90"], ".3f", None),
         "objects matched (detected)": (dd["n"], "d", None),
         "distance AbsRel, truth boxes on model depth": (dtb["absrel"], ".3f", ("<= 0.05", lambda v: v <= 0.05)),
         "distance delta1, truth boxes on model depth": (dtb["delta1"], ".3f", None),
@@ -296,6 +310,8 @@ def main(argv=None) -> dict:
                    "boxes) to replace with the exact ones in the 'weights' column: what each part costs")
     p.add_argument("--give-height", action="store_true", help="give the engine the true camera height as measured")
     p.add_argument("--no-exact", action="store_true", help="skip the exact-inputs column")
+    p.add_argument("--detector", default=None, help="detector architecture of the weights (default: the engine's)")
+    p.add_argument("--min-score", type=float, default=None, help="detection score threshold (default: the engine's)")
     args = p.parse_args(argv)
     parts = tuple(x for x in args.substitute.split(",") if x)
     if any(x not in COMPONENTS for x in parts):
@@ -304,6 +320,10 @@ def main(argv=None) -> dict:
     overrides = {"device": "cpu"}
     if args.weights:
         overrides["weights_manifest"] = args.weights
+    if args.detector:
+        overrides["detector"] = args.detector
+    if args.min_score is not None:
+        overrides["min_score"] = args.min_score
     cfg = EngineConfig(**overrides)
     engine = Engine(cfg)
     t = time.perf_counter()

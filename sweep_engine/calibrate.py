@@ -42,18 +42,11 @@ FLEET_SIGMA = 0.03  # log units: how far a street's vehicles may all be larger o
 MAX_VEHICLE_SPREAD = 0.10
 MAX_DISAGREEMENT = 0.08
 MAX_OVERRIDE = 0.10  # how far the scene may put a measured focal or camera height
-# The depth model's scale (log units): solved with the camera when the focal length is measured and vehicles
-# were seen (their ground contact, which needs no depth, fixes the camera height, and the measured focal the
-# rest); otherwise held at 1, the scale being inseparable from an assumed focal or camera height, so that the
-# depth model is the metric anchor.
-DEPTH_SCALE_SIGMA = 0.15
-HELD = 1e-3
 MIN_BOX_PX = 8
 # The solution is held within these; one that reaches them is not a calibration but a failure to find one.
 FOCAL_RANGE = (0.25, 4.0)     # x the prior focal length
 HEIGHT_RANGE_M = (0.3, 10.0)
 PITCH_RANGE_DEG = 30.0
-DEPTH_SCALE_RANGE = (0.25, 4.0)
 
 
 @dataclass
@@ -61,7 +54,6 @@ class Calibrated:
     camera: Camera
     scale_trust: str
     evidence: dict = field(default_factory=dict)
-    depth_scale: float = 1.0  # multiply the depth model's output by this for metric depth
 
 
 @dataclass
@@ -101,7 +93,7 @@ def _ground_rows(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, max_row
     return np.array(rows), np.array(vals)
 
 
-def _camera(base: Camera, p: np.ndarray) -> Camera:  # p: log focal, log height, pitch (rad), log depth scale
+def _camera(base: Camera, p: np.ndarray) -> Camera:
     return base.with_focal(math.exp(p[0])).with_(height_m=math.exp(p[1]), pitch_deg=math.degrees(p[2]))
 
 
@@ -111,11 +103,11 @@ def _ground_heights(cam: Camera, rows: np.ndarray, depths: np.ndarray) -> np.nda
     return depths * ((rows - cam.cy) / cam.fy * math.cos(th) - math.sin(th))
 
 
-def _vehicle_heights(cam: Camera, vehicles: list[_Vehicle], scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """Each vehicle's height by depth (x ``scale``), and by its ground contact (NaN above the horizon)."""
+def _vehicle_heights(cam: Camera, vehicles: list[_Vehicle]) -> tuple[np.ndarray, np.ndarray]:
+    """Each vehicle's height by depth, and by its ground contact (NaN where the contact is above the horizon)."""
     by_depth, by_ground = [], []
     for v in vehicles:
-        by_depth.append(apparent_size(cam, v.box, scale * v.near_depth)[1])
+        by_depth.append(apparent_size(cam, v.box, v.near_depth)[1])
         x0, y0, x1, y1 = v.box
         t = float(cam.ground_depth((x0 + x1) / 2, y1))
         by_ground.append(apparent_size(cam, v.box, t, anchor="bottom")[1] if np.isfinite(t) else np.nan)
@@ -128,40 +120,42 @@ def _log(x: np.ndarray, penalty: float = 1.0) -> np.ndarray:
         return np.where(np.isfinite(x) & (x > 0), np.log(np.where(x > 0, x, 1.0)), -penalty)
 
 
-def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact", "ground")) -> np.ndarray:
-    prior_p = np.array([math.log(base.fx), math.log(base.height_m), math.radians(base.pitch_deg), 0.0])
-    prior_s = np.array([priors[0], priors[1], math.radians(priors[2]), priors[3]])
+def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact", "ground"),
+           depth_sigma: float = 0.0) -> np.ndarray:
+    prior_p = np.array([math.log(base.fx), math.log(base.height_m), math.radians(base.pitch_deg)])
+    prior_s = np.array([priors[0], priors[1], math.radians(priors[2])])
     prior_h = np.array([SIZE_PRIORS[v.label][2] for v in vehicles])
     # A box's height is read to about half a pixel at each edge: small, far vehicles weigh less.
     sig_v = np.array([math.hypot(HEIGHT_PRIOR_SIGMA[v.label], 0.5 / (v.box[3] - v.box[1])) for v in vehicles])
     # A street's vehicles share a fleet: their sizes are off from the priors together, so n of them pin the
     # scale no better than FLEET_SIGMA however many there are (each residual carries n x its share).
     sig_v = np.sqrt(sig_v ** 2 + len(vehicles) * FLEET_SIGMA ** 2)
-    sig_g = 0.02 * math.sqrt(max(len(rows), 1))  # rows share the depth model's errors: one cue, not forty
+    # Rows share the depth model's errors: one cue, not forty, read to the depth model's error (a network's
+    # errors vary smoothly with distance, which a tighter ground cue would take for a pitch).
+    sig_g = max(0.02, depth_sigma) * math.sqrt(max(len(rows), 1))
+    sig_vd = np.hypot(sig_v, depth_sigma)  # vehicle height by depth carries the depth model's error too
 
     def residuals(p):
         cam = _camera(base, p)
         parts = [(p - prior_p) / prior_s]
         if vehicles:
-            hd, hg = _vehicle_heights(cam, vehicles, math.exp(p[3]))
+            hd, hg = _vehicle_heights(cam, vehicles)
             if "depth" in use:
-                parts.append((_log(hd) - np.log(prior_h)) / sig_v)
+                parts.append((_log(hd) - np.log(prior_h)) / sig_vd)
             if "contact" in use:
                 parts.append((_log(hg) - np.log(prior_h)) / sig_v)
         if len(rows) and "ground" in use:
-            parts.append((_log(_ground_heights(cam, rows, depths)) + p[3] - p[1]) / sig_g)
+            parts.append((_log(_ground_heights(cam, rows, depths)) - p[1]) / sig_g)
         return np.concatenate(parts)
 
-    lo = np.array([prior_p[0] + math.log(FOCAL_RANGE[0]), math.log(HEIGHT_RANGE_M[0]), -math.radians(PITCH_RANGE_DEG),
-                   math.log(DEPTH_SCALE_RANGE[0])])
-    hi = np.array([prior_p[0] + math.log(FOCAL_RANGE[1]), math.log(HEIGHT_RANGE_M[1]), math.radians(PITCH_RANGE_DEG),
-                   math.log(DEPTH_SCALE_RANGE[1])])
+    lo = np.array([prior_p[0] + math.log(FOCAL_RANGE[0]), math.log(HEIGHT_RANGE_M[0]), -math.radians(PITCH_RANGE_DEG)])
+    hi = np.array([prior_p[0] + math.log(FOCAL_RANGE[1]), math.log(HEIGHT_RANGE_M[1]), math.radians(PITCH_RANGE_DEG)])
     p = np.clip(prior_p.copy(), lo, hi)
     for _ in range(20):
         r = residuals(p)
-        jac = np.empty((len(r), 4))
-        for k, step in enumerate((1e-5, 1e-5, 1e-6, 1e-5)):
-            dp = np.zeros(4)
+        jac = np.empty((len(r), 3))
+        for k, step in enumerate((1e-5, 1e-5, 1e-6)):
+            dp = np.zeros(3)
             dp[k] = step
             jac[:, k] = (residuals(p + dp) - r) / step
         delta = np.linalg.lstsq(jac, -r, rcond=None)[0]
@@ -173,46 +167,45 @@ def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact"
 
 
 def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections, *,
-              min_score: float = 0.5) -> Calibrated:
-    """Solve focal, camera height and pitch for one photo; return the corrected camera and the verdict."""
-    vehicles = _vehicles(cam, depth, detections, min_score)
+              min_score: float = 0.5, depth_sigma: float | None = None) -> Calibrated:
+    """Solve focal, camera height and pitch for one photo; return the corrected camera and the verdict.
+
+    ``depth_sigma``: the depth model's error (log units) when depth comes from a network; None for exact depth.
+    """
+    ds = depth_sigma or 0.0
     priors = (PRIOR_SIGMA["focal"][cam.focal_basis], PRIOR_SIGMA["height"][cam.height_basis],
-              PRIOR_SIGMA["pitch"][cam.pitch_basis],
-              DEPTH_SCALE_SIGMA if cam.focal_basis == "measured" and vehicles else HELD)
+              PRIOR_SIGMA["pitch"][cam.pitch_basis])
+    vehicles = _vehicles(cam, depth, detections, min_score)
     rows, depths = _ground_rows(cam, depth, seg)
     reasons: list[str] = []
 
-    p = _solve(cam, vehicles, rows, depths, priors)
+    p = _solve(cam, vehicles, rows, depths, priors, depth_sigma=ds)
     rejected = 0
     if len(vehicles) >= 3:  # drop vehicles far off the consensus (a mislabelled truck, a toy car) once
-        hd, _ = _vehicle_heights(_camera(cam, p), vehicles, math.exp(p[3]))
+        hd, _ = _vehicle_heights(_camera(cam, p), vehicles)
         off = np.abs(_log(hd) - np.log([SIZE_PRIORS[v.label][2] for v in vehicles]))
         keep = [v for v, o in zip(vehicles, off) if o <= max(0.25, 3 * robust_spread(off))]
         rejected = len(vehicles) - len(keep)
         if rejected:
             vehicles = keep
-            p = _solve(cam, vehicles, rows, depths, priors)
+            p = _solve(cam, vehicles, rows, depths, priors, depth_sigma=ds)
     solved = _camera(cam, p)
-    scale = math.exp(p[3])
 
     ev: dict = {"vehiclesUsed": len(vehicles), "vehiclesRejected": rejected,
                 "vehicleLabels": sorted({v.label for v in vehicles}), "groundRows": int(len(rows)),
                 "focalPx": {"prior": cam.fx, "priorBasis": cam.focal_basis, "solved": solved.fx},
                 "cameraHeightM": {"prior": cam.height_m, "priorBasis": cam.height_basis,
                                   "solved": solved.height_m},
-                "pitchDeg": {"prior": cam.pitch_deg, "priorBasis": cam.pitch_basis, "solved": solved.pitch_deg},
-                "depthScale": scale}
+                "pitchDeg": {"prior": cam.pitch_deg, "priorBasis": cam.pitch_basis, "solved": solved.pitch_deg}}
     # At the solution, each cue's median deviation says what it alone would have wanted; consistent
     # cues all sit near zero, conflicting ones are left apart.
     dev: dict[str, float] = {}
     spread = None
     if vehicles:
-        hd, hg = _vehicle_heights(solved, vehicles, scale)
+        hd, hg = _vehicle_heights(solved, vehicles)
         prior_h = np.array([SIZE_PRIORS[v.label][2] for v in vehicles])
         dev["vehicleDepth"] = float(np.median(_log(hd) - np.log(prior_h)))
-        # What the vehicles say at the depth model's own scale: a focal off from a measured one means the
-        # metadata, the depth model or the vehicles' sizes are wrong.
-        ev["focalPx"]["fromVehicles"] = solved.fx * math.exp(dev["vehicleDepth"]) / scale
+        ev["focalPx"]["fromVehicles"] = solved.fx * math.exp(dev["vehicleDepth"])
         seen = np.isfinite(hg) & (hg > 0)  # a contact above the horizon says nothing
         if seen.any():
             dev["vehicleContact"] = float(np.median(np.log(hg[seen]) - np.log(prior_h[seen])))
@@ -221,14 +214,13 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
             spread = float(np.std(_log(hd) - np.log(prior_h), ddof=1))
             ev["vehicleHeightSpread"] = spread
     if len(rows):
-        dev["ground"] = (float(np.median(_log(_ground_heights(solved, rows, depths)))) + math.log(scale)
-                         - math.log(solved.height_m))
-        ev["cameraHeightM"]["fromGround"] = solved.height_m * math.exp(dev["ground"]) / scale  # the model's scale
+        dev["ground"] = float(np.median(_log(_ground_heights(solved, rows, depths)))) - math.log(solved.height_m)
+        ev["cameraHeightM"]["fromGround"] = solved.height_m * math.exp(dev["ground"])
     disagreement = max(dev.values()) - min(dev.values()) if len(dev) >= 2 else None
     ev["cueDeviations"] = dev
     ev["disagreement"] = disagreement
     # What the scene alone says, against metadata given as measured: the solution itself is held by them.
-    focal_override = abs(math.log(ev["focalPx"].get("fromVehicles", solved.fx / scale) / cam.fx))
+    focal_override = abs(math.log(ev["focalPx"].get("fromVehicles", solved.fx) / cam.fx))
     scene_heights = [ev["cameraHeightM"][k] for k in ("fromVehicles", "fromGround") if k in ev["cameraHeightM"]]
     height_override = abs(math.log(float(np.median(scene_heights or [solved.height_m])) / cam.height_m))
 
@@ -237,7 +229,6 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
         reasons.append("no vehicles and no ground seen: the scale is the metadata priors alone")
     else:
         at_bound = (min(abs(solved.fx / cam.fx - b) for b in FOCAL_RANGE) < 1e-3
-                    or min(abs(scale - b) for b in DEPTH_SCALE_RANGE) < 1e-3
                     or min(abs(solved.height_m - b) for b in HEIGHT_RANGE_M) < 1e-3
                     or abs(abs(solved.pitch_deg) - PITCH_RANGE_DEG) < 1e-3)
         if at_bound:
@@ -263,4 +254,4 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
     ev["reasons"] = reasons
     # Vehicles pin the focal length; the ground alone pins only its product with the camera height.
     solved = solved.with_(focal_basis="measured" if vehicles else cam.focal_basis)
-    return Calibrated(camera=solved, scale_trust=trust, evidence=ev, depth_scale=scale)
+    return Calibrated(camera=solved, scale_trust=trust, evidence=ev)

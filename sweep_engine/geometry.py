@@ -16,9 +16,9 @@ from .structures import seg_structures
 
 # Road width from the calibrated ground plane rather than per-row depth (chosen on validation scenes: docs/weights.md).
 ROAD_ON_PLANE = True
-# The depth network's error on an object's depth, log units (bench/accuracy.py's per-object figures on
-# validation scenes: docs/weights.md).
-MODEL_DEPTH_SIGMA = 0.15
+# The depth network's error, log units, that calibration weighs the depth cues by (chosen on validation
+# scenes, generator seed 2000: docs/weights.md).
+MODEL_DEPTH_SIGMA = 0.2
 
 
 def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarray, seg: np.ndarray | None,
@@ -26,16 +26,15 @@ def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarra
                   depth_sigma: float | None = None) -> tuple[PhotoMeasurement, dict]:
     """One photo's measurements with its calibrated camera, and the calibration evidence.
 
-    ``depth_sigma``: the depth model's per-object error (log units) when depth comes from a network
-    (``MODEL_DEPTH_SIGMA``), so that ground contact can correct it; None for exact depth.
+    ``depth_sigma``: the depth model's error (log units) when depth comes from a network
+    (``MODEL_DEPTH_SIGMA``), which the calibration weighs its depth cues by; None for exact depth.
     """
     dets = [(label, box, score) for label, box, score in detections if score >= min_score]
-    cal = calibrate(cam, depth, seg, dets, min_score=min_score)
+    cal = calibrate(cam, depth, seg, dets, min_score=min_score, depth_sigma=depth_sigma)
     c = cal.camera
-    depth = depth * np.float32(cal.depth_scale)  # the depth model's scale as the calibration corrected it
     road = road_width(c, depth, seg, plane=ROAD_ON_PLANE) if seg is not None else None
     pm = PhotoMeasurement(photo_id=photo_id, captured_at=captured_at, camera=c, scale_trust=cal.scale_trust,
-                          road=road, objects=measure_objects(c, depth, dets, seg, depth_sigma),
+                          road=road, objects=measure_objects(c, depth, dets, seg),
                           structures=seg_structures(c, depth, seg) if seg is not None else [])
     return pm, cal.evidence
 

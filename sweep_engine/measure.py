@@ -33,7 +33,6 @@ from .labels import GROUND_CLASSES, SEG
 
 FLAT_LABELS = frozenset({"drainage"})
 GROUNDED_LABELS = frozenset({"car", "truck", "bus", "person", "pole", "gate", "entrance"})
-CONTACT_HEIGHT_SIGMA = 0.03  # log units: the calibrated camera height, as the ground contact reads it
 ROAD_EDGE_NEIGHBOURS = frozenset({SEG["kerb"], SEG["sidewalk"], SEG["terrain"]})
 
 
@@ -198,27 +197,8 @@ def _foot_hidden(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, box, zf
     return bool(near.size and near.mean() > 0.5)
 
 
-def _contact_scale(cam: Camera, box, near: float, depth_sigma: float) -> float:
-    """How much to scale an object's depths so its nearest part sits where its foot meets the ground.
-
-    The ground plane's depth at the box's bottom edge (camera height and pitch, no depth model) is read
-    to about a pixel of that edge; the depth model to ``depth_sigma`` (log units).  The two are weighed
-    by those and the depth model keeps the shape: the object's depths are scaled, not replaced.
-    """
-    x0, _, x1, y1 = box
-    zc = float(cam.ground_depth((x0 + x1) / 2, y1))
-    rows = y1 - cam.horizon_v()
-    if not (np.isfinite(zc) and zc > 0 and near > 0 and rows > 1.0):
-        return 1.0
-    sig_c = float(np.hypot(1.0 / rows, CONTACT_HEIGHT_SIGMA))
-    w = depth_sigma ** 2 / (depth_sigma ** 2 + sig_c ** 2)
-    return float(np.exp(w * np.log(zc / near)))
-
-
 def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float = 1.0,
-                   seg: np.ndarray | None = None, depth_sigma: float | None = None) -> ObjectEstimate | None:
-    """One detection measured; ``depth_sigma`` (the depth model's error, log units; None: exact depth)
-    lets the ground contact of an object standing on the ground correct its depth (``_contact_scale``)."""
+                   seg: np.ndarray | None = None) -> ObjectEstimate | None:
     h, w = depth.shape
     ix0, iy0, ix1, iy1 = _pixels(box, w, h)
     x0, y0, x1, y1 = (float(c) for c in box)
@@ -244,9 +224,6 @@ def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float
             return None
         near = _near_part_depth(d[ok], zf)
         hidden = label in GROUNDED_LABELS and _foot_hidden(cam, depth, seg, (x0, y0, x1, y1), zf)
-        if depth_sigma is not None and label in GROUNDED_LABELS and not hidden and y1 < h - 0.5:
-            k = _contact_scale(cam, (x0, y0, x1, y1), near, depth_sigma)
-            zf, near = zf * k, near * k
         e, n, _ = cam.points((x0 + x1) / 2, (y0 + y1) / 2, zf)
         e, n = float(e), float(n)
         # The box's outline comes from the object's nearest part (the near corner when it is seen
@@ -283,12 +260,11 @@ def apparent_size(cam: Camera, box, zf: float, anchor: str = "centre") -> tuple[
     return float(abs(lateral[2] - lateral[1])), float(abs(up[3] - up[4]))
 
 
-def measure_objects(cam: Camera, depth: np.ndarray, detections, seg: np.ndarray | None = None,
-                    depth_sigma: float | None = None) -> list[ObjectEstimate]:
+def measure_objects(cam: Camera, depth: np.ndarray, detections, seg: np.ndarray | None = None) -> list[ObjectEstimate]:
     """Every detection ``(label, box, score)`` measured and georeferenced from ``cam``'s position."""
     out = []
     for label, box, score in detections:
-        est = measure_object(cam, depth, label, box, score, seg, depth_sigma)
+        est = measure_object(cam, depth, label, box, score, seg)
         if est is not None:
             lon, lat = cam.to_lonlat(est.east, est.north)
             est.lon, est.lat = float(lon), float(lat)

@@ -75,7 +75,7 @@ class Engine:
         dense, detector, self.weights = load_models(config)
         self.dense, self.detector = dense.to(self.device), detector.to(self.device)
         self.build = build_hash(config.weights_manifest)
-        self.depth_sigma = MODEL_DEPTH_SIGMA  # depth from a network: ground contact may correct it (None: exact)
+        self.depth_sigma = MODEL_DEPTH_SIGMA  # depth from a network, for calibration to weigh (None: exact)
         self.version = __version__
 
     @property
