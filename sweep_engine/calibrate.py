@@ -13,7 +13,9 @@ Three cues, solved together (weighted least squares in log units, Gauss-Newton):
   height.  Pins pitch, and the product of focal and camera height.
 
 Priors from the photo's metadata hold the solution where the cues are silent,
-loosely when the value was assumed.  The depth model is taken as metric: a
+loosely when the value was assumed.  Depth from a network is weighed by its
+error (``depth_sigma``), and a street's vehicles by their shared fleet
+(``FLEET_SIGMA``) as well as their own spread.  The depth model is taken as metric: a
 depth-scale error is the same to these cues as a focal error, so it shows up
 only as a disagreement with a *measured* focal length; the evidence says so.
 

@@ -7,8 +7,9 @@ Definitions (what the numbers mean):
 
 - Road width: the carriageway (``road`` class) between its two edges, read on
   image rows at several distances, each edge point placed in 3D from the row's
-  road depth, and measured perpendicular to the road direction fitted to the
-  edge points.  The reported value is the median over rows; the spread is the
+  road depth (or, with ``plane``, where its ray meets the calibrated ground
+  plane: what the engine does), and measured perpendicular to the road
+  direction fitted to the edge points.  The reported value is the median over rows; the spread is the
   robust standard deviation (1.4826 x MAD) of the per-row widths.
 - Object distance: horizontal range from the camera to the point where the ray
   through the box's centre meets the object (its depth: the median of the
