@@ -13,7 +13,10 @@ of torch threads, the run is deterministic (``torch.use_deterministic_algorithms
 
 Losses: depth is L1 on log depth over pixels with known finite depth up to the
 depth head's range (sky and unknown excluded); classes are cross-entropy
-(unknown excluded); the detector's are torchvision's own.  Every ``--log-every``
+(unknown excluded); the detector's are its own (``sis-centres``: a centre
+focal loss and an edge-distance log-L1; torchvision's for theirs).
+``--workers N`` renders the next batches in N other processes; the samples,
+and so the weights, do not depend on it.  Every ``--log-every``
 steps the mean losses go to ``train.log`` (JSON lines); every
 ``--checkpoint-every`` steps a checkpoint (``--resume`` continues it).  At the
 end the weights are written as float16 state dicts with a manifest pinning
@@ -142,13 +145,17 @@ def _worker_init(_):
     torch.set_num_threads(1)
 
 
+def _as_is(batch):
+    return batch
+
+
 def _batches(args, variety: Variety, start: int, stop: int):
     data = _Batches(args, variety, start, stop)
     if args.workers <= 0:
         return (data[i] for i in range(len(data)))
     loader = torch.utils.data.DataLoader(data, batch_size=None, shuffle=False, num_workers=args.workers,
                                          worker_init_fn=_worker_init, prefetch_factor=2,
-                                         collate_fn=lambda x: x)
+                                         collate_fn=_as_is)  # a module function: spawned workers pickle it
     return iter(loader)
 
 

@@ -67,6 +67,13 @@ def test_both_networks_train_and_load_into_the_engine(tmp_path):
     assert entries["detector"].trained and "--only detector" in entries["detector"].provenance
 
 
+def test_rendering_in_a_worker_process_does_not_change_the_weights(tmp_path):
+    inline, _ = run(tmp_path, "inline", "--seed", "6")
+    worker, _ = run(tmp_path, "worker", "--seed", "6", "--workers", "1")
+    assert [w["sha256"] for w in worker["weights"]] == [w["sha256"] for w in inline["weights"]]
+    assert [w["name"] for w in worker["weights"]] == ["dense", "detector"]
+
+
 def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
     full, _ = run(tmp_path, "full", "--only", "dense", "--seed", "5")
     run(tmp_path, "part", "--only", "dense", "--seed", "5", "--stop-after", "1")
