@@ -23,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# Run as a script, bench/ comes first on the path, where bench/queue.py would shadow the standard
+# library's queue (which torch imports): the repository root replaces it.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402

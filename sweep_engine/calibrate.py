@@ -13,7 +13,9 @@ Three cues, solved together (weighted least squares in log units, Gauss-Newton):
   height.  Pins pitch, and the product of focal and camera height.
 
 Priors from the photo's metadata hold the solution where the cues are silent,
-loosely when the value was assumed.  The depth model is taken as metric: a
+loosely when the value was assumed.  Depth from a network is weighed by its
+error (``depth_sigma``), and a street's vehicles by their shared fleet
+(``FLEET_SIGMA``) as well as their own spread.  The depth model is taken as metric: a
 depth-scale error is the same to these cues as a focal error, so it shows up
 only as a disagreement with a *measured* focal length; the evidence says so.
 
@@ -38,6 +40,7 @@ PRIOR_SIGMA = {  # log-units for focal and height, degrees for pitch
     "height": {"measured": 0.05, "assumed": 0.20},
     "pitch": {"measured": 1.0, "assumed": 5.0},
 }
+FLEET_SIGMA = 0.03  # log units: how far a street's vehicles may all be larger or smaller than the priors
 MAX_VEHICLE_SPREAD = 0.10
 MAX_DISAGREEMENT = 0.08
 MAX_OVERRIDE = 0.10  # how far the scene may put a measured focal or camera height
@@ -119,13 +122,20 @@ def _log(x: np.ndarray, penalty: float = 1.0) -> np.ndarray:
         return np.where(np.isfinite(x) & (x > 0), np.log(np.where(x > 0, x, 1.0)), -penalty)
 
 
-def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact", "ground")) -> np.ndarray:
+def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact", "ground"),
+           depth_sigma: float = 0.0) -> np.ndarray:
     prior_p = np.array([math.log(base.fx), math.log(base.height_m), math.radians(base.pitch_deg)])
     prior_s = np.array([priors[0], priors[1], math.radians(priors[2])])
     prior_h = np.array([SIZE_PRIORS[v.label][2] for v in vehicles])
     # A box's height is read to about half a pixel at each edge: small, far vehicles weigh less.
     sig_v = np.array([math.hypot(HEIGHT_PRIOR_SIGMA[v.label], 0.5 / (v.box[3] - v.box[1])) for v in vehicles])
-    sig_g = 0.02 * math.sqrt(max(len(rows), 1))  # rows share the depth model's errors: one cue, not forty
+    # A street's vehicles share a fleet: their sizes are off from the priors together, so n of them pin the
+    # scale no better than FLEET_SIGMA however many there are (each residual carries n x its share).
+    sig_v = np.sqrt(sig_v ** 2 + len(vehicles) * FLEET_SIGMA ** 2)
+    # Rows share the depth model's errors: one cue, not forty, read to the depth model's error (a network's
+    # errors vary smoothly with distance, which a tighter ground cue would take for a pitch).
+    sig_g = max(0.02, depth_sigma) * math.sqrt(max(len(rows), 1))
+    sig_vd = np.hypot(sig_v, depth_sigma)  # vehicle height by depth carries the depth model's error too
 
     def residuals(p):
         cam = _camera(base, p)
@@ -133,7 +143,7 @@ def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact"
         if vehicles:
             hd, hg = _vehicle_heights(cam, vehicles)
             if "depth" in use:
-                parts.append((_log(hd) - np.log(prior_h)) / sig_v)
+                parts.append((_log(hd) - np.log(prior_h)) / sig_vd)
             if "contact" in use:
                 parts.append((_log(hg) - np.log(prior_h)) / sig_v)
         if len(rows) and "ground" in use:
@@ -159,15 +169,19 @@ def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact"
 
 
 def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections, *,
-              min_score: float = 0.5) -> Calibrated:
-    """Solve focal, camera height and pitch for one photo; return the corrected camera and the verdict."""
+              min_score: float = 0.5, depth_sigma: float | None = None) -> Calibrated:
+    """Solve focal, camera height and pitch for one photo; return the corrected camera and the verdict.
+
+    ``depth_sigma``: the depth model's error (log units) when depth comes from a network; None for exact depth.
+    """
+    ds = depth_sigma or 0.0
     priors = (PRIOR_SIGMA["focal"][cam.focal_basis], PRIOR_SIGMA["height"][cam.height_basis],
               PRIOR_SIGMA["pitch"][cam.pitch_basis])
     vehicles = _vehicles(cam, depth, detections, min_score)
     rows, depths = _ground_rows(cam, depth, seg)
     reasons: list[str] = []
 
-    p = _solve(cam, vehicles, rows, depths, priors)
+    p = _solve(cam, vehicles, rows, depths, priors, depth_sigma=ds)
     rejected = 0
     if len(vehicles) >= 3:  # drop vehicles far off the consensus (a mislabelled truck, a toy car) once
         hd, _ = _vehicle_heights(_camera(cam, p), vehicles)
@@ -176,7 +190,7 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
         rejected = len(vehicles) - len(keep)
         if rejected:
             vehicles = keep
-            p = _solve(cam, vehicles, rows, depths, priors)
+            p = _solve(cam, vehicles, rows, depths, priors, depth_sigma=ds)
     solved = _camera(cam, p)
 
     ev: dict = {"vehiclesUsed": len(vehicles), "vehiclesRejected": rejected,

@@ -99,7 +99,7 @@ def parser() -> argparse.ArgumentParser:
     def model_options(sp):
         sp.add_argument("--weights", help="weights manifest (else SIS_ENGINE_WEIGHTS_MANIFEST)")
         sp.add_argument("--backbone", help="timm encoder architecture")
-        sp.add_argument("--detector", help="torchvision detector architecture")
+        sp.add_argument("--detector", help="detector architecture (sis-centres, or a torchvision one)")
         sp.add_argument("--device", help="auto, cpu, cuda")
         sp.add_argument("--min-score", type=float, help="ignore detections below this score")
 

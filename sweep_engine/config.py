@@ -22,8 +22,9 @@ def _s(default, help_: str):
 class EngineConfig:
     backbone: str = _s("mobilenetv3_small_100",
                        "timm architecture of the dense network's encoder (built with pretrained=False)")
-    detector: str = _s("ssdlite320_mobilenet_v3_large",
-                       "torchvision detection architecture (fasterrcnn_* or ssdlite320_mobilenet_v3_large)")
+    detector: str = _s("sis-centres",
+                       "detection architecture: sis-centres (centre heatmap on the backbone; the shipped weights) "
+                       "or torchvision's fasterrcnn_* / ssdlite320_mobilenet_v3_large")
     weights_manifest: str | None = _s(DEFAULT_WEIGHTS_MANIFEST, "path of the weights manifest (JSON) naming the "
                                       "dense and detector weight files with their sha256; default: the shipped "
                                       "weights (docs/weights.md); empty: none, the engine refuses to run")
@@ -34,7 +35,8 @@ class EngineConfig:
     device: str = _s("auto", "torch device: auto (CUDA when present, else CPU), cpu, cuda, cuda:N")
     batch_size: int = _s(8, "photos per forward pass")
     bf16: bool = _s(True, "bf16 autocast on CUDA (ignored on the CPU, which runs float32)")
-    min_score: float = _s(0.5, "detections below this score are ignored")
+    min_score: float = _s(0.3, "detections below this score are ignored (0.3: chosen for the shipped detector on "
+                                "validation scenes)")
     fetch_concurrency: int = _s(8, "photos fetched at once from the provider")
     fetch_timeout_s: float = _s(20.0, "timeout for one photo's fetch, seconds")
     max_photo_bytes: int = _s(25_000_000, "largest photo accepted, bytes (a larger one is skipped)")

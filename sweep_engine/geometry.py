@@ -14,14 +14,25 @@ from .camera import Camera
 from .measure import measure_objects, road_width
 from .structures import seg_structures
 
+# Road width from the calibrated ground plane rather than per-row depth (chosen on validation scenes: docs/weights.md).
+ROAD_ON_PLANE = True
+# The depth network's error, log units, that calibration weighs the depth cues by (chosen on validation
+# scenes, generator seed 2000: docs/weights.md).
+MODEL_DEPTH_SIGMA = 0.2
+
 
 def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarray, seg: np.ndarray | None,
-                  detections, *, min_score: float = 0.5) -> tuple[PhotoMeasurement, dict]:
-    """One photo's measurements with its calibrated camera, and the calibration evidence."""
+                  detections, *, min_score: float = 0.5,
+                  depth_sigma: float | None = None) -> tuple[PhotoMeasurement, dict]:
+    """One photo's measurements with its calibrated camera, and the calibration evidence.
+
+    ``depth_sigma``: the depth model's error (log units) when depth comes from a network
+    (``MODEL_DEPTH_SIGMA``), which the calibration weighs its depth cues by; None for exact depth.
+    """
     dets = [(label, box, score) for label, box, score in detections if score >= min_score]
-    cal = calibrate(cam, depth, seg, dets, min_score=min_score)
+    cal = calibrate(cam, depth, seg, dets, min_score=min_score, depth_sigma=depth_sigma)
     c = cal.camera
-    road = road_width(c, depth, seg) if seg is not None else None
+    road = road_width(c, depth, seg, plane=ROAD_ON_PLANE) if seg is not None else None
     pm = PhotoMeasurement(photo_id=photo_id, captured_at=captured_at, camera=c, scale_trust=cal.scale_trust,
                           road=road, objects=measure_objects(c, depth, dets, seg),
                           structures=seg_structures(c, depth, seg) if seg is not None else [])

@@ -7,8 +7,9 @@ Definitions (what the numbers mean):
 
 - Road width: the carriageway (``road`` class) between its two edges, read on
   image rows at several distances, each edge point placed in 3D from the row's
-  road depth, and measured perpendicular to the road direction fitted to the
-  edge points.  The reported value is the median over rows; the spread is the
+  road depth (or, with ``plane``, where its ray meets the calibrated ground
+  plane: what the engine does), and measured perpendicular to the road
+  direction fitted to the edge points.  The reported value is the median over rows; the spread is the
   robust standard deviation (1.4826 x MAD) of the per-row widths.
 - Object distance: horizontal range from the camera to the point where the ray
   through the box's centre meets the object (its depth: the median of the
@@ -47,6 +48,10 @@ class RoadWidthEstimate:
     north: float
     method: str = "road-mask edges x metric depth, perpendicular to the fitted road direction"
 
+METHOD_DEPTH = "road-mask edges x metric depth, perpendicular to the fitted road direction"
+METHOD_GROUND = ("road-mask edges on the calibrated ground plane (camera height and pitch from depth and vehicles), "
+                 "perpendicular to the fitted road direction")
+
 
 @dataclass
 class ObjectEstimate:
@@ -72,8 +77,13 @@ def robust_spread(values: np.ndarray) -> float:
 
 
 def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float = 3.0, far_m: float = 40.0,
-               min_rows: int = 5) -> RoadWidthEstimate | None:
-    """Road width from the road mask; None where fewer than ``min_rows`` rows show both edges."""
+               min_rows: int = 5, plane: bool = False) -> RoadWidthEstimate | None:
+    """Road width from the road mask; None where fewer than ``min_rows`` rows show both edges.
+
+    Each row's edge points are placed at the row's road depth, or with ``plane`` where their rays meet the
+    camera's ground plane (the calibration's camera height and pitch: one scale for the whole photo, fitted
+    to the depth of every ground row and the vehicles, instead of one depth model reading per row).
+    """
     h, w = seg.shape
     road = seg == SEG["road"]
     left, right, rows = [], [], []
@@ -94,7 +104,13 @@ def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float
         z = float(np.median(d))
         if not near_m <= z <= far_m:
             continue
-        pts = cam.points(np.array([x0, x1 + 1.0]), np.array([y + 0.5, y + 0.5]), np.array([z, z]))
+        if plane:
+            pts = cam.ground_points(np.array([x0, x1 + 1.0]), np.array([y + 0.5, y + 0.5]))
+            z = float(cam.ground_depth((x0 + x1 + 1.0) / 2, y + 0.5))
+            if not (np.all(np.isfinite(pts)) and near_m <= z <= far_m):
+                continue
+        else:
+            pts = cam.points(np.array([x0, x1 + 1.0]), np.array([y + 0.5, y + 0.5]), np.array([z, z]))
         left.append(pts[0, :2])
         right.append(pts[1, :2])
         rows.append(z)
@@ -108,7 +124,7 @@ def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float
     mid = (left + right).mean(0) / 2
     return RoadWidthEstimate(width_m=float(np.median(widths)), spread_m=robust_spread(widths),
                              samples=len(widths), nearest_m=float(min(rows)), farthest_m=float(max(rows)),
-                             east=float(mid[0]), north=float(mid[1]))
+                             east=float(mid[0]), north=float(mid[1]), method=METHOD_GROUND if plane else METHOD_DEPTH)
 
 
 def _pixels(box, w: int, h: int) -> tuple[int, int, int, int]:
@@ -207,12 +223,15 @@ def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float
         zf = face_depth(depth, box)
         if zf is None:
             return None
+        near = _near_part_depth(d[ok], zf)
+        hidden = label in GROUNDED_LABELS and _foot_hidden(cam, depth, seg, (x0, y0, x1, y1), zf)
         e, n, _ = cam.points((x0 + x1) / 2, (y0 + y1) / 2, zf)
         e, n = float(e), float(n)
         # The box's outline comes from the object's nearest part (the near corner when it is seen
         # obliquely), so its angular extent is read at that part's depth.
-        width, height = apparent_size(cam, (x0, y0, x1, y1), _near_part_depth(d[ok], zf))
-    hidden = label in GROUNDED_LABELS and _foot_hidden(cam, depth, seg, (x0, y0, x1, y1), zf)
+        width, height = apparent_size(cam, (x0, y0, x1, y1), near)
+    if label in FLAT_LABELS:
+        hidden = False
     return ObjectEstimate(label=label, score=float(score), box=(x0, y0, x1, y1), east=e, north=n,
                           distance_m=float(np.hypot(e, n)), bearing_deg=float(bearing_deg(e, n)),
                           width_m=width, height_m=height,

@@ -1,4 +1,8 @@
-"""The networks: a dense network (timm encoder, depth and segmentation heads) and a torchvision detector.
+"""The networks: a dense network (timm encoder, depth and segmentation heads) and a detector.
+
+The detector is either the project's own ``sis-centres`` (the same kind of
+timm encoder and decoder as the dense network, with a centre-heatmap and box
+head: small and quick to train from random init on a CPU) or a torchvision one.
 
 Architectures are chosen by configuration and built with ``pretrained=False``
 / ``weights=None``: weights come only from files in the weights manifest
@@ -19,39 +23,160 @@ from .weights import WeightsError, load_into, write_weights
 
 _MEAN = (0.485, 0.456, 0.406)
 _STD = (0.229, 0.224, 0.225)
-DETECTORS = ("fasterrcnn_mobilenet_v3_large_320_fpn", "fasterrcnn_mobilenet_v3_large_fpn",
+CENTRES = "sis-centres"
+DETECTORS = (CENTRES, "fasterrcnn_mobilenet_v3_large_320_fpn", "fasterrcnn_mobilenet_v3_large_fpn",
              "fasterrcnn_resnet50_fpn", "ssdlite320_mobilenet_v3_large")
 
 
-class DenseNet(nn.Module):
-    """Shared encoder, a small top-down decoder, and two heads: metric depth and class logits."""
+class _EncoderDecoder(nn.Module):
+    """A timm encoder (features at strides 4-32) and a top-down decoder to stride 4."""
 
-    def __init__(self, backbone: str, n_classes: int, channels: int = 64, max_depth_m: float = 80.0):
+    def __init__(self, backbone: str, channels: int):
         super().__init__()
         self.encoder = timm.create_model(backbone, pretrained=False, features_only=True, out_indices=(1, 2, 3, 4))
+        self.stride = int(self.encoder.feature_info.reduction()[0])
         self.lateral = nn.ModuleList(nn.Conv2d(c, channels, 1) for c in self.encoder.feature_info.channels())
         self.smooth = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.BatchNorm2d(channels),
                                     nn.ReLU(inplace=True))
+        self.register_buffer("mean", torch.tensor(_MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(_STD).view(1, 3, 1, 1), persistent=False)
+
+    def decode_features(self, images: torch.Tensor) -> torch.Tensor:
+        feats = self.encoder((images - self.mean) / self.std)
+        y = self.lateral[-1](feats[-1])
+        for feat, lateral in zip(reversed(feats[:-1]), reversed(self.lateral[:-1])):
+            y = F.interpolate(y, size=feat.shape[-2:], mode="bilinear", align_corners=False) + lateral(feat)
+        return self.smooth(y)
+
+
+class DenseNet(_EncoderDecoder):
+    """Shared encoder, a small top-down decoder, and two heads: metric depth and class logits."""
+
+    def __init__(self, backbone: str, n_classes: int, channels: int = 64, max_depth_m: float = 80.0):
+        super().__init__(backbone, channels)
         self.depth_head = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(inplace=True),
                                         nn.Conv2d(channels, 1, 1))
         self.seg_head = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(inplace=True),
                                       nn.Conv2d(channels, n_classes, 1))
         self.max_depth_m = max_depth_m
-        self.register_buffer("mean", torch.tensor(_MEAN).view(1, 3, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(_STD).view(1, 3, 1, 1), persistent=False)
 
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``images``: (B, 3, H, W) floats in [0, 1].  Returns depth (B, H, W) metres and logits (B, K, H, W)."""
         size = images.shape[-2:]
-        feats = self.encoder((images - self.mean) / self.std)
-        y = self.lateral[-1](feats[-1])
-        for feat, lateral in zip(reversed(feats[:-1]), reversed(self.lateral[:-1])):
-            y = F.interpolate(y, size=feat.shape[-2:], mode="bilinear", align_corners=False) + lateral(feat)
-        y = self.smooth(y)
+        y = self.decode_features(images)
         depth = self.max_depth_m * torch.sigmoid(self.depth_head(y)) + 0.05
         depth = F.interpolate(depth, size=size, mode="bilinear", align_corners=False)[:, 0]
         logits = F.interpolate(self.seg_head(y), size=size, mode="bilinear", align_corners=False)
         return depth, logits
+
+
+class CentreDetector(_EncoderDecoder):
+    """Objects as points: a per-class heatmap of box centres and, per cell, the distances to the box's edges.
+
+    On the decoder's stride-4 grid.  Training (``forward(images, targets)``,
+    torchvision's convention: boxes in pixels, labels 1..K) returns the losses:
+    a focal loss on Gaussian centre targets (CenterNet) and an L1 loss on the
+    log edge distances at the cells near each centre.  Inference returns, per
+    image, ``{"boxes", "labels", "scores"}``: the heatmap's local maxima above
+    ``score_thresh``, each box the heat-weighted mean of the boxes its 3 x 3
+    neighbourhood predicts.
+    """
+
+    def __init__(self, backbone: str, n_classes: int, channels: int = 64, max_detections: int = 100,
+                 score_thresh: float = 0.05):
+        super().__init__(backbone, channels)
+        self.n_classes = n_classes
+        self.heat_head = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(inplace=True),
+                                       nn.Conv2d(channels, n_classes, 1))
+        self.box_head = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(inplace=True),
+                                      nn.Conv2d(channels, 4, 1))
+        nn.init.constant_(self.heat_head[-1].bias, -4.6)  # a prior of 1 % per cell: the focal loss starts calm
+        self.max_detections, self.score_thresh = max_detections, score_thresh
+
+    def heads(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Heat logits (B, K, h, w) and edge distances in pixels (B, 4, h, w): left, top, right, bottom."""
+        y = self.decode_features(images)
+        return self.heat_head(y), torch.exp(self.box_head(y).clamp(-4.0, 6.0)) * self.stride
+
+    def forward(self, images, targets=None):
+        x = torch.stack(list(images)) if isinstance(images, (list, tuple)) else images
+        heat, ltrb = self.heads(x)
+        if self.training:
+            if targets is None:
+                raise ValueError("training needs targets")
+            return self.losses(heat, ltrb, targets)
+        return self.decode(heat, ltrb, x.shape[-2:])
+
+    def _targets(self, target: dict, h: int, w: int):
+        """Heat (K, h, w), and per cell the box it regresses (h, w, 4, pixels) and its weight (h, w)."""
+        s = self.stride
+        heat = torch.zeros(self.n_classes, h, w)
+        boxes = torch.zeros(h, w, 4)
+        weight = torch.zeros(h, w)
+        gy = (torch.arange(h, dtype=torch.float32) + 0.5)[:, None]
+        gx = (torch.arange(w, dtype=torch.float32) + 0.5)[None, :]
+        for box, label in zip(target["boxes"].float().cpu(), target["labels"].cpu()):
+            x0, y0, x1, y1 = (float(c) for c in box)
+            cx, cy = (x0 + x1) / 2 / s, (y0 + y1) / 2 / s
+            sx, sy = max(0.5, (x1 - x0) / s / 6), max(0.5, (y1 - y0) / s / 6)
+            g = torch.exp(-((gx - cx) ** 2) / (2 * sx * sx) - ((gy - cy) ** 2) / (2 * sy * sy))
+            iy, ix = min(h - 1, max(0, int(cy))), min(w - 1, max(0, int(cx)))
+            g[iy, ix] = 1.0
+            k = int(label) - 1
+            heat[k] = torch.maximum(heat[k], g)
+            take = g > weight  # a cell regresses the object whose centre it is nearest
+            boxes[take] = box.float()
+            weight = torch.where(take, g, weight)
+        return heat, boxes, weight
+
+    def losses(self, heat: torch.Tensor, ltrb: torch.Tensor, targets) -> dict:
+        b, _, h, w = heat.shape
+        s = self.stride
+        made = [self._targets(t, h, w) for t in targets]
+        gt = torch.stack([m[0] for m in made]).to(heat.device)
+        gboxes = torch.stack([m[1] for m in made]).to(heat.device)
+        weight = torch.stack([m[2] for m in made]).to(heat.device)
+        p = torch.sigmoid(heat).clamp(1e-4, 1 - 1e-4)
+        pos = gt >= 1.0
+        n = pos.sum().clamp(min=1)
+        focal = -(torch.where(pos, (1 - p) ** 2 * torch.log(p), (1 - gt) ** 4 * p ** 2 * torch.log(1 - p))).sum() / n
+        cy = (torch.arange(h, device=heat.device, dtype=torch.float32) + 0.5) * s
+        cx = (torch.arange(w, device=heat.device, dtype=torch.float32) + 0.5) * s
+        cy, cx = cy[:, None].expand(h, w), cx[None, :].expand(h, w)
+        want = torch.stack([cx - gboxes[..., 0], cy - gboxes[..., 1], gboxes[..., 2] - cx, gboxes[..., 3] - cy], 1)
+        use = (weight > 0.3) & (want.min(1).values > 0)  # cells inside their box, near its centre
+        wts = weight * use
+        err = (torch.log(ltrb) - torch.log(want.clamp(min=0.25))).abs().sum(1)
+        box = (err * wts).sum() / wts.sum().clamp(min=1.0)
+        return {"centre_focal": focal, "box_log_l1": box}
+
+    @torch.no_grad()
+    def decode(self, heat: torch.Tensor, ltrb: torch.Tensor, size) -> list[dict]:
+        b, k, h, w = heat.shape
+        s = self.stride
+        p = torch.sigmoid(heat.float())
+        ltrb = ltrb.float()
+        peaks = p * (F.max_pool2d(p, 3, stride=1, padding=1) == p)
+        cy = (torch.arange(h, device=p.device, dtype=torch.float32) + 0.5) * s
+        cx = (torch.arange(w, device=p.device, dtype=torch.float32) + 0.5) * s
+        cy, cx = cy[:, None].expand(h, w), cx[None, :].expand(h, w)
+        boxes_all = torch.stack([cx - ltrb[:, 0], cy - ltrb[:, 1], cx + ltrb[:, 2], cy + ltrb[:, 3]], -1)  # B,h,w,4
+        out = []
+        for i in range(b):
+            scores, idx = peaks[i].flatten().topk(min(self.max_detections, k * h * w))
+            keep = scores >= self.score_thresh
+            scores, idx = scores[keep], idx[keep]
+            cls, yy, xx = idx // (h * w), (idx % (h * w)) // w, idx % w
+            boxes = []
+            for c, y, x in zip(cls.tolist(), yy.tolist(), xx.tolist()):
+                y0, y1, x0, x1 = max(0, y - 1), min(h, y + 2), max(0, x - 1), min(w, x + 2)
+                wt = p[i, c, y0:y1, x0:x1].reshape(-1, 1)
+                boxes.append((boxes_all[i, y0:y1, x0:x1].reshape(-1, 4) * wt).sum(0) / wt.sum())
+            boxes = torch.stack(boxes) if boxes else torch.zeros(0, 4, device=p.device)
+            boxes[:, 0::2] = boxes[:, 0::2].clamp(0, float(size[1]))
+            boxes[:, 1::2] = boxes[:, 1::2].clamp(0, float(size[0]))
+            out.append({"boxes": boxes, "labels": cls + 1, "scores": scores})
+        return out
 
 
 def dense_architecture(cfg: EngineConfig) -> str:
@@ -59,6 +184,8 @@ def dense_architecture(cfg: EngineConfig) -> str:
 
 
 def detector_architecture(cfg: EngineConfig) -> str:
+    if cfg.detector == CENTRES:
+        return f"{CENTRES}/{cfg.backbone}/c{cfg.decoder_channels}/k{len(DET_CLASSES)}"
     return f"{cfg.detector}/k{len(DET_CLASSES) + 1}"
 
 
@@ -69,6 +196,8 @@ def build_dense(cfg: EngineConfig) -> DenseNet:
 def build_detector(cfg: EngineConfig) -> nn.Module:
     if cfg.detector not in DETECTORS:
         raise ValueError(f"unknown detector {cfg.detector!r}; one of {', '.join(DETECTORS)}")
+    if cfg.detector == CENTRES:
+        return CentreDetector(cfg.backbone, len(DET_CLASSES), cfg.decoder_channels)
     ctor = getattr(torchvision.models.detection, cfg.detector)
     extra = {"min_size": min(cfg.input_height, cfg.input_width),
              "max_size": max(cfg.input_height, cfg.input_width)} if cfg.detector.startswith("fasterrcnn") else {}

@@ -32,7 +32,7 @@ from . import __version__, build_hash, schema
 from .aggregate import PhotoMeasurement, aggregate
 from .camera import camera_for_photo
 from .config import EngineConfig
-from .geometry import measure_photo, to_schema
+from .geometry import MODEL_DEPTH_SIGMA, measure_photo, to_schema
 from .labels import DET_CLASSES
 from .models import load_models
 from .photos import Fetch, PhotoError, decode, fetch_all, http_fetch
@@ -75,6 +75,7 @@ class Engine:
         dense, detector, self.weights = load_models(config)
         self.dense, self.detector = dense.to(self.device), detector.to(self.device)
         self.build = build_hash(config.weights_manifest)
+        self.depth_sigma = MODEL_DEPTH_SIGMA  # depth from a network, for calibration to weigh (None: exact)
         self.version = __version__
 
     @property
@@ -135,7 +136,7 @@ class Engine:
         cam = camera_for_photo(ref, self.config.input_width, self.config.input_height, focal_px=focal_px,
                                camera_height_m=camera_height_m or self.config.camera_height_m)
         return measure_photo(photo.id, photo.captured_at, cam, out.depth, out.seg, out.detections,
-                             min_score=self.config.min_score)
+                             min_score=self.config.min_score, depth_sigma=self.depth_sigma)
 
     def _process(self, job: schema.Job, photos: list[schema.PhotoRef], raw: dict, skipped: list):
         images, kept = [], []

@@ -13,7 +13,10 @@ of torch threads, the run is deterministic (``torch.use_deterministic_algorithms
 
 Losses: depth is L1 on log depth over pixels with known finite depth up to the
 depth head's range (sky and unknown excluded); classes are cross-entropy
-(unknown excluded); the detector's are torchvision's own.  Every ``--log-every``
+(unknown excluded); the detector's are its own (``sis-centres``: a centre
+focal loss and an edge-distance log-L1; torchvision's for theirs).
+``--workers N`` renders the next batches in N other processes; the samples,
+and so the weights, do not depend on it.  Every ``--log-every``
 steps the mean losses go to ``train.log`` (JSON lines); every
 ``--checkpoint-every`` steps a checkpoint (``--resume`` continues it).  At the
 end the weights are written as float16 state dicts with a manifest pinning
@@ -108,7 +111,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (part of what makes a run repeatable)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--backbone", default="mobilenetv3_small_100")
-    p.add_argument("--detector", default="ssdlite320_mobilenet_v3_large")
+    p.add_argument("--detector", default="sis-centres")
+    p.add_argument("--workers", type=int, default=0,
+                   help="processes rendering samples ahead of the training step (0: in the training process); "
+                        "the samples, and so the weights, are the same whatever this is")
     p.add_argument("--decoder-channels", type=int, default=64)
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--height", type=int, default=192)
@@ -117,6 +123,40 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--resume", action="store_true")
     return p
+
+
+class _Batches(torch.utils.data.Dataset):
+    """Batch ``i`` of a run: the samples ``data.sample(seed, i * batch + j)``, a pure function of ``i``."""
+
+    def __init__(self, args, variety: Variety, start: int, stop: int):
+        self.seed, self.batch, self.width, self.height = args.seed, args.batch, args.width, args.height
+        self.variety, self.start, self.stop = variety, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, i: int):
+        step = self.start + i
+        return [sample(self.seed, step * self.batch + j, width=self.width, height=self.height, variety=self.variety)
+                for j in range(self.batch)]
+
+
+def _worker_init(_):
+    torch.set_num_threads(1)
+
+
+def _as_is(batch):
+    return batch
+
+
+def _batches(args, variety: Variety, start: int, stop: int):
+    data = _Batches(args, variety, start, stop)
+    if args.workers <= 0:
+        return (data[i] for i in range(len(data)))
+    loader = torch.utils.data.DataLoader(data, batch_size=None, shuffle=False, num_workers=args.workers,
+                                         worker_init_fn=_worker_init, prefetch_factor=2,
+                                         collate_fn=_as_is)  # a module function: spawned workers pickle it
+    return iter(loader)
 
 
 def config_for(args) -> EngineConfig:
@@ -153,9 +193,9 @@ def train(args, argv: list[str] | None = None) -> Path:
     dense.train(), detector.train()
     sums: dict[str, float] = {}
     t_last = time.perf_counter()
+    batches = _batches(args, variety, step, stop)
     while step < stop:
-        samples = [sample(args.seed, step * args.batch + j, width=args.width, height=args.height, variety=variety)
-                   for j in range(args.batch)]
+        samples = next(batches)
         images, depth, valid, seg, targets = batch_tensors(samples, cfg.max_depth_m)
         images, depth, valid, seg = images.to(device), depth.to(device), valid.to(device), seg.to(device)
         if "dense" in names:

@@ -18,6 +18,7 @@ import torch
 from sweep_engine import build_hash
 from sweep_engine.config import DEFAULT_WEIGHTS_MANIFEST, EngineConfig
 from sweep_engine.models import build_dense, build_detector, dense_architecture, detector_architecture, load_models
+from sweep_engine.photos import decode
 from sweep_engine.pipeline import Engine
 from sweep_engine.synth.provider import FakeProvider, jpeg, job_for, synth_frames
 from sweep_engine.weights import WeightsError, read_manifest, sha256_bytes, write_weights
@@ -64,7 +65,7 @@ def test_a_corrupted_default_weights_file_is_refused(tmp_path):
 def test_default_weights_do_not_load_into_another_architecture():
     with pytest.raises(WeightsError, match="are for sis-dense/mobilenetv3_small_100/c64.*configured for"):
         load_models(EngineConfig(decoder_channels=32))
-    with pytest.raises(WeightsError, match="are for ssdlite320.*configured for fasterrcnn"):
+    with pytest.raises(WeightsError, match="are for sis-centres/mobilenetv3_small_100.*configured for fasterrcnn"):
         load_models(EngineConfig(detector="fasterrcnn_mobilenet_v3_large_320_fpn"))
 
 
@@ -101,9 +102,18 @@ def test_operator_weights_for_the_same_architectures_load_in_float32_or_float16(
 
 
 # From bench/accuracy.py on 80 held-out scenes with these weights (docs/weights.md): the median and p90
-# of the relative road width error.  Object distances are not held here: at the engine's min_score the shipped
-# detector finds nothing (vehicle recall 0.000 in the benchmark), so the pipeline reports no objects.
-ROAD_WIDTH_MEDIAN, ROAD_WIDTH_P90 = 0.132, 0.371
+# of the relative road width error, the share of detected objects whose distance is within 25 % (delta1),
+# and the vehicle recall.  (This one street's objects are harder than the held-out average: their median
+# distance error is 0.18 against the benchmark's 0.11; the share within 25 % is what a sample of 22 can
+# hold to the benchmark's 0.737.)
+ROAD_WIDTH_MEDIAN, ROAD_WIDTH_P90 = 0.064, 0.165
+DISTANCE_DELTA1, VEHICLE_RECALL = 0.737, 0.926
+
+
+def iou(a, b) -> float:
+    x0, y0, x1, y1 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
+    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
+    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +137,22 @@ async def test_the_default_engine_measures_synthetic_streets_within_the_benchmar
     assert np.median(errors) <= ROAD_WIDTH_MEDIAN and max(errors) <= ROAD_WIDTH_P90
     roads = [f for f in result.facts if f.kind == "roadway" and f.value]
     assert roads and all(abs(f.value["widthM"] / true_width - 1) <= ROAD_WIDTH_P90 for f in roads)
+    # Objects: each measured object is matched to the frame's truth by its box (the engine's box, from the
+    # same detector run), as the benchmark matches them; vehicles that are plainly in view must be found.
+    dets = default_engine.infer([decode(jpeg(f), default_engine.device) for f in frames])[0]
+    rel, found, vehicles = [], 0, 0
+    for frame, out, m in zip(frames, dets, result.measurements):
+        truth = [o for o in frame.objects if o.label and o.bbox is not None and o.visible_fraction >= 0.5
+                 and o.bbox[2] - o.bbox[0] >= 4 and o.bbox[3] - o.bbox[1] >= 8]
+        boxes = [(lab, box) for lab, box, score in out.detections if score >= default_engine.config.min_score]
+        assert len(boxes) == len(m.objects)
+        for o in truth:
+            hit = [i for i, (lab, box) in enumerate(boxes) if lab == o.label and iou(box, o.bbox) >= 0.5]
+            if o.label in ("car", "truck", "bus"):
+                vehicles += 1
+                found += bool(hit)
+            if hit:
+                ratio = m.objects[hit[0]].distance_m / o.distance_m
+                rel.append(max(ratio, 1 / ratio))  # delta1 counts max(d/d*, d*/d) < 1.25, as the benchmark does
+    assert vehicles >= 6 and found / vehicles >= VEHICLE_RECALL
+    assert len(rel) >= 10 and np.mean(np.array(rel) < 1.25) >= DISTANCE_DELTA1

@@ -61,10 +61,17 @@ def test_both_networks_train_and_load_into_the_engine(tmp_path):
     path = assemble(out)
     names = [w["name"] for w in json.loads(path.read_text())["weights"]]
     assert names == ["dense", "detector"]
-    cfg = EngineConfig(backbone="mobilenetv3_small_100", detector="ssdlite320_mobilenet_v3_large",
+    cfg = EngineConfig(backbone="mobilenetv3_small_100", detector="sis-centres",
                        input_width=64, input_height=48, weights_manifest=str(path))
     _, _, entries = load_models(cfg)
     assert entries["detector"].trained and "--only detector" in entries["detector"].provenance
+
+
+def test_rendering_in_a_worker_process_does_not_change_the_weights(tmp_path):
+    inline, _ = run(tmp_path, "inline", "--seed", "6")
+    worker, _ = run(tmp_path, "worker", "--seed", "6", "--workers", "1")
+    assert [w["sha256"] for w in worker["weights"]] == [w["sha256"] for w in inline["weights"]]
+    assert [w["name"] for w in worker["weights"]] == ["dense", "detector"]
 
 
 def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
