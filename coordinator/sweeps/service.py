@@ -9,8 +9,16 @@ from typing import Any, AsyncIterator
 
 from ..db import Database
 from ..settings import Settings
+from . import leases, results
+from .batching import GroupCommit
 from .leases import Sweeper
 from .photos import PhotoProvider
+
+# Batches of claims or submissions that may be written at once by one process (see
+# ``batching``): SQLite has one writer; on PostgreSQL a few overlap, their rows kept apart
+# by row locks, so that one batch's round trips do not leave the database idle.
+PARALLEL_BATCHES_PG = 4
+MAX_BATCH = 64
 
 
 class SerialWrites:
@@ -46,10 +54,17 @@ class Sweeps:
     settings: Settings
     provider: PhotoProvider
     sweeper: Sweeper = field(init=False)
+    claims: GroupCommit = field(init=False)     # leases.claim goes through it
+    submits: GroupCommit = field(init=False)    # results.submit goes through it
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sweeper = Sweeper(self)
+        parallel = 1 if self.db.is_sqlite else PARALLEL_BATCHES_PG
+        self.claims = GroupCommit(lambda nodes: leases.claim_batch(self, nodes), max_batch=MAX_BATCH,
+                                  parallel=parallel, name="claims")
+        self.submits = GroupCommit(lambda subs: results.submit_batch(self, subs), max_batch=MAX_BATCH,
+                                   parallel=parallel, key=lambda sub: sub.lease_id, name="submissions")
 
 
 def sweeps_of(services) -> Sweeps:
