@@ -1,8 +1,8 @@
-"""Group commit: concurrent requests of one kind served by one write transaction.
+"""Group commit: concurrent requests of one kind served by one transaction.
 
 Thirty-two nodes asking for leases at once used to cost thirty-two transactions, each
 with its own BEGIN, statements and COMMIT (and, on SQLite, each waiting its turn for the
-one writer). A ``GroupCommit`` puts requests in a queue; a flusher takes everything that
+one writer). A ``Batcher`` puts requests in a queue; a flusher takes everything that
 has arrived and hands it to one batch function, which serves the whole batch in one
 transaction with a few set-based statements, then answers each waiter on its own:
 
@@ -19,6 +19,9 @@ transaction with a few set-based statements, then answers each waiter on its own
   writer anyway; a few on PostgreSQL, whose row locks keep them apart). Several
   coordinator processes each have their own queues; the database keeps them apart as it
   keeps single transactions apart (``FOR UPDATE SKIP LOCKED``, ``BEGIN IMMEDIATE``).
+
+The same serves reads that many requests make at once (a node's token, looked up on
+every request: ``nodes.registry.nodes_by_token``).
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ R = TypeVar("R")
 Outcome = Any   # a value for the waiter, or an Exception instance raised to it
 
 
-class GroupCommit(Generic[T, R]):
+class Batcher(Generic[T, R]):
     def __init__(self, run: Callable[[list[T]], Awaitable[list[Outcome]]], *, max_batch: int = 64,
                  parallel: int = 1, key: Callable[[T], Hashable | None] | None = None, name: str = "") -> None:
         self.run = run

@@ -3,7 +3,7 @@
 A claim picks the oldest queued job that this node does not already hold or has
 not already answered, takes a lease on it, and moves the job to ``leased`` once
 every replica it needs is held. Claims that arrive together are served by one
-write transaction (``claim_batch`` behind a ``batching.GroupCommit``). On
+write transaction (``claim_batch`` behind a ``batching.Batcher``). On
 PostgreSQL the jobs are read ``FOR UPDATE SKIP LOCKED``, so concurrent batches
 (of this process or another) take different rows without waiting; on SQLite the
 transaction starts with ``BEGIN IMMEDIATE`` (``Database.write``), so batches are
@@ -79,7 +79,7 @@ def _settle(job) -> str:
 
 async def claim(sweeps, node: Node) -> Claim | None:
     """Lease the oldest queued job this node neither holds nor has answered, or None.
-    Concurrent claims are served together: ``sweeps.claims`` is a ``GroupCommit`` in
+    Concurrent claims are served together: ``sweeps.claims`` is a ``Batcher`` in
     front of ``claim_batch``."""
     return await sweeps.claims(node)
 

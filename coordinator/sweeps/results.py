@@ -11,7 +11,7 @@ it past its expiry, so a result that arrives a little late but before the sweep
 is still taken.
 
 Submissions that arrive together are decided in one write transaction
-(``submit_batch`` behind a ``batching.GroupCommit``), one after another in the
+(``submit_batch`` behind a ``batching.Batcher``), one after another in the
 order they came, exactly as separate transactions would decide them: each sees
 what the ones before it in the batch did to its job and its node. Two
 submissions on one lease never share a batch, so a repeat sees the first.

@@ -9,8 +9,9 @@ from typing import Any, AsyncIterator
 
 from ..db import Database
 from ..settings import Settings
+from ..nodes import registry
 from . import leases, results
-from .batching import GroupCommit
+from .batching import Batcher
 from .leases import Sweeper
 from .photos import PhotoProvider
 
@@ -54,17 +55,21 @@ class Sweeps:
     settings: Settings
     provider: PhotoProvider
     sweeper: Sweeper = field(init=False)
-    claims: GroupCommit = field(init=False)     # leases.claim goes through it
-    submits: GroupCommit = field(init=False)    # results.submit goes through it
+    claims: Batcher = field(init=False)     # leases.claim goes through it
+    submits: Batcher = field(init=False)    # results.submit goes through it
+    tokens: Batcher = field(init=False)     # nodes.registry.authenticate looks tokens up through it
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sweeper = Sweeper(self)
         parallel = 1 if self.db.is_sqlite else PARALLEL_BATCHES_PG
-        self.claims = GroupCommit(lambda nodes: leases.claim_batch(self, nodes), max_batch=MAX_BATCH,
+        self.claims = Batcher(lambda nodes: leases.claim_batch(self, nodes), max_batch=MAX_BATCH,
                                   parallel=parallel, name="claims")
-        self.submits = GroupCommit(lambda subs: results.submit_batch(self, subs), max_batch=MAX_BATCH,
+        self.submits = Batcher(lambda subs: results.submit_batch(self, subs), max_batch=MAX_BATCH,
                                    parallel=parallel, key=lambda sub: sub.lease_id, name="submissions")
+        # Reads: SQLite serves several readers beside its one writer.
+        self.tokens = Batcher(lambda digests: registry.nodes_by_token(self.db, digests), max_batch=MAX_BATCH,
+                                  parallel=PARALLEL_BATCHES_PG, name="token lookups")
 
 
 def sweeps_of(services) -> Sweeps:
