@@ -46,7 +46,7 @@ class Batcher(Generic[T, R]):
         self.key = key
         self.name = name
         self._queue: deque[tuple[T, asyncio.Future]] = deque()
-        self._flushers = 0
+        self._flushers: set[asyncio.Task] = set()   # held here: the loop keeps only weak references to tasks
         # Counters for tests and benches: how many batches ran and how many requests they held.
         self.batches = 0
         self.requests = 0
@@ -55,10 +55,19 @@ class Batcher(Generic[T, R]):
     async def __call__(self, item: T) -> R:
         fut = asyncio.get_running_loop().create_future()
         self._queue.append((item, fut))
-        if self._flushers < self.parallel:
-            self._flushers += 1
-            asyncio.get_running_loop().create_task(self._flush())
+        self._start_flusher()
         return await fut
+
+    def _start_flusher(self) -> None:
+        if len(self._flushers) < self.parallel:
+            task = asyncio.get_running_loop().create_task(self._flush())
+            self._flushers.add(task)
+            task.add_done_callback(self._flusher_done)
+
+    def _flusher_done(self, task: asyncio.Task) -> None:
+        self._flushers.discard(task)
+        if self._queue and not task.cancelled():     # arrived as this flusher stopped
+            self._start_flusher()
 
     def _take(self) -> list[tuple[T, asyncio.Future]]:
         """The next batch: up to ``max_batch`` waiting requests in arrival order, leaving
@@ -81,16 +90,10 @@ class Batcher(Generic[T, R]):
         return batch
 
     async def _flush(self) -> None:
-        try:
-            while self._queue:
-                batch = self._take()
-                if batch:
-                    await self._serve(batch)
-        finally:
-            self._flushers -= 1
-            if self._queue and self._flushers < self.parallel:   # arrived as this flusher stopped
-                self._flushers += 1
-                asyncio.get_running_loop().create_task(self._flush())
+        while self._queue:
+            batch = self._take()
+            if batch:
+                await self._serve(batch)
 
     async def _serve(self, batch: list[tuple[T, asyncio.Future]]) -> None:
         self.batches += 1
