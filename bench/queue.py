@@ -15,7 +15,8 @@ trusted nodes, so one lease and one submit finish a job):
 Beside jobs/s, each line gives two figures that load on a shared machine does not
 disturb much: SQL statements per job (BEGIN and COMMIT not counted; an executemany counts
 as one), and the CPU time of the measuring process per job (for bare and service it
-includes the simulated nodes, which run in that process; for http, only the coordinator).
+includes the simulated nodes, which run in that process; for http, only the coordinator,
+and the line before it gives the node client's process).
 Service and http also give the mean number of requests per batch of the coordinator's
 group commit (claims, submissions, token lookups; ``coordinator.sweeps.batching``).
 
@@ -188,6 +189,8 @@ async def http_loop(services, nodes) -> tuple[int, float]:
         if proc.returncode != 0:
             raise RuntimeError(f"the node client failed ({proc.returncode})")
         doc = json.loads(out.decode().strip().splitlines()[-1])
+        print(f"           (the node client's own process: {1000 * doc['cpu'] / max(1, doc['done']):.1f} ms CPU "
+              "per job)", flush=True)
         return doc["done"], doc["seconds"]
     finally:
         server.stop()
@@ -264,7 +267,7 @@ async def main() -> int:
     if args.client:
         with open(args.tokens) as f:
             done, secs = await node_client(args.client, json.load(f))
-        print(json.dumps({"done": done, "seconds": secs}))
+        print(json.dumps({"done": done, "seconds": secs, "cpu": time.process_time()}))
         return 0
     print(f"bench/queue.py: {args.jobs} jobs per figure, {args.nodes} concurrent nodes, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f} at start")
