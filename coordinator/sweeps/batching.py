@@ -15,10 +15,12 @@ transaction with a few set-based statements, then answers each waiter on its own
   run again one request at a time, so a request that cannot be written fails only itself;
 - ``key``: two requests with the same key (the same lease, say) never share a batch: the
   later one waits for the next, and sees what the earlier one wrote;
-- ``parallel``: how many batches may be in flight at once (1 on SQLite, which has one
-  writer anyway; a few on PostgreSQL, whose row locks keep them apart). Several
-  coordinator processes each have their own queues; the database keeps them apart as it
-  keeps single transactions apart (``FOR UPDATE SKIP LOCKED``, ``BEGIN IMMEDIATE``).
+- one batch in flight at a time: batches grow with concurrency instead (the longer one
+  takes, the more requests the next holds). Letting several overlap on PostgreSQL only
+  split them smaller, for more statements and CPU per job in ``bench/queue.py``.
+  Batches of several coordinator processes, each with queues of its own, are kept apart
+  by the database as single transactions are (``FOR UPDATE SKIP LOCKED``,
+  ``BEGIN IMMEDIATE``).
 
 The same serves reads that many requests make at once (a node's token, looked up on
 every request: ``nodes.registry.nodes_by_token``).
@@ -39,14 +41,13 @@ Outcome = Any   # a value for the waiter, or an Exception instance raised to it
 
 class Batcher(Generic[T, R]):
     def __init__(self, run: Callable[[list[T]], Awaitable[list[Outcome]]], *, max_batch: int = 64,
-                 parallel: int = 1, key: Callable[[T], Hashable | None] | None = None, name: str = "") -> None:
+                 key: Callable[[T], Hashable | None] | None = None, name: str = "") -> None:
         self.run = run
         self.max_batch = max_batch
-        self.parallel = parallel
         self.key = key
         self.name = name
         self._queue: deque[tuple[T, asyncio.Future]] = deque()
-        self._flushers: set[asyncio.Task] = set()   # held here: the loop keeps only weak references to tasks
+        self._flusher: asyncio.Task | None = None   # held here: the loop keeps only weak references to tasks
         # Counters for tests and benches: how many batches ran and how many requests they held.
         self.batches = 0
         self.requests = 0
@@ -59,14 +60,13 @@ class Batcher(Generic[T, R]):
         return await fut
 
     def _start_flusher(self) -> None:
-        if len(self._flushers) < self.parallel:
-            task = asyncio.get_running_loop().create_task(self._flush())
-            self._flushers.add(task)
-            task.add_done_callback(self._flusher_done)
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+            self._flusher.add_done_callback(self._flusher_done)
 
     def _flusher_done(self, task: asyncio.Task) -> None:
-        self._flushers.discard(task)
-        if self._queue and not task.cancelled():     # arrived as this flusher stopped
+        self._flusher = None
+        if self._queue and not task.cancelled():     # arrived as the flusher stopped
             self._start_flusher()
 
     def _take(self) -> list[tuple[T, asyncio.Future]]:

@@ -15,11 +15,7 @@ from .batching import Batcher
 from .leases import Sweeper
 from .photos import PhotoProvider
 
-# Batches of claims or submissions that may be written at once by one process (see
-# ``batching``): SQLite has one writer; on PostgreSQL a few overlap, their rows kept apart
-# by row locks, so that one batch's round trips do not leave the database idle.
-PARALLEL_BATCHES_PG = 4
-MAX_BATCH = 64
+MAX_BATCH = 64      # requests per batch of claims, submissions or token lookups (``batching``)
 
 
 class SerialWrites:
@@ -62,14 +58,12 @@ class Sweeps:
 
     def __post_init__(self) -> None:
         self.sweeper = Sweeper(self)
-        parallel = 1 if self.db.is_sqlite else PARALLEL_BATCHES_PG
         self.claims = Batcher(lambda nodes: leases.claim_batch(self, nodes), max_batch=MAX_BATCH,
-                                  parallel=parallel, name="claims")
+                              name="claims")
         self.submits = Batcher(lambda subs: results.submit_batch(self, subs), max_batch=MAX_BATCH,
-                                   parallel=parallel, key=lambda sub: sub.lease_id, name="submissions")
-        # Reads: SQLite serves several readers beside its one writer.
+                               key=lambda sub: sub.lease_id, name="submissions")
         self.tokens = Batcher(lambda digests: registry.nodes_by_token(self.db, digests), max_batch=MAX_BATCH,
-                                  parallel=PARALLEL_BATCHES_PG, name="token lookups")
+                              name="token lookups")
 
 
 def sweeps_of(services) -> Sweeps:
