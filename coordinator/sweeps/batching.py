@@ -1,8 +1,8 @@
 """Group commit: concurrent requests of one kind served by one transaction.
 
-Thirty-two nodes asking for leases at once used to cost thirty-two transactions, each
-with its own BEGIN, statements and COMMIT (and, on SQLite, each waiting its turn for the
-one writer). A ``Batcher`` puts requests in a queue; a flusher takes everything that
+Thirty-two nodes asking for leases at once would otherwise cost thirty-two transactions,
+each with its own BEGIN, statements and COMMIT (and, on SQLite, each waiting its turn for
+the one writer). A ``Batcher`` puts requests in a queue; a flusher takes everything that
 has arrived and hands it to one batch function, which serves the whole batch in one
 transaction with a few set-based statements, then answers each waiter on its own:
 
