@@ -11,13 +11,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from ..db.models import Node, SweepJob, SweepLease, SweepResult, SweepTransition
+from ..db.models import Node, SweepJob, SweepLease, SweepResult
 
 JOBS = SweepJob.__table__
 LEASES = SweepLease.__table__
 RESULTS = SweepResult.__table__
 NODES = Node.__table__
-TRANSITIONS = SweepTransition.__table__
 
 
 class Record(SimpleNamespace):
