@@ -12,6 +12,14 @@ trusted nodes, so one lease and one submit finish a job):
 - http: 32 simulated nodes, in a process of their own, speaking the node protocol to a real
   coordinator on loopback (the coordinator's process does only the coordinator's work).
 
+Beside jobs/s, each line gives two figures that load on a shared machine does not
+disturb much: SQL statements per job (BEGIN and COMMIT not counted; an executemany counts
+as one), and the CPU time of the measuring process per job (for bare and service it
+includes the simulated nodes, which run in that process; for http, only the coordinator,
+and the line before it gives the node client's process).
+Service and http also give the mean number of requests per batch of the coordinator's
+group commit (claims, submissions, token lookups; ``coordinator.sweeps.batching``).
+
     .venv/bin/python bench/queue.py [--jobs 1000] [--nodes 32] [--pg URL] [--no-http]
 
 PostgreSQL is measured in a database of its own, made and dropped by the run, on the
@@ -181,6 +189,8 @@ async def http_loop(services, nodes) -> tuple[int, float]:
         if proc.returncode != 0:
             raise RuntimeError(f"the node client failed ({proc.returncode})")
         doc = json.loads(out.decode().strip().splitlines()[-1])
+        print(f"           (the node client's own process: {1000 * doc['cpu'] / max(1, doc['done']):.1f} ms CPU "
+              "per job)", flush=True)
         return doc["done"], doc["seconds"]
     finally:
         server.stop()
@@ -200,6 +210,23 @@ class StatementCount:
         self.n += 1
 
 
+class BatchSizes:
+    """Mean requests per batch of the coordinator's batchers since this was made."""
+
+    def __init__(self, services) -> None:
+        sw = sweeps_of(services)
+        self.batchers = {"claims": sw.claims, "submits": sw.submits, "tokens": sw.tokens}
+        self.start = {k: (b.batches, b.requests) for k, b in self.batchers.items()}
+
+    def since(self) -> str:
+        parts = []
+        for k, b in self.batchers.items():
+            n, r = b.batches - self.start[k][0], b.requests - self.start[k][1]
+            if n:
+                parts.append(f"{k} {r / n:.1f}")
+        return "; per batch: " + ", ".join(parts) if parts else ""
+
+
 async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool) -> dict:
     photos = await FakePhotoProvider().start()
     services = await coordinator(url, photos)
@@ -213,13 +240,14 @@ async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool) -
             runs.append(("http", lambda: http_loop(services, nodes)))
         for i, (name, fn) in enumerate(runs):
             await fill(services, photos, jobs, i)
-            before = statements.n
+            before, cpu, batched = statements.n, time.process_time(), BatchSizes(services)
             done, secs = await fn()
+            cpu = time.process_time() - cpu
             assert done == jobs, (name, done, jobs)
             figures[name] = done / secs
             print(f"{label:10} {name:11} {done:6d} jobs in {secs:6.2f} s = {done / secs:8.1f} jobs/s "
-                  f"({workers} concurrent; {(statements.n - before) / done:5.1f} SQL statements per job)",
-                  flush=True)
+                  f"({workers} concurrent; {(statements.n - before) / done:5.1f} SQL statements per job, "
+                  f"{1000 * cpu / done:4.1f} ms CPU per job{batched.since()})", flush=True)
     finally:
         await services.close()
         await photos.stop()
@@ -239,7 +267,7 @@ async def main() -> int:
     if args.client:
         with open(args.tokens) as f:
             done, secs = await node_client(args.client, json.load(f))
-        print(json.dumps({"done": done, "seconds": secs}))
+        print(json.dumps({"done": done, "seconds": secs, "cpu": time.process_time()}))
         return 0
     print(f"bench/queue.py: {args.jobs} jobs per figure, {args.nodes} concurrent nodes, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f} at start")

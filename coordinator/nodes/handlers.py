@@ -60,7 +60,7 @@ class NodeHandler(BaseHandler):
         return doc
 
     async def node(self):
-        return await registry.authenticate(self.sweeps.db, self.request.headers.get("Authorization"))
+        return await registry.authenticate(self.sweeps, self.request.headers.get("Authorization"))
 
 
 class EnrolHandler(NodeHandler):

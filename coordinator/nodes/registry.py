@@ -12,12 +12,13 @@ import hmac
 import secrets
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from ..db.models import Node, SweepJob, SweepLease
 from ..errors import Forbidden, NotFound, Unauthorized
 from ..sweeps import transitions as tr
 from ..sweeps.leases import for_update, release, retrying
+from ..sweeps.records import NODES, Record, record
 
 TOKEN_PREFIX = "sisn_"
 
@@ -41,19 +42,32 @@ async def enrol(db, *, name: str, platform: str, gpu: str, engine_version: str,
     return node, token
 
 
-async def authenticate(db, authorization: str | None) -> Node:
+async def authenticate(sweeps, authorization: str | None) -> Node:
+    """The node a bearer token belongs to, looked up on every request (so a revocation holds
+    from the next one). Lookups arriving together share one query (``sweeps.tokens``, a
+    ``Batcher`` in front of ``nodes_by_token``); the node comes back as a ``Record``
+    with the columns of ``Node``."""
     if not authorization or not authorization.startswith("Bearer "):
         raise Unauthorized("a node token is needed: Authorization: Bearer <token>", {"scheme": "Bearer"},
                            headers={"WWW-Authenticate": 'Bearer realm="node"'})
     token = authorization[len("Bearer "):].strip()
     digest = token_hash(token)
-    async with db.read() as s:
-        node = (await s.execute(select(Node).where(Node.token_hash == digest))).scalar_one_or_none()
+    node = await sweeps.tokens(digest)
     if node is None or not hmac.compare_digest(node.token_hash, digest):
         raise Unauthorized("the node token is not valid", headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
     if node.revoked_at is not None:
         raise Forbidden("this node has been revoked", {"nodeId": node.id, "reason": node.revoked_reason})
     return node
+
+
+_BY_TOKEN = select(NODES).where(NODES.c.token_hash.in_(bindparam("digests", expanding=True)))
+
+
+async def nodes_by_token(db, digests: list[str]) -> list[Record | None]:
+    """The nodes whose token hashes these are (None for an unknown one), in one read."""
+    async with db.read() as s:
+        found = {row.token_hash: record(row) for row in await s.execute(_BY_TOKEN, {"digests": sorted(set(digests))})}
+    return [found.get(d) for d in digests]
 
 
 def node_json(node: Node, *, private: bool = False) -> dict[str, Any]:

@@ -1,12 +1,13 @@
 """Leases: how a node claims a replica of a job, keeps it, and loses it.
 
-A claim is one write transaction: pick the oldest queued job that this node does
-not already hold or has not already answered, take a lease on it, and move the
-job to ``leased`` once every replica it needs is held. On PostgreSQL the pick is
-``SELECT ... FOR UPDATE SKIP LOCKED``, so concurrent claims take different rows
-without waiting; on SQLite the transaction starts with ``BEGIN IMMEDIATE``
-(``Database.write``), so claims are serialised and none reads a row another is
-about to take.
+A claim picks the oldest queued job that this node does not already hold or has
+not already answered, takes a lease on it, and moves the job to ``leased`` once
+every replica it needs is held. Claims that arrive together are served by one
+write transaction (``claim_batch`` behind a ``batching.Batcher``). On
+PostgreSQL the jobs are read ``FOR UPDATE SKIP LOCKED``, so concurrent batches
+(of this process or another) take different rows without waiting; on SQLite the
+transaction starts with ``BEGIN IMMEDIATE`` (``Database.write``), so batches are
+serialised and none reads a row another is about to take.
 
 A heartbeat extends an active lease by the TTL from now, or answers ``cancel``
 when the lease is no longer wanted (it lapsed, was revoked, or the job was
@@ -21,22 +22,22 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, case, exists, insert, select, update
-from sqlalchemy.orm import aliased
+from sqlalchemy import and_, bindparam, case, exists, insert, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..db.models import Node, SweepJob, SweepLease
 from . import transitions as tr
+from .records import JOBS, LEASES, Record, record
 
 log = logging.getLogger("sis.sweeps.leases")
 ACTOR_SWEEPER = "sweeper"
-_PICK = aliased(SweepJob, name="pick")   # made once: a fresh alias per claim would defeat statement caching
+_PICK = JOBS.alias("pick")   # made once: a fresh alias per claim would defeat statement caching
 
 
 @dataclass
 class Claim:
     lease_id: str
-    job: SweepJob
+    job: Record          # the job's row (``jobs.job_document`` makes what the node gets)
     expires_at: datetime
 
 
@@ -71,50 +72,127 @@ def _locked(db, q):
     return q if db.is_sqlite else q.with_for_update(skip_locked=True)
 
 
-def _settle(job: SweepJob) -> str:
+def _settle(job) -> str:
     """The job's state from its counters, while it is still being swept."""
     return tr.JOB_LEASED if job.active_leases + job.valid_results >= job.quorum else tr.JOB_QUEUED
 
 
 async def claim(sweeps, node: Node) -> Claim | None:
+    """Lease the oldest queued job this node neither holds nor has answered, or None.
+    Concurrent claims are served together: ``sweeps.claims`` is a ``Batcher`` in
+    front of ``claim_batch``."""
+    return await sweeps.claims(node)
+
+
+# A batch reads the oldest queued jobs, this many more than it has claims: spare rows for
+# nodes that already hold one of the first (an untrusted node waiting for a second replica).
+CLAIM_SPARE = 4
+
+_HELD = (tr.LEASE_ACTIVE, tr.LEASE_SUBMITTED)
+_SET_JOB = (update(JOBS).where(JOBS.c.id == bindparam("b_id"))
+            .values(quorum=bindparam("b_quorum"), active_leases=bindparam("b_active"),
+                    state=bindparam("b_state"), updated_at=bindparam("b_at")))
+
+
+async def claim_batch(sweeps, nodes: list[Node]) -> list[Claim | None]:
+    """Serve claims in one write transaction, in the order they came. A node may appear
+    more than once in a batch and is still never given two replicas of one job.
+
+    The oldest ``len(nodes) + CLAIM_SPARE`` queued jobs are read (and locked, skipping rows
+    other transactions hold, on PostgreSQL) with the leases the batch's nodes hold on them;
+    each claim takes the first of those jobs with a replica free that its node neither
+    holds nor has answered; the jobs, the new leases and their transitions are written
+    with one statement each. A claim those rows cannot serve, while more queued jobs may
+    lie beyond them, is served by ``_claim_one`` in the same transaction, after the
+    batch's own writes."""
     db, settings = sweeps.db, sweeps.settings
 
-    async def run() -> Claim | None:
+    async def run() -> list[Claim | None]:
         now = tr.utcnow()
         async with db.write() as s:
-            # One statement picks and takes the job: UPDATE ... WHERE id = (the oldest queued
-            # job this node neither holds nor has answered [FOR UPDATE SKIP LOCKED]) RETURNING.
-            j = _PICK
-            held = exists().where(and_(SweepLease.job_id == j.id, SweepLease.node_id == node.id,
-                                       SweepLease.state.in_((tr.LEASE_ACTIVE, tr.LEASE_SUBMITTED))))
-            pick = select(j.id).where(j.state == tr.JOB_QUEUED, ~held).order_by(j.id).limit(1)
-            if not db.is_sqlite:
-                pick = pick.with_for_update(skip_locked=True)
-            quorum = SweepJob.quorum if node.trusted else case((SweepJob.quorum < 2, 2), else_=SweepJob.quorum)
-            stmt = (update(SweepJob).where(SweepJob.id == pick.scalar_subquery())
-                    .values(quorum=quorum, active_leases=SweepJob.active_leases + 1, updated_at=now,
-                            state=case((SweepJob.active_leases + 1 + SweepJob.valid_results >= quorum,
-                                        tr.JOB_LEASED), else_=tr.JOB_QUEUED))
-                    .returning(SweepJob).execution_options(synchronize_session=False))
-            job = (await s.execute(stmt)).scalars().first()
-            if job is None:
-                return None
-            lease_id = tr.new_id("ls")
-            expires = now + timedelta(seconds=settings.lease_ttl_s)
-            await s.execute(insert(SweepLease).values(id=lease_id, job_id=job.id, node_id=node.id,
-                                                      state=tr.LEASE_ACTIVE, leased_at=now, expires_at=expires,
-                                                      heartbeat_at=now, ended_at=None))
-            actor = f"node:{node.id}"
-            logs = [tr.row("lease", lease_id, None, tr.LEASE_ACTIVE, actor,
-                           f"job {job.id} replica {job.active_leases + job.valid_results} of {job.quorum}"
-                           + ("" if node.trusted else " (untrusted node: quorum 2)"), now)]
-            if job.state != tr.JOB_QUEUED:
-                logs.append(tr.row("job", job.id, tr.JOB_QUEUED, job.state, actor,
-                                   f"every replica held ({job.quorum})", now))
+            limit = len(nodes) + CLAIM_SPARE
+            q = select(JOBS).where(JOBS.c.state == tr.JOB_QUEUED).order_by(JOBS.c.id).limit(limit)
+            jobs = [record(r) for r in await s.execute(_locked(db, q))]
+            held: set[tuple[int, str]] = set()
+            if jobs:
+                held = {(jid, nid) for jid, nid in await s.execute(select(LEASES.c.job_id, LEASES.c.node_id).where(
+                    LEASES.c.job_id.in_([j.id for j in jobs]), LEASES.c.node_id.in_({n.id for n in nodes}),
+                    LEASES.c.state.in_(_HELD)))}
+            claims: list[Claim | None] = []
+            new_leases: list[dict] = []
+            logs: list[dict] = []
+            taken: dict[int, Record] = {}
+            for node in nodes:
+                job = next((j for j in jobs if j.state == tr.JOB_QUEUED and (j.id, node.id) not in held), None)
+                if job is None:
+                    claims.append(None)
+                    continue
+                held.add((job.id, node.id))
+                taken[job.id] = job
+                claims.append(_take(job, node, now, settings, new_leases, logs))
+            if taken:
+                await s.execute(_SET_JOB, [{"b_id": j.id, "b_quorum": j.quorum, "b_active": j.active_leases,
+                                            "b_state": j.state, "b_at": now} for j in taken.values()])
+                await s.execute(insert(LEASES), new_leases)
+            if len(jobs) == limit:          # more queued jobs may lie beyond the rows read
+                for i, node in enumerate(nodes):
+                    if claims[i] is None:
+                        claims[i] = await _claim_one(s, db, node, now, settings, logs)
             await tr.record(s, *logs)
-            return Claim(lease_id, job, expires)
+            return claims
 
     return await retrying(run)
+
+
+def _take(job: Record, node: Node, now: datetime, settings, new_leases: list[dict], logs: list[dict]) -> Claim:
+    """One replica of ``job`` for ``node``, in memory: an untrusted node's claim asks for a
+    quorum of two; the job is ``leased`` once every replica it needs is held."""
+    before = job.state
+    if not node.trusted and job.quorum < 2:
+        job.quorum = 2
+    job.active_leases += 1
+    job.state = _settle(job)
+    job.updated_at = now
+    return _lease(job, node, before, now, settings, new_leases, logs)
+
+
+def _lease(job, node: Node, before: str, now: datetime, settings, new_leases: list[dict],
+           logs: list[dict]) -> Claim:
+    """The new lease's row and transitions, for a job already counted as taken."""
+    lease_id = tr.new_id("ls")
+    expires = now + timedelta(seconds=settings.lease_ttl_s)
+    new_leases.append({"id": lease_id, "job_id": job.id, "node_id": node.id, "state": tr.LEASE_ACTIVE,
+                       "leased_at": now, "expires_at": expires, "heartbeat_at": now, "ended_at": None})
+    actor = f"node:{node.id}"
+    logs.append(tr.row("lease", lease_id, None, tr.LEASE_ACTIVE, actor,
+                       f"job {job.id} replica {job.active_leases + job.valid_results} of {job.quorum}"
+                       + ("" if node.trusted else " (untrusted node: quorum 2)"), now))
+    if job.state != before:
+        logs.append(tr.row("job", job.id, before, job.state, actor, f"every replica held ({job.quorum})", now))
+    return Claim(lease_id, job, expires)
+
+
+async def _claim_one(s, db, node: Node, now: datetime, settings, logs: list[dict]) -> Claim | None:
+    """One claim by one statement: UPDATE ... WHERE id = (the oldest queued job this node
+    neither holds nor has answered [FOR UPDATE SKIP LOCKED]) RETURNING. It sees what its
+    transaction wrote before it."""
+    j = _PICK
+    held = exists().where(and_(LEASES.c.job_id == j.c.id, LEASES.c.node_id == node.id, LEASES.c.state.in_(_HELD)))
+    pick = select(j.c.id).where(j.c.state == tr.JOB_QUEUED, ~held).order_by(j.c.id).limit(1)
+    quorum = JOBS.c.quorum if node.trusted else case((JOBS.c.quorum < 2, 2), else_=JOBS.c.quorum)
+    stmt = (update(JOBS).where(JOBS.c.id == _locked(db, pick).scalar_subquery())
+            .values(quorum=quorum, active_leases=JOBS.c.active_leases + 1, updated_at=now,
+                    state=case((JOBS.c.active_leases + 1 + JOBS.c.valid_results >= quorum, tr.JOB_LEASED),
+                               else_=tr.JOB_QUEUED))
+            .returning(*JOBS.c))
+    row = (await s.execute(stmt)).first()
+    if row is None:
+        return None
+    job = record(row)
+    new_leases: list[dict] = []
+    claim = _lease(job, node, tr.JOB_QUEUED, now, settings, new_leases, logs)
+    await s.execute(insert(LEASES), new_leases)
+    return claim
 
 
 @dataclass

@@ -9,26 +9,35 @@ and its submission accepts the submission as if nothing happened.
 A lease is accepted while it is active; it lapses only when the sweeper finds
 it past its expiry, so a result that arrives a little late but before the sweep
 is still taken.
+
+Submissions that arrive together are decided in one write transaction
+(``submit_batch`` behind a ``batching.Batcher``), one after another in the
+order they came, exactly as separate transactions would decide them: each sees
+what the ones before it in the batch did to its job and its node. Two
+submissions on one lease never share a batch, so a repeat sees the first.
 """
 from __future__ import annotations
 
 import hashlib
+from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select, update
 
 from sweep_engine.schema import Fact, Result
 
-from ..db.models import Node, SweepJob, SweepLease, SweepResult
+from ..db.models import Node
 from ..errors import Conflict, NotFound
-from . import jobs, trust
+from . import trust
 from . import transitions as tr
-from .leases import _settle, fail_job, for_update, retrying
+from .leases import _settle, fail_job, retrying
+from .records import JOBS, LEASES, NODES, RESULTS, Record, record
 from .validation import validate_result
 
 
-THIS = "(this result)"   # stands for the new result's id until it is written
+THIS = "(this result)"   # stands for a new result's id until it is written
 
 
 @dataclass
@@ -44,157 +53,289 @@ class SubmitOutcome:
                 "reasons": self.reasons, "duplicate": self.duplicate}
 
 
+@dataclass
+class Submission:
+    """One submission as it arrived. ``too_large``: the body was over the limit and not
+    kept (``body`` then only identifies it, ``size`` is what arrived)."""
+
+    node: Node
+    lease_id: str
+    body: bytes
+    too_large: bool = False
+    size: int | None = None
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.body).hexdigest()
+
+
 def _facts(body: dict) -> list[Fact]:
     return Result.from_dict(body).facts
 
 
 async def submit(sweeps, node: Node, lease_id: str, body: bytes, *, too_large: bool = False,
                  size: int | None = None) -> SubmitOutcome:
-    """Record and decide one submission. ``too_large``: the body was over the limit and not
-    kept (``body`` then only identifies it, ``size`` is what arrived)."""
-    db, settings = sweeps.db, sweeps.settings
-    digest = hashlib.sha256(body).hexdigest()
+    """Record and decide one submission (raises ``NotFound`` or ``Conflict``)."""
+    return await sweeps.submits(Submission(node, lease_id, body, too_large, size))
 
-    async def run() -> SubmitOutcome:
+
+async def submit_batch(sweeps, subs: list[Submission]) -> list[SubmitOutcome | Exception]:
+    """Decide submissions on distinct leases in one write transaction; one outcome (or
+    the error to raise) per submission, in order."""
+    async def run() -> list[SubmitOutcome | Exception]:
         now = tr.utcnow()
-        actor = f"node:{node.id}"
-        async with db.write() as s:
-            # The lease, its job and any earlier result, in one statement (locking the lease
-            # and the job on PostgreSQL, in the same order as every other writer).
-            q = (select(SweepLease, SweepJob, SweepResult).join(SweepJob, SweepJob.id == SweepLease.job_id)
-                 .outerjoin(SweepResult, SweepResult.lease_id == SweepLease.id).where(SweepLease.id == lease_id))
-            if not db.is_sqlite:
-                q = q.with_for_update(of=[SweepLease, SweepJob])
-            found = (await s.execute(q)).one_or_none()
-            if found is None or found[0].node_id != node.id:
-                raise NotFound("no such lease for this node", {"leaseId": lease_id})
-            lease, job, prior = found
-            if prior is None and lease.state != tr.LEASE_ACTIVE:
-                # On PostgreSQL a submission that waited on the lease's lock sees the lease as
-                # committed by the one before it, but the joined result as of its own start.
-                prior = (await s.execute(select(SweepResult).where(SweepResult.lease_id == lease_id))) \
-                    .scalar_one_or_none()
-            if prior is not None:
-                if prior.body_sha256 != digest:
-                    raise Conflict("a different result was already submitted on this lease",
-                                   {"leaseId": lease_id, "resultState": prior.state})
-                return SubmitOutcome(prior.state != tr.RESULT_INVALID, prior.state, job.state,
-                                     list(prior.reasons), duplicate=True)
-            if lease.state != tr.LEASE_ACTIVE:
-                raise Conflict(f"the lease is {lease.state}: its job went back to the queue; lease a job again",
-                               {"leaseId": lease_id, "leaseState": lease.state})
-            if too_large:
-                parsed, reasons = None, [f"body: {size if size is not None else len(body)} bytes is over "
-                                         f"the limit of {settings.result_max_bytes} bytes"]
-            else:
-                parsed, reasons = validate_result(body, job, node.id, tr.aware(lease.leased_at), now, settings)
-            me = await s.get(Node, node.id, with_for_update=for_update(db))
-            deciding = not reasons and job.state in (tr.JOB_QUEUED, tr.JOB_LEASED)
-            earlier: list[SweepResult] = []
-            if deciding and (job.quorum > 1 or job.valid_results > 0):
-                earlier = list((await s.execute(select(SweepResult).where(
-                    SweepResult.job_id == job.id, SweepResult.state == tr.RESULT_PENDING)
-                    .order_by(SweepResult.id))).scalars())
-            # Every row is changed in memory first and written in one flush: one statement per row.
-            me.last_seen_at = now
-            lease.state, lease.ended_at = tr.LEASE_SUBMITTED, now
-            job.active_leases = max(0, job.active_leases - 1)
-            before, reason_before = job.state, job.reason
-            result = SweepResult(lease_id=lease.id, job_id=job.id, node_id=node.id, state=tr.RESULT_INVALID,
-                                 reasons=reasons, body=None, body_sha256=digest,
-                                 engine_build=parsed.engine_build if parsed else None,
-                                 facts=len(parsed.facts) if parsed else 0, received_at=now)
-            logs = [tr.row("lease", lease.id, tr.LEASE_ACTIVE, tr.LEASE_SUBMITTED, actor, "result received", now)]
-            this = f"the result on lease {lease.id}"
-            if reasons:
-                logs.append(tr.row("result", THIS, None, tr.RESULT_INVALID, actor,
-                                   "rejected: " + "; ".join(reasons[:20]), now))
-                if trust.penalise(me):
-                    logs.append(tr.row("node", me.id, "trusted", "untrusted", "coordinator", f"{this} is invalid",
-                                       now))
-                if job.state in (tr.JOB_QUEUED, tr.JOB_LEASED):
-                    fail_job(job, f"{this} from node {node.id} is invalid", settings.job_max_failures)
-            else:
-                result.state, result.body = tr.RESULT_PENDING, parsed.to_dict()
-                logs.append(tr.row("result", THIS, None, tr.RESULT_PENDING, actor, "passed validation", now))
-                if deciding:
-                    job.valid_results += 1
-                    logs += await _quorum(s, sweeps, job, lease.id, result, parsed.facts, earlier, me, now)
-                else:
-                    logs.append(tr.row("result", THIS, tr.RESULT_PENDING, tr.RESULT_PENDING, "coordinator",
-                                       f"kept for the record: job {job.id} is already {job.state}", now))
-            job.updated_at = now
-            if job.state != before:
-                logs.append(tr.row("job", job.id, before, job.state, actor,
-                                   job.reason if job.reason and (job.reason != reason_before
-                                                                 or job.state == tr.JOB_FAILED)
-                                   else this, now))
-            s.add(result)
-            await s.flush()
-            for row in logs:
-                if row["subject_id"] == THIS:
-                    row["subject_id"] = str(result.id)
-            await tr.record(s, *logs)
-            return SubmitOutcome(result.state != tr.RESULT_INVALID, result.state, job.state, list(reasons))
+        async with sweeps.db.write() as s:
+            batch = _Batch(sweeps, now)
+            await batch.load(s, subs)
+            outcomes = [batch.decide(sub) for sub in subs]
+            await batch.write(s)
+            return outcomes
 
     return await retrying(run)
 
 
-async def _quorum(s, sweeps, job: SweepJob, lease_id: str, result: SweepResult, facts: list[Fact],
-                  earlier: list[SweepResult], me: Node, now) -> list[dict]:
-    """Decide the job once it has as many valid results as its quorum. ``result`` (this
-    submission's, not yet written) and ``earlier`` (the job's pending results) are changed in
-    memory; the caller writes them."""
-    settings = sweeps.settings
-    logs: list[dict] = []
-    if job.valid_results < job.quorum:
-        job.state = _settle(job)
-        return logs
-    pending = earlier + [result]
-    facts_of = {id(r): (facts if r is result else _facts(r.body)) for r in pending}
-    nodes: dict[str, Node] = {me.id: me}
-    for nid in sorted({r.node_id for r in earlier} - {me.id}):
-        nodes[nid] = await s.get(Node, nid, with_for_update=for_update(sweeps.db))
-    need = 1 if job.quorum == 1 else 2
-    group: list[SweepResult] = []
-    for r in pending:
-        agreeing = [o for o in pending if trust.results_agree(facts_of[id(r)], facts_of[id(o)])]
-        if len(agreeing) >= need:
-            group = agreeing
-            break
+_LEASE_AND_JOB = (
+    select(LEASES.c.id.label("lease_id"), LEASES.c.node_id.label("lease_node_id"),
+           LEASES.c.state.label("lease_state"), LEASES.c.leased_at, *JOBS.c,
+           RESULTS.c.id.label("prior_id"), RESULTS.c.state.label("prior_state"),
+           RESULTS.c.body_sha256.label("prior_sha256"), RESULTS.c.reasons.label("prior_reasons"))
+    .select_from(LEASES.join(JOBS, JOBS.c.id == LEASES.c.job_id)
+                 .outerjoin(RESULTS, RESULTS.c.lease_id == LEASES.c.id))
+    .where(LEASES.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(JOBS.c.id, LEASES.c.id))
+_JOB_ATTRS = {c.key: c.key for c in JOBS.c}
+_PRIOR = select(RESULTS.c.lease_id, RESULTS.c.id, RESULTS.c.state, RESULTS.c.body_sha256, RESULTS.c.reasons)
+_PENDING = (select(RESULTS.c.id, RESULTS.c.lease_id, RESULTS.c.job_id, RESULTS.c.node_id, RESULTS.c.state,
+                   RESULTS.c.body)
+            .where(RESULTS.c.job_id.in_(bindparam("jobs", expanding=True)), RESULTS.c.state == tr.RESULT_PENDING)
+            .order_by(RESULTS.c.id))
+_NODES = (select(NODES.c.id, NODES.c.last_seen_at, NODES.c.trusted, NODES.c.streak, NODES.c.valid_total,
+                 NODES.c.invalid_total)
+          .where(NODES.c.id.in_(bindparam("ids", expanding=True))).order_by(NODES.c.id))
+_END_LEASES = (update(LEASES).where(LEASES.c.id.in_(bindparam("ids", expanding=True)))
+               .values(state=tr.LEASE_SUBMITTED, ended_at=bindparam("at")))
+_SET_JOB = (update(JOBS).where(JOBS.c.id == bindparam("b_id"))
+            .values(state=bindparam("b_state"), quorum=bindparam("b_quorum"), active_leases=bindparam("b_active"),
+                    valid_results=bindparam("b_valid"), failures=bindparam("b_failures"),
+                    canonical_lease_id=bindparam("b_canonical"), reason=bindparam("b_reason"),
+                    updated_at=bindparam("b_at")))
+_SET_NODE = (update(NODES).where(NODES.c.id == bindparam("b_id"))
+             .values(last_seen_at=bindparam("b_at"), trusted=bindparam("b_trusted"), streak=bindparam("b_streak"),
+                     valid_total=bindparam("b_valid"), invalid_total=bindparam("b_invalid")))
+_SET_RESULT = update(RESULTS).where(RESULTS.c.id == bindparam("b_id")).values(state=bindparam("b_state"))
+_NEW_RESULTS = RESULTS.insert().returning(RESULTS.c.id, RESULTS.c.lease_id)
 
-    def rid(r: SweepResult) -> str:
-        return THIS if r is result else str(r.id)
 
-    if group:
-        job.canonical_lease_id = group[0].lease_id
-        job.state = tr.JOB_IN_REVIEW
-        job.reason = None
-        for r in pending:
-            node = nodes[r.node_id]
-            if any(r is g for g in group):
-                r.state = tr.RESULT_ACCEPTED
-                logs.append(tr.row("result", rid(r), tr.RESULT_PENDING, tr.RESULT_ACCEPTED, "coordinator",
-                                   f"quorum of {len(group)} for job {job.id}", now))
-                if trust.credit(node, settings.trust_streak):
-                    logs.append(tr.row("node", node.id, "untrusted", "trusted", "coordinator",
-                                       f"{node.streak} consecutive accepted results", now))
+class _Batch:
+    """The rows a batch of submissions touches, read once, changed in memory one
+    submission at a time, and written back once."""
+
+    def __init__(self, sweeps, now: datetime) -> None:
+        self.sweeps, self.settings, self.now = sweeps, sweeps.settings, now
+        self.leases: dict[str, Record] = {}
+        self.jobs: dict[int, Record] = {}
+        self.prior: dict[str, Record] = {}
+        self.pending: dict[int, list[Record]] = defaultdict(list)   # a job's pending results, oldest first
+        self.nodes: dict[str, Record] = {}
+        self.facts: dict[int, list[Fact]] = {}                       # id(new result) -> its parsed facts
+        self.new: list[Record] = []                                  # results to insert
+        self.ended: list[str] = []                                   # leases now submitted
+        self.changed_jobs: dict[int, Record] = {}
+        self.changed_nodes: dict[str, Record] = {}
+        self.changed_results: dict[int, Record] = {}                 # earlier results given a new state
+        self.logs: list[dict] = []
+        self.unnamed: list[tuple[dict, Record]] = []                 # log rows naming a result not yet written
+
+    async def load(self, s, subs: list[Submission]) -> None:
+        """The leases with their jobs and any earlier result on them (locking the leases
+        and then the jobs on PostgreSQL, in job order, as every other writer locks them);
+        the pending results of jobs that may be decided; the nodes involved (locked)."""
+        db = self.sweeps.db
+        q = _LEASE_AND_JOB if db.is_sqlite else _LEASE_AND_JOB.with_for_update(of=[LEASES, JOBS])
+        for row in await s.execute(q, {"ids": [sub.lease_id for sub in subs]}):
+            m = row._mapping
+            job = self.jobs.get(m["id"]) or self.jobs.setdefault(m["id"], record(row, **_JOB_ATTRS))
+            self.leases[m["lease_id"]] = Record(id=m["lease_id"], job_id=job.id, node_id=m["lease_node_id"],
+                                                state=m["lease_state"], leased_at=m["leased_at"])
+            if m["prior_id"] is not None:
+                self.prior[m["lease_id"]] = Record(id=m["prior_id"], state=m["prior_state"],
+                                                   body_sha256=m["prior_sha256"], reasons=m["prior_reasons"])
+        # On PostgreSQL a submission that waited on a lease's lock sees the lease as committed
+        # by the one before it, but the joined result as of its own start: read it again.
+        again = [lid for lid, lease in self.leases.items()
+                 if lid not in self.prior and lease.state != tr.LEASE_ACTIVE]
+        if again:
+            for row in await s.execute(_PRIOR.where(RESULTS.c.lease_id.in_(again))):
+                self.prior[row.lease_id] = record(row)
+        deciding = [j.id for j in self.jobs.values() if j.quorum > 1 or j.valid_results > 0]
+        if deciding:
+            for row in await s.execute(_PENDING, {"jobs": deciding}):
+                self.pending[row.job_id].append(record(row))
+        node_ids = {sub.node.id for sub in subs} | {r.node_id for rs in self.pending.values() for r in rs}
+        q = _NODES if db.is_sqlite else _NODES.with_for_update()
+        for row in await s.execute(q, {"ids": sorted(node_ids)}):
+            self.nodes[row.id] = record(row)
+
+    def decide(self, sub: Submission) -> SubmitOutcome | Exception:
+        """One submission, decided as its own transaction would: its outcome, or the
+        error it gets (nothing of it is written then)."""
+        settings, now = self.settings, self.now
+        lease = self.leases.get(sub.lease_id)
+        if lease is None or lease.node_id != sub.node.id:
+            return NotFound("no such lease for this node", {"leaseId": sub.lease_id})
+        job = self.jobs[lease.job_id]
+        prior = self.prior.get(lease.id)
+        digest = sub.digest
+        if prior is not None:
+            if prior.body_sha256 != digest:
+                return Conflict("a different result was already submitted on this lease",
+                                {"leaseId": lease.id, "resultState": prior.state})
+            return SubmitOutcome(prior.state != tr.RESULT_INVALID, prior.state, job.state,
+                                 list(prior.reasons), duplicate=True)
+        if lease.state != tr.LEASE_ACTIVE:
+            return Conflict(f"the lease is {lease.state}: its job went back to the queue; lease a job again",
+                            {"leaseId": lease.id, "leaseState": lease.state})
+        if sub.too_large:
+            parsed, reasons = None, [f"body: {sub.size if sub.size is not None else len(sub.body)} bytes is over "
+                                     f"the limit of {settings.result_max_bytes} bytes"]
+        else:
+            try:
+                parsed, reasons = validate_result(sub.body, job, sub.node.id, tr.aware(lease.leased_at), now,
+                                                  settings)
+            except Exception as exc:      # a fault in validation fails this submission alone
+                return exc
+
+        # From here on every change is in memory; ``write`` puts the batch's changes in the database.
+        actor = f"node:{sub.node.id}"
+        me = self.nodes[sub.node.id]
+        me.last_seen_at = now
+        deciding = not reasons and job.state in (tr.JOB_QUEUED, tr.JOB_LEASED)
+        earlier = list(self.pending[job.id]) if deciding and (job.quorum > 1 or job.valid_results > 0) else []
+        self.changed_nodes[me.id] = me
+        self.changed_jobs[job.id] = job
+        lease.state = tr.LEASE_SUBMITTED
+        self.ended.append(lease.id)
+        job.active_leases = max(0, job.active_leases - 1)
+        before, reason_before = job.state, job.reason
+        result = Record(id=None, lease_id=lease.id, job_id=job.id, node_id=sub.node.id, state=tr.RESULT_INVALID,
+                        reasons=reasons, body=None, body_sha256=digest,
+                        engine_build=parsed.engine_build if parsed else None,
+                        facts=len(parsed.facts) if parsed else 0, received_at=now)
+        self.new.append(result)
+        self.logs.append(tr.row("lease", lease.id, tr.LEASE_ACTIVE, tr.LEASE_SUBMITTED, actor, "result received",
+                                now))
+        this = f"the result on lease {lease.id}"
+        if reasons:
+            self.log_result(result, None, tr.RESULT_INVALID, actor, "rejected: " + "; ".join(reasons[:20]))
+            if trust.penalise(me):
+                self.logs.append(tr.row("node", me.id, "trusted", "untrusted", "coordinator",
+                                        f"{this} is invalid", now))
+            if job.state in (tr.JOB_QUEUED, tr.JOB_LEASED):
+                fail_job(job, f"{this} from node {sub.node.id} is invalid", settings.job_max_failures)
+        else:
+            result.state, result.body = tr.RESULT_PENDING, parsed.to_dict()
+            self.facts[id(result)] = parsed.facts
+            self.log_result(result, None, tr.RESULT_PENDING, actor, "passed validation")
+            if deciding:
+                self.pending[job.id].append(result)
+                job.valid_results += 1
+                self.quorum(job, result, earlier)
             else:
-                r.state = tr.RESULT_OUTVOTED
-                logs.append(tr.row("result", rid(r), tr.RESULT_PENDING, tr.RESULT_OUTVOTED, "coordinator",
-                                   f"disagrees with the quorum of job {job.id}", now))
-                if trust.penalise(node):
-                    logs.append(tr.row("node", node.id, "trusted", "untrusted", "coordinator",
-                                       f"the result on lease {r.lease_id} was outvoted", now))
-        return logs
-    if job.quorum < settings.quorum_max:
-        job.quorum += 1
-        job.state = _settle(job)
-        job.reason = f"{len(pending)} replicas disagree: one more is asked for (quorum {job.quorum})"
-        return logs
-    job.state = tr.JOB_FAILED
-    job.reason = f"{len(pending)} replicas disagree and the quorum cannot grow past {settings.quorum_max}"
-    for r in pending:
-        r.state = tr.RESULT_DISAGREED
-        logs.append(tr.row("result", rid(r), tr.RESULT_PENDING, tr.RESULT_DISAGREED, "coordinator", job.reason, now))
-    return logs
+                self.log_result(result, tr.RESULT_PENDING, tr.RESULT_PENDING, "coordinator",
+                                f"kept for the record: job {job.id} is already {job.state}")
+        job.updated_at = now
+        if job.state != before:
+            self.logs.append(tr.row("job", job.id, before, job.state, actor,
+                                    job.reason if job.reason and (job.reason != reason_before
+                                                                  or job.state == tr.JOB_FAILED)
+                                    else this, now))
+        return SubmitOutcome(result.state != tr.RESULT_INVALID, result.state, job.state, list(reasons))
+
+    def log_result(self, r: Record, from_state: str | None, to_state: str, actor: str, why: str) -> None:
+        row = tr.row("result", THIS if r.id is None else r.id, from_state, to_state, actor, why, self.now)
+        self.logs.append(row)
+        if r.id is None:
+            self.unnamed.append((row, r))
+
+    def set_state(self, r: Record, state: str) -> None:
+        r.state = state
+        if r.id is not None:
+            self.changed_results[r.id] = r
+
+    def quorum(self, job: Record, result: Record, earlier: list[Record]) -> None:
+        """Decide the job once it has as many valid results as its quorum. ``result`` is this
+        submission's; ``earlier`` the job's pending results before it (read from the database,
+        or new in this batch)."""
+        settings, now = self.settings, self.now
+        if job.valid_results < job.quorum:
+            job.state = _settle(job)
+            return
+        pending = earlier + [result]
+        facts_of = {id(r): self.facts[id(r)] if id(r) in self.facts else _facts(r.body) for r in pending}
+        need = 1 if job.quorum == 1 else 2
+        group: list[Record] = []
+        for r in pending:
+            agreeing = [o for o in pending if trust.results_agree(facts_of[id(r)], facts_of[id(o)])]
+            if len(agreeing) >= need:
+                group = agreeing
+                break
+        if group:
+            job.canonical_lease_id = group[0].lease_id
+            job.state = tr.JOB_IN_REVIEW
+            job.reason = None
+            for r in pending:
+                node = self.nodes[r.node_id]
+                self.changed_nodes[node.id] = node
+                if any(r is g for g in group):
+                    self.set_state(r, tr.RESULT_ACCEPTED)
+                    self.log_result(r, tr.RESULT_PENDING, tr.RESULT_ACCEPTED, "coordinator",
+                                    f"quorum of {len(group)} for job {job.id}")
+                    if trust.credit(node, settings.trust_streak):
+                        self.logs.append(tr.row("node", node.id, "untrusted", "trusted", "coordinator",
+                                                f"{node.streak} consecutive accepted results", now))
+                else:
+                    self.set_state(r, tr.RESULT_OUTVOTED)
+                    self.log_result(r, tr.RESULT_PENDING, tr.RESULT_OUTVOTED, "coordinator",
+                                    f"disagrees with the quorum of job {job.id}")
+                    if trust.penalise(node):
+                        self.logs.append(tr.row("node", node.id, "trusted", "untrusted", "coordinator",
+                                                f"the result on lease {r.lease_id} was outvoted", now))
+            self.pending[job.id] = []
+            return
+        if job.quorum < settings.quorum_max:
+            job.quorum += 1
+            job.state = _settle(job)
+            job.reason = f"{len(pending)} replicas disagree: one more is asked for (quorum {job.quorum})"
+            return
+        job.state = tr.JOB_FAILED
+        job.reason = f"{len(pending)} replicas disagree and the quorum cannot grow past {settings.quorum_max}"
+        for r in pending:
+            self.set_state(r, tr.RESULT_DISAGREED)
+            self.log_result(r, tr.RESULT_PENDING, tr.RESULT_DISAGREED, "coordinator", job.reason)
+        self.pending[job.id] = []
+
+    async def write(self, s) -> None:
+        """Every change of the batch, one statement per table (executemany where rows differ)."""
+        now = self.now
+        if self.new:
+            cols = [c.key for c in RESULTS.c if c.key != "id"]
+            ids = dict((lid, rid) for rid, lid in
+                       (await s.execute(_NEW_RESULTS, [{k: getattr(r, k) for k in cols} for r in self.new])).all())
+            for r in self.new:
+                r.id = ids[r.lease_id]
+            for row, r in self.unnamed:
+                row["subject_id"] = str(r.id)
+        if self.ended:
+            await s.execute(_END_LEASES, {"ids": self.ended, "at": now})
+        if self.changed_jobs:
+            await s.execute(_SET_JOB, [
+                {"b_id": j.id, "b_state": j.state, "b_quorum": j.quorum, "b_active": j.active_leases,
+                 "b_valid": j.valid_results, "b_failures": j.failures, "b_canonical": j.canonical_lease_id,
+                 "b_reason": j.reason, "b_at": j.updated_at} for j in self.changed_jobs.values()])
+        if self.changed_nodes:
+            await s.execute(_SET_NODE, [
+                {"b_id": n.id, "b_at": n.last_seen_at, "b_trusted": n.trusted, "b_streak": n.streak,
+                 "b_valid": n.valid_total, "b_invalid": n.invalid_total} for n in self.changed_nodes.values()])
+        if self.changed_results:
+            await s.execute(_SET_RESULT, [{"b_id": r.id, "b_state": r.state} for r in self.changed_results.values()])
+        await tr.record(s, *self.logs)

@@ -9,8 +9,13 @@ from typing import Any, AsyncIterator
 
 from ..db import Database
 from ..settings import Settings
+from ..nodes import registry
+from . import leases, results
+from .batching import Batcher
 from .leases import Sweeper
 from .photos import PhotoProvider
+
+MAX_BATCH = 64      # requests per batch of claims, submissions or token lookups (``batching``)
 
 
 class SerialWrites:
@@ -46,10 +51,19 @@ class Sweeps:
     settings: Settings
     provider: PhotoProvider
     sweeper: Sweeper = field(init=False)
+    claims: Batcher = field(init=False)     # leases.claim goes through it
+    submits: Batcher = field(init=False)    # results.submit goes through it
+    tokens: Batcher = field(init=False)     # nodes.registry.authenticate looks tokens up through it
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sweeper = Sweeper(self)
+        self.claims = Batcher(lambda nodes: leases.claim_batch(self, nodes), max_batch=MAX_BATCH,
+                              name="claims")
+        self.submits = Batcher(lambda subs: results.submit_batch(self, subs), max_batch=MAX_BATCH,
+                               key=lambda sub: sub.lease_id, name="submissions")
+        self.tokens = Batcher(lambda digests: registry.nodes_by_token(self.db, digests), max_batch=MAX_BATCH,
+                              name="token lookups")
 
 
 def sweeps_of(services) -> Sweeps:
