@@ -364,10 +364,9 @@ class Agent:
             outcome = await self._compute(job, lease, lost)
         finally:
             beats.cancel()
-            try:
-                await beats
-            except asyncio.CancelledError:
-                pass
+            # Whatever the heartbeat task ended with (cancelled, or a fault of its own) must not
+            # replace how the job ended; a cancel of this task still propagates from here.
+            await asyncio.gather(beats, return_exceptions=True)
             self.progress.finish(outcome)
             self.status.update(job=None, progress=None, spooled=len(self.spool))
         if outcome == "spooled":

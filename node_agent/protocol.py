@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from . import __version__
 
@@ -98,6 +98,10 @@ class Client:
             resp = await AsyncHTTPClient().fetch(req, raise_error=False)
         except OSError as exc:
             raise Unreachable(f"{self.base_url} unreachable: {exc.strerror or exc}") from exc
+        except HTTPClientError as exc:
+            # raise_error=False still raises the 599 family: a timeout, or the connection
+            # closed mid-request (the coordinator went down while we asked).
+            raise Unreachable(f"{self.base_url} unreachable: {exc}") from exc
         if resp.code == 599:
             raise Unreachable(f"{self.base_url} unreachable: {resp.error}")
         doc: Any = None

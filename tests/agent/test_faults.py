@@ -20,19 +20,24 @@ async def test_result_arrives_once_the_coordinator_is_back_after_an_outage_mid_j
     engine = FakeEngine(hold=True)
     agent = make_agent(tmp_path / "a", coord.base_url, engine)
     task = asyncio.create_task(agent.run())
-    await asyncio.to_thread(engine.started.wait, 20)
-    first_job = engine.jobs[0]
-    await take_down(coord)
-    await agent.wait_until(lambda: agent.heartbeat_failures >= 2, 60)  # heartbeats go on failing, work goes on
-    engine.gate.set()  # the job finishes while the coordinator is down
-    await agent.wait_until(lambda: agent.backoff.failures >= 3, 60)
-    assert len(agent.spool) == 1 and agent.spool.pending()[0].job_id == first_job
-    await asyncio.sleep(OUTAGE_S)  # the outage itself: nothing to await but time
-    failures_during_outage = agent.backoff.failures
-    bring_up(coord)
-    await agent.wait_until(lambda: agent.contribution.read()["jobs"] >= 1 and len(agent.spool) == 0, 60)
-    agent.request_stop()
-    await asyncio.wait_for(task, 20)
+    try:
+        await asyncio.to_thread(engine.started.wait, 20)
+        first_job = engine.jobs[0]
+        await take_down(coord)
+        await agent.wait_until(lambda: agent.heartbeat_failures >= 2, 60)  # heartbeats go on failing, work goes on
+        engine.gate.set()  # the job finishes while the coordinator is down
+        await agent.wait_until(lambda: agent.backoff.failures >= 3, 60)
+        assert len(agent.spool) == 1 and agent.spool.pending()[0].job_id == first_job
+        await asyncio.sleep(OUTAGE_S)  # the outage itself: nothing to await but time
+        failures_during_outage = agent.backoff.failures
+        bring_up(coord)
+        await agent.wait_until(lambda: agent.contribution.read()["jobs"] >= 1 and len(agent.spool) == 0, 60)
+        agent.request_stop()
+        await asyncio.wait_for(task, 20)
+    finally:
+        engine.gate.set()
+        task.cancel()        # a no-op once it has stopped; after a failure above, never leave it running
+        await asyncio.gather(task, return_exceptions=True)
 
     counts = await db_counts(coord)
     assert any(r.body and r.body["jobId"] == first_job and r.state == "pending" for r in counts["results"])
