@@ -263,7 +263,11 @@ async def test_two_coordinators_batching_on_one_database_never_lease_a_job_twice
         await asyncio.gather(*(work(first if i % 2 else second, n) for i, n in enumerate(pool)))
         assert len(leased) == 400 and set(leased.values()) == {1}
         assert first.claims.largest > 1 and second.claims.largest > 1      # batches did form
-        assert first.submits.largest > 1 and second.submits.largest > 1
+        # Submissions batched too; on SQLite not necessarily in both: its busy handler does not
+        # queue writers of two processes fairly, and one may serve every job while the other waits.
+        assert max(first.submits.largest, second.submits.largest) > 1
+        if not c.services.db.is_sqlite:
+            assert first.submits.largest > 1 and second.submits.largest > 1
         async with first.db.read() as s:
             per_job = (await s.execute(select(SweepLease.job_id, func.count()).group_by(SweepLease.job_id))).all()
             states = dict((await s.execute(select(SweepJob.state, func.count()).group_by(SweepJob.state))).all())
