@@ -12,8 +12,9 @@ on Windows when told to (`--assume-yes-for-downloads`), which this script does
 not pass.
 
 Decisions (see docs/node-app.md): torch's JIT is disabled in the build
-(`torch-disable-jit=yes`: the engine runs eager PyTorch and never scripts);
-torch._dynamo, torch._inductor, test packages and training code are left out.
+(`torch-disable-jit=yes`: the engine runs eager PyTorch and never scripts); our code
+is compiled and third-party packages are kept as bytecode (build/nuitka_bytecode.py);
+tensorboard, benchmark and elastic-training packages and our training code are left out.
 """
 from __future__ import annotations
 
@@ -29,11 +30,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Left out of the binary: nothing the agent runs imports them. (torch 2.15 imports
+# torch._dynamo, torch._inductor, torch.testing and torch.onnx when it is imported, and
+# torchvision and timm their datasets and readers, so those must stay in.)
 LEAVE_OUT = [
-    "torch._dynamo", "torch._inductor", "torch.testing", "torch.utils.tensorboard", "torch.onnx",
-    "torch.distributed.elastic", "torch.utils.benchmark", "torch._functorch.aot_autograd",
-    "sweep_engine.train", "torchvision.datasets", "timm.data.readers",
-    "pytest", "IPython", "matplotlib", "pandas", "tkinter",
+    "torch.utils.tensorboard", "torch.distributed.elastic", "torch.utils.benchmark",
+    "sweep_engine.train", "pytest", "IPython", "matplotlib", "pandas", "tkinter",
 ]
 
 
