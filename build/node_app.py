@@ -76,6 +76,10 @@ def main() -> int:
         "--include-package=node_agent", "--include-package=sweep_engine",
         "--include-package-data=sweep_engine", "--include-package-data=node_agent",
         "--module-parameter=torch-disable-jit=yes",
+        # A module left out raises ImportError when imported, as it would in Python, so that
+        # torch's optional imports (triton, which Nuitka's torch configuration leaves out)
+        # fall back as torch intends, instead of a hard error at import torch.
+        "--no-deployment-flag=excluded-module-usage",
         # Our code compiled, third-party packages as bytecode (see build/nuitka_bytecode.py).
         f"--user-plugin={ROOT / 'build' / 'nuitka_bytecode.py'}",
         # The payload is mostly torch's CUDA libraries (about 4 GB): zstd level 3
