@@ -80,6 +80,7 @@ def main() -> int:
         # torch's optional imports (triton, which Nuitka's torch configuration leaves out)
         # fall back as torch intends, instead of a hard error at import torch.
         "--no-deployment-flag=excluded-module-usage",
+        f"--user-package-configuration-file={ROOT / 'build' / 'nuitka-package.config.yml'}",
         # Our code compiled, third-party packages as bytecode (see build/nuitka_bytecode.py).
         f"--user-plugin={ROOT / 'build' / 'nuitka_bytecode.py'}",
         # The payload is mostly torch's CUDA libraries (about 4 GB): zstd level 3
