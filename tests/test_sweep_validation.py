@@ -141,7 +141,8 @@ def job_row(n_photos: int = 3):
                            photos=[p.to_dict() for p in photos])
 
 
-SETTINGS = SimpleNamespace(engine_builds=DEV_ENGINE_BUILD, fact_margin_m=25.0, object_margin_m=150.0, demo=False)
+SETTINGS = SimpleNamespace(engine_builds=DEV_ENGINE_BUILD, fact_margin_m=25.0, object_margin_m=150.0, demo=False,
+                           manifests_dir="")      # no published manifests: only the configured build
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
 
 

@@ -18,8 +18,8 @@ from .spatial import EARTH_R, Disc, bearing_deg, distance_m
 M_PER_DEG = EARTH_R * math.pi / 180     # the haversine's sphere, so planar and exact distances agree
 
 def _raw(col):
-    """A JSON column read as its text: decoded here with ``json.loads`` only, which is
-    several times cheaper per row than the ORM type's result processing."""
+    """A JSON column read as its text, decoded here with orjson (``_loads``): several times
+    cheaper per row than the ORM type's result processing."""
     return type_coerce(col, Text).label(col.key)
 
 

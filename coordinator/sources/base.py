@@ -29,6 +29,24 @@ class SourceError(Exception):
     """The upstream answered, but not with something usable."""
 
 
+async def fetch(url: str, timeout_s: float, accept: str = "application/json") -> tuple[int, bytes]:
+    """GET ``url`` from an upstream: (status, body), or SourceError when it cannot be reached.
+    ``raise_error=False`` still raises Tornado's 599 family (a timeout, a connection closed
+    mid-answer), so those are caught here as well as the operating system's errors."""
+    req = HTTPRequest(url, method="GET", connect_timeout=timeout_s, request_timeout=timeout_s,
+                      headers={"User-Agent": USER_AGENT, "Accept": accept}, follow_redirects=True,
+                      max_redirects=3)
+    try:
+        resp = await AsyncHTTPClient().fetch(req, raise_error=False)
+    except HTTPClientError as exc:
+        raise SourceError(f"unreachable: {exc}") from exc
+    except OSError as exc:
+        raise SourceError(f"unreachable: {exc.strerror or exc}") from exc
+    if resp.code == 599:
+        raise SourceError(f"unreachable: {resp.error}")
+    return resp.code, resp.body or b""
+
+
 @dataclass
 class SourceRead(Generic[T]):
     records: list[T]
@@ -48,18 +66,7 @@ class Source(abc.ABC, Generic[T]):
         url = f"{self.base_url}{path}"
         if params:
             url += "?" + urlencode(params)
-        req = HTTPRequest(url, method="GET", connect_timeout=self.timeout_s, request_timeout=self.timeout_s,
-                          headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
-                          follow_redirects=True, max_redirects=3)
-        try:
-            resp = await AsyncHTTPClient().fetch(req, raise_error=False)
-        except HTTPClientError as exc:  # pragma: no cover - raise_error=False covers statuses
-            raise SourceError(f"HTTP {exc.code}") from exc
-        except OSError as exc:
-            raise SourceError(f"unreachable: {exc.strerror or exc}") from exc
-        if resp.code == 599:
-            raise SourceError(f"unreachable: {resp.error}")
-        return resp.code, resp.body or b""
+        return await fetch(url, self.timeout_s)
 
     async def get_json(self, path: str, params: dict[str, Any] | None = None,
                        empty_statuses: tuple[int, ...] = ()) -> Any:

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from sweep_engine.schema import PhotoRef, SchemaError
 
-from ..sources.base import USER_AGENT, SourceError
+from ..sources.base import SourceError, fetch
 
 log = logging.getLogger("sis.sweeps.photos")
 PAGE_LIMIT = 500
@@ -49,19 +48,11 @@ class PhotoProvider:
         self.name = name
 
     async def _get_json(self, url: str) -> Any:
-        req = HTTPRequest(url, method="GET", connect_timeout=self.timeout_s, request_timeout=self.timeout_s,
-                          headers={"User-Agent": USER_AGENT, "Accept": "application/geo+json, application/json"},
-                          follow_redirects=True, max_redirects=3)
+        code, body = await fetch(url, self.timeout_s, accept="application/geo+json, application/json")
+        if code != 200:
+            raise SourceError(f"HTTP {code}")
         try:
-            resp = await AsyncHTTPClient().fetch(req, raise_error=False)
-        except OSError as exc:
-            raise SourceError(f"unreachable: {exc.strerror or exc}") from exc
-        if resp.code == 599:
-            raise SourceError(f"unreachable: {resp.error}")
-        if resp.code != 200:
-            raise SourceError(f"HTTP {resp.code}")
-        try:
-            return json.loads(resp.body or b"")
+            return json.loads(body)
         except ValueError as exc:
             raise SourceError("answer is not JSON") from exc
 

@@ -44,16 +44,11 @@ _published: dict[str, tuple[float, frozenset[str]]] = {}
 
 
 def published_builds(settings) -> frozenset[str]:
-    """Engine builds named by the verified node-app manifests in ``settings.manifests_dir``.
-
-    The manifests are the node-app part's (``coordinator.manifests``, built on another
-    branch): where that part is not present, there are none. Verifying signatures on every
-    submission would cost more than the rest of it, so the set is kept for a minute."""
-    folder = getattr(settings, "manifests_dir", None)
-    try:
-        from .. import manifests  # type: ignore[attr-defined]
-    except ImportError:
-        return frozenset()
+    """Engine builds named by the verified node-app manifests in ``settings.manifests_dir``
+    (``coordinator.manifests``). Verifying signatures on every submission would cost more
+    than the rest of it, so the set is kept for a minute."""
+    from .. import manifests
+    folder = settings.manifests_dir
     if not folder:
         return frozenset()
     now = time.monotonic()
