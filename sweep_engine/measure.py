@@ -15,7 +15,13 @@ Definitions (what the numbers mean):
   through the box's centre meets the object (its depth: the median of the
   object's pixels in the box's central third of columns); bearing and
   coordinates are that point's.  For flat objects on the ground (drains), the
-  footprint centre.
+  footprint centre.  For thin objects (poles, signs, people: ``THIN_LABELS``)
+  the depth is the near end of the box's depths (its 10th percentile): a depth
+  network does not resolve an object a few pixels wide, and what it reads at
+  its pixels is blended with the background behind it, which is always
+  farther (on validation scenes the median of the object's cluster read poles
+  34 % and signs 30 % too far; the near end, 18 % and 23 %).  With exact depth
+  the near end is within about 1 % of the centre ray's point.
 - Object size: apparent width and height, from the box's angular extent on the
   vertical plane facing the camera at the depth of the object's nearest part
   (which is where the box's outline comes from).
@@ -34,6 +40,8 @@ from .labels import GROUND_CLASSES, SEG
 
 FLAT_LABELS = frozenset({"drainage"})
 GROUNDED_LABELS = frozenset({"car", "truck", "bus", "person", "pole", "gate", "entrance"})
+THIN_LABELS = frozenset({"pole", "sign", "person"})
+THIN_PERCENTILE = 10
 ROAD_EDGE_NEIGHBOURS = frozenset({SEG["kerb"], SEG["sidewalk"], SEG["terrain"]})
 
 
@@ -150,6 +158,14 @@ def _near_part_depth(box_depths: np.ndarray, zf: float) -> float:
     return float(np.percentile(min(_clusters(box_depths), key=gap), 5))
 
 
+def _thin_depth(d: np.ndarray, ok: np.ndarray, own: np.ndarray | None) -> float | None:
+    """A thin object's depth: the near end of its own pixels' depths (of the box's, where the class mask
+    shows too few of them); an occluder in front is another class, so it is not taken for the object."""
+    if own is not None and (ok & own).sum() >= 3:
+        ok = ok & own
+    return float(np.percentile(d[ok], THIN_PERCENTILE)) if ok.any() else None
+
+
 def face_depth(depth: np.ndarray, box) -> float | None:
     """Depth of an object at its box's centre, read from the box's central third of columns.
 
@@ -220,7 +236,10 @@ def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float
         lateral = pts[:, :2] @ perp
         width, height, zf = float(lateral.max() - lateral.min()), 0.0, float(np.median(d[ok]))
     else:
-        zf = face_depth(depth, box)
+        if label in THIN_LABELS:
+            zf = _thin_depth(d, ok, None if seg is None else seg[iy0:iy1, ix0:ix1] == SEG[label])
+        else:
+            zf = face_depth(depth, box)
         if zf is None:
             return None
         near = _near_part_depth(d[ok], zf)
