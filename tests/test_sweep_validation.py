@@ -198,3 +198,24 @@ def test_measured_photos_need_inference_time():
     assert any("no inference time" in r for r in check(doc, job))
     doc["timings"] = {"fetchS": 1.0, "inferS": 2.0, "totalS": 1.5}
     assert any("shorter than a stage" in r for r in check(doc, job))
+
+
+def test_the_distance_outside_a_job_area_is_shapelys():
+    """Validation measures how far a point lies outside a job's area in plain Python; it
+    gives what shapely's ``Polygon.distance`` does, inside, on the edge and beyond."""
+    import random
+    from shapely.geometry import Point, Polygon
+    from coordinator.sweeps.validation import _Area, _Local
+    rnd = random.Random(3)
+    for n_cells in (1, 4, 12):
+        cells = sorted(coverage.circle_cells(CENTRE[0], CENTRE[1], 400))[:n_cells]
+        from coordinator.sweeps.jobs import _plan
+        plan = _plan(cells, [])
+        local = _Local(plan.center_lat, plan.center_lon)
+        ring = [local.xy(x, y) for x, y in plan.area["coordinates"][0]]
+        ours, theirs = _Area(ring), Polygon(ring)
+        points = ring + [((a[0] + b[0]) / 2, (a[1] + b[1]) / 2) for a, b in zip(ring, ring[1:])]
+        points += [(rnd.uniform(-600, 600), rnd.uniform(-600, 600)) for _ in range(500)]
+        for x, y in points:
+            assert ours.distance(x, y) == pytest.approx(theirs.distance(Point(x, y)), abs=1e-6)
+        assert _Area(ring[:-1]).distance(*ring[0]) == 0.0         # an open ring is closed, as shapely does
