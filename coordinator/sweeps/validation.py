@@ -23,9 +23,12 @@ from __future__ import annotations
 import functools
 
 import math
+import re
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+
+import orjson
 
 from sweep_engine.schema import PHYSICAL_BOUNDS, Result, SchemaError, bound_violations
 
@@ -123,11 +126,30 @@ class _Area:
         return best
 
 
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
+def _parse(body: bytes) -> Result:
+    """``Result.from_json``, with orjson reading the JSON where it gives what the standard
+    library's ``json`` gives (three times faster; a tenth of a submission's cost). It does
+    for any document it accepts, save integers past 64 bits, which it turns to floats: a
+    body with a run of 19 digits, or one orjson refuses (NaN, a lone surrogate, a BOM...),
+    is read by ``json`` as ever, for the same result or the same reason."""
+    if isinstance(body, bytes) and not _LONG_DIGITS.search(body):
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            return Result.from_dict(data)
+    return Result.from_json(body)
+
+
 def validate_result(body: bytes, job, node_id: str, leased_at: datetime, now: datetime,
                     settings) -> tuple[Result | None, list[str]]:
     """(the parsed result, []) when valid; (parsed or None, reasons) when not."""
     try:
-        result = Result.from_json(body)
+        result = _parse(body)
     except SchemaError as exc:
         return None, [f"schema: {r}" for r in exc.reasons]
     reasons: list[str] = []
