@@ -185,6 +185,20 @@ def _camel(name: str) -> str:
     return head + "".join(w[:1].upper() + w[1:] for w in rest)
 
 
+_WIRE_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+_WIRE_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _wire_fields(cls: type) -> tuple[tuple[str, str], ...]:
+    """(attribute, wire name) of each field of a wire type, worked out once per type: the
+    coordinator reads and writes thousands of documents a second, and spelling the names
+    afresh each time cost more than the rest of ``to_dict``."""
+    out = _WIRE_FIELDS.get(cls)
+    if out is None:
+        out = _WIRE_FIELDS[cls] = tuple((f.name, _camel(f.name)) for f in fields(cls))
+    return out
+
+
 def _out(v: Any) -> Any:
     if isinstance(v, _Wire):
         return v.to_dict()
@@ -198,10 +212,13 @@ class _Wire:
 
     @classmethod
     def wire_names(cls) -> tuple[str, ...]:
-        return tuple(_camel(f.name) for f in fields(cls))
+        out = _WIRE_NAMES.get(cls)
+        if out is None:
+            out = _WIRE_NAMES[cls] = tuple(wire for _, wire in _wire_fields(cls))
+        return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {_camel(f.name): _out(getattr(self, f.name)) for f in fields(self)}
+        return {wire: _out(getattr(self, name)) for name, wire in _wire_fields(type(self))}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)

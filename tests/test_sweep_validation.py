@@ -198,3 +198,46 @@ def test_measured_photos_need_inference_time():
     assert any("no inference time" in r for r in check(doc, job))
     doc["timings"] = {"fetchS": 1.0, "inferS": 2.0, "totalS": 1.5}
     assert any("shorter than a stage" in r for r in check(doc, job))
+
+
+def test_the_distance_outside_a_job_area_is_shapelys():
+    """Validation measures how far a point lies outside a job's area in plain Python; it
+    gives what shapely's ``Polygon.distance`` does, inside, on the edge and beyond."""
+    import random
+    from shapely.geometry import Point, Polygon
+    from coordinator.sweeps.validation import _Area, _Local
+    rnd = random.Random(3)
+    for n_cells in (1, 4, 12):
+        cells = sorted(coverage.circle_cells(CENTRE[0], CENTRE[1], 400))[:n_cells]
+        from coordinator.sweeps.jobs import _plan
+        plan = _plan(cells, [])
+        local = _Local(plan.center_lat, plan.center_lon)
+        ring = [local.xy(x, y) for x, y in plan.area["coordinates"][0]]
+        ours, theirs = _Area(ring), Polygon(ring)
+        points = ring + [((a[0] + b[0]) / 2, (a[1] + b[1]) / 2) for a, b in zip(ring, ring[1:])]
+        points += [(rnd.uniform(-600, 600), rnd.uniform(-600, 600)) for _ in range(500)]
+        for x, y in points:
+            assert ours.distance(x, y) == pytest.approx(theirs.distance(Point(x, y)), abs=1e-6)
+        assert _Area(ring[:-1]).distance(*ring[0]) == 0.0         # an open ring is closed, as shapely does
+
+
+
+@pytest.mark.parametrize("text", ["NaN", "1e400", "123456789012345678901234567890", '"\\ud800"'])
+def test_a_body_orjson_would_read_differently_is_judged_as_the_json_module_judges_it(text, monkeypatch):
+    """Validation reads bodies with orjson where it agrees with the standard library, and
+    with ``json`` otherwise: a huge integer, NaN or a lone surrogate gets the same verdict."""
+    from coordinator.sweeps import validation
+    from sweep_engine.schema import Result
+    job = job_row()
+    doc = json.dumps(honest_result(wire_job(job), "nd_x", elapsed_s=2.0))
+    bodies = [doc.replace('"device": "cpu (simulated)"', f'"device": {text}'),
+              doc.replace('"fetchS": 1.0', f'"fetchS": {text}'),
+              doc.replace('"evidence": {}', f'"evidence": {{"n": {text}}}')]
+    for body in bodies:
+        assert body != doc
+        raw = body.encode("utf-8", "surrogatepass")
+        ours = validate_result(raw, job, "nd_x", NOW - timedelta(seconds=30), NOW, SETTINGS)
+        with monkeypatch.context() as m:
+            m.setattr(validation, "_parse", Result.from_json)
+            theirs = validate_result(raw, job, "nd_x", NOW - timedelta(seconds=30), NOW, SETTINGS)
+        assert repr(ours) == repr(theirs)

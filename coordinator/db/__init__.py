@@ -14,6 +14,8 @@ from typing import AsyncIterator
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.util import await_
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 
@@ -38,6 +40,24 @@ def _sqlite_engine(url: str, immediate: bool) -> AsyncEngine:
     return engine
 
 
+def _postgres_engine(url: str) -> AsyncEngine:
+    """A pool whose connections are checked on every checkout, as ``pool_pre_ping`` does,
+    with one round trip instead of its three: SQLAlchemy's asyncpg ping wraps its query in
+    BEGIN and ROLLBACK (for PgBouncer's transaction mode, which is not used here), and
+    every group-commit batch of the sweep queue starts with a checkout. A connection that
+    fails the check is discarded and the pool opens a fresh one, as with the pre-ping."""
+    engine = create_async_engine(url, pool_size=10, max_overflow=20)
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _ping(_dbapi_conn, record, _proxy):  # noqa: ANN001
+        try:
+            await_(record.driver_connection.fetchrow(";"))
+        except Exception as exc:
+            raise DisconnectionError(f"the connection failed its check: {exc}") from exc
+
+    return engine
+
+
 class Database:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -49,7 +69,7 @@ class Database:
             self.engine = _sqlite_engine(url, immediate=False)
             self.write_engine = _sqlite_engine(url, immediate=True)
         else:
-            self.engine = create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+            self.engine = _postgres_engine(url)
             self.write_engine = self.engine
         self._read = async_sessionmaker(self.engine, expire_on_commit=False)
         self._write = async_sessionmaker(self.write_engine, expire_on_commit=False)

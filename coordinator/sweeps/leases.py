@@ -115,6 +115,10 @@ async def claim_batch(sweeps, nodes: list[Node]) -> list[Claim | None]:
             jobs = [record(r) for r in await s.execute(_locked(db, q))]
             held: set[tuple[int, str]] = set()
             if jobs:
+                # A statement of its own: on PostgreSQL a statement reads as of its start,
+                # and a job locked above may have had a replica leased by a transaction that
+                # committed after that statement began. This one begins once the locks are
+                # held and sees that lease; joined into the statement above, it would not.
                 held = {(jid, nid) for jid, nid in await s.execute(select(LEASES.c.job_id, LEASES.c.node_id).where(
                     LEASES.c.job_id.in_([j.id for j in jobs]), LEASES.c.node_id.in_({n.id for n in nodes}),
                     LEASES.c.state.in_(_HELD)))}

@@ -23,11 +23,12 @@ from __future__ import annotations
 import functools
 
 import math
+import re
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from shapely.geometry import Point, Polygon
+import orjson
 
 from sweep_engine.schema import PHYSICAL_BOUNDS, Result, SchemaError, bound_violations
 
@@ -59,15 +60,22 @@ def published_builds(settings) -> frozenset[str]:
     return hit[1]
 
 
-def accepted_builds(settings) -> set[str]:
+def accepted_builds(settings) -> frozenset[str]:
     """Engine builds a result may come from: the published ones and the configured
     (``SIS_ENGINE_BUILDS``: a development hash in tests). In ``--demo`` the engine
     installed beside the coordinator, with its shipped weights, is accepted too, so
     that a local ``sis-node run --allow-cpu`` can take part."""
-    configured = {b.strip() for b in settings.engine_builds.split(",") if b.strip()}
-    if settings.demo:
+    configured = _configured_builds(settings.engine_builds, settings.demo)
+    published = published_builds(settings)
+    return configured | published if published else configured
+
+
+@functools.lru_cache(maxsize=16)
+def _configured_builds(engine_builds: str, demo: bool) -> frozenset[str]:
+    configured = {b.strip() for b in engine_builds.split(",") if b.strip()}
+    if demo:
         configured |= _local_engine_builds()
-    return configured | published_builds(settings)
+    return frozenset(configured)
 
 
 @functools.cache
@@ -91,11 +99,57 @@ class _Local:
         return ((lon - self.lon0) * self.kx, (lat - self.lat0) * coverage.M_PER_DEG)
 
 
+class _Area:
+    """A job's area (its polygon's outer ring) in the local plane, and how far a point lies
+    outside it: 0 inside or on the edge, else the distance to the nearest edge, as
+    shapely's ``Polygon.distance`` gives. Worked out here in plain Python: a job's area is
+    a hull of a few hexagons, and making shapely geometries for every result took about a
+    fifth of the time of validating it."""
+
+    def __init__(self, ring: list[tuple[float, float]]) -> None:
+        if ring and ring[0] != ring[-1]:
+            ring = ring + ring[:1]
+        self.edges = [(x1, y1, x2 - x1, y2 - y1) for (x1, y1), (x2, y2) in zip(ring, ring[1:])]
+
+    def distance(self, x: float, y: float) -> float:
+        inside = False
+        for x1, y1, dx, dy in self.edges:          # even-odd rule: a ray towards +x
+            if (y1 > y) != (y1 + dy > y) and x < x1 + (y - y1) * dx / dy:
+                inside = not inside
+        if inside:
+            return 0.0
+        best = math.inf
+        for x1, y1, dx, dy in self.edges:
+            ll = dx * dx + dy * dy
+            t = 0.0 if ll == 0 else min(1.0, max(0.0, ((x - x1) * dx + (y - y1) * dy) / ll))
+            best = min(best, math.hypot(x - x1 - t * dx, y - y1 - t * dy))
+        return best
+
+
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
+def _parse(body: bytes) -> Result:
+    """``Result.from_json``, with orjson reading the JSON where it gives what the standard
+    library's ``json`` gives (three times faster; a tenth of a submission's cost). It does
+    for any document it accepts, save integers past 64 bits, which it turns to floats: a
+    body with a run of 19 digits, or one orjson refuses (NaN, a lone surrogate, a BOM...),
+    is read by ``json`` as ever, for the same result or the same reason."""
+    if isinstance(body, bytes) and not _LONG_DIGITS.search(body):
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            return Result.from_dict(data)
+    return Result.from_json(body)
+
+
 def validate_result(body: bytes, job, node_id: str, leased_at: datetime, now: datetime,
                     settings) -> tuple[Result | None, list[str]]:
     """(the parsed result, []) when valid; (parsed or None, reasons) when not."""
     try:
-        result = Result.from_json(body)
+        result = _parse(body)
     except SchemaError as exc:
         return None, [f"schema: {r}" for r in exc.reasons]
     reasons: list[str] = []
@@ -120,14 +174,14 @@ def validate_result(body: bytes, job, node_id: str, leased_at: datetime, now: da
                        f"(e.g. {sorted(missing)[0]!r})")
 
     local = _Local(job.center_lat, job.center_lon)
-    area = Polygon([local.xy(x, y) for x, y in job.area["coordinates"][0]])
+    area = _Area([local.xy(x, y) for x, y in job.area["coordinates"][0]])
     if len(result.facts) > MAX_FACTS_PER_PHOTO * max(1, len(job_photos)):
         reasons.append(f"facts: {len(result.facts)} facts from {len(job_photos)} photos is implausible")
     for i, fact in enumerate(result.facts):
         bad_src = sorted(set(fact.source) - job_photos)
         if bad_src:
             reasons.append(f"facts[{i}].source: {bad_src[0]!r} is not a photo of this job")
-        d = area.distance(Point(local.xy(fact.lon, fact.lat)))
+        d = area.distance(*local.xy(fact.lon, fact.lat))
         if d > settings.fact_margin_m:
             reasons.append(f"facts[{i}]: lies {d:.0f} m outside the job's area (margin {settings.fact_margin_m:g} m)")
         for v in bound_violations(fact):
@@ -150,7 +204,7 @@ def validate_result(body: bytes, job, node_id: str, leased_at: datetime, now: da
                 reasons.append(f"{where}.distanceM = {o.distance_m:g} is beyond {MAX_OBJECT_RANGE_M:g} m")
             if o.width_m > MAX_OBJECT_SIZE_M or o.height_m > MAX_OBJECT_SIZE_M:
                 reasons.append(f"{where}.size is larger than {MAX_OBJECT_SIZE_M:g} m")
-            d = area.distance(Point(local.xy(o.lon, o.lat)))
+            d = area.distance(*local.xy(o.lon, o.lat))
             if d > settings.object_margin_m:
                 reasons.append(f"{where}: lies {d:.0f} m outside the job's area "
                                f"(margin {settings.object_margin_m:g} m)")
