@@ -12,6 +12,15 @@ Three cues, solved together (weighted least squares in log units, Gauss-Newton):
   ray's intersection with the ground: depth x (ray's downward slope) = camera
   height.  Pins pitch, and the product of focal and camera height.
 
+The solution's camera height is then read again, robustly: the median of what
+the vehicles' ground contacts imply and the median of what the ground rows
+imply, at the solved focal and pitch, weighed together (with the height prior)
+by their errors.  Least squares over every row and vehicle lets a few bad rows
+(a kerb read as road, a blurred far edge) or a mislabelled vehicle pull the
+height; on validation scenes (seed 2000) the median-based height took the
+camera height error from 7.5 % to 6.4 % and road widths from 8.9 % to 6.0 %
+(median).
+
 Priors from the photo's metadata hold the solution where the cues are silent,
 loosely when the value was assumed.  Depth from a network is weighed by its
 error (``depth_sigma``), and a street's vehicles by their shared fleet
@@ -41,6 +50,12 @@ PRIOR_SIGMA = {  # log-units for focal and height, degrees for pitch
     "pitch": {"measured": 1.0, "assumed": 5.0},
 }
 FLEET_SIGMA = 0.03  # log units: how far a street's vehicles may all be larger or smaller than the priors
+# Errors (log units) of the robust height cues: one vehicle's ground contact (box edges to about a pixel,
+# the vehicle's own size), and the ground rows' median on a network's depth (its per-scene scale error;
+# 6.5 % median on validation scenes) or on exact depth.
+CONTACT_SIGMA = 0.06
+NETWORK_GROUND_SIGMA = 0.06
+EXACT_GROUND_SIGMA = 0.01
 MAX_VEHICLE_SPREAD = 0.10
 MAX_DISAGREEMENT = 0.08
 MAX_OVERRIDE = 0.10  # how far the scene may put a measured focal or camera height
@@ -168,6 +183,34 @@ def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact"
     return p
 
 
+def _robust_height(cam: Camera, vehicles: list[_Vehicle], rows: np.ndarray, depths: np.ndarray,
+                   prior: tuple[float, float], ground_sigma: float) -> float:
+    """Camera height from the medians of the vehicle-contact and ground cues at ``cam``'s focal and pitch.
+
+    ``prior``: the metadata's (log height, sigma).  Each cue is one reading: the vehicles' median, good to
+    ``CONTACT_SIGMA`` / sqrt(n) but never better than their shared fleet; the ground rows' median.
+    """
+    logs, weights = [prior[0]], [1.0 / prior[1] ** 2]
+    if vehicles:
+        _, hg = _vehicle_heights(cam, vehicles)
+        prior_h = np.array([SIZE_PRIORS[v.label][2] for v in vehicles])
+        seen = np.isfinite(hg) & (hg > 0)
+        if seen.any():
+            implied = math.log(cam.height_m) + np.log(prior_h[seen]) - np.log(hg[seen])
+            logs.append(float(np.median(implied)))
+            weights.append(1.0 / (CONTACT_SIGMA ** 2 / seen.sum() + FLEET_SIGMA ** 2))
+    if len(rows) >= 3:
+        g = _ground_heights(cam, rows, depths)
+        g = g[np.isfinite(g) & (g > 0)]
+        if len(g):
+            logs.append(math.log(float(np.median(g))))
+            weights.append(1.0 / ground_sigma ** 2)
+    if len(logs) == 1:
+        return cam.height_m
+    h = math.exp(float(np.dot(weights, logs) / np.sum(weights)))
+    return float(min(max(h, HEIGHT_RANGE_M[0]), HEIGHT_RANGE_M[1]))
+
+
 def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections, *,
               min_score: float = 0.5, depth_sigma: float | None = None) -> Calibrated:
     """Solve focal, camera height and pitch for one photo; return the corrected camera and the verdict.
@@ -192,6 +235,9 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
             vehicles = keep
             p = _solve(cam, vehicles, rows, depths, priors, depth_sigma=ds)
     solved = _camera(cam, p)
+    solved = solved.with_(height_m=_robust_height(
+        solved, vehicles, rows, depths, (math.log(cam.height_m), priors[1]),
+        NETWORK_GROUND_SIGMA if depth_sigma else EXACT_GROUND_SIGMA))
 
     ev: dict = {"vehiclesUsed": len(vehicles), "vehiclesRejected": rejected,
                 "vehicleLabels": sorted({v.label for v in vehicles}), "groundRows": int(len(rows)),
