@@ -8,7 +8,8 @@ from typing import Any
 
 import h3
 import orjson
-from sqlalchemy import Text, bindparam, func, select, type_coerce
+from sqlalchemy import BigInteger, Text, any_, bindparam, func, select, type_coerce
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from ..db.models import CoverageCell, SeenFact, SeenMeasurement
 from ..sweeps import coverage
@@ -52,14 +53,30 @@ class Coverage:
                 "fraction": round(self.fraction, 4)}
 
 
-_COVERED = (select(func.count()).select_from(CoverageCell)
-            .where(CoverageCell.cell.in_(bindparam("cells", expanding=True)), CoverageCell.state == tr.CELL_COVERED))
+def in_cells(col, postgres: bool):
+    """``col`` is one of the cells bound as ``cells``: on PostgreSQL ``= ANY(:cells)`` with
+    the list as one array parameter, so the statement's text is the same whatever the
+    number of cells and asyncpg prepares it once (PostgreSQL then keeps a generic plan,
+    the same index scan, instead of planning a list of hundreds of parameters at each
+    read, about 1.3 ms at 1500 m); on SQLite an ``IN (...)`` list of bound parameters."""
+    if postgres:
+        return col == any_(bindparam("cells", type_=ARRAY(BigInteger)))
+    return col.in_(bindparam("cells", expanding=True))
+
+
+_COVERED = {pg: (select(func.count()).select_from(CoverageCell)
+                 .where(in_cells(CoverageCell.cell, pg), CoverageCell.state == tr.CELL_COVERED))
+            for pg in (False, True)}
+
+
+def _is_pg(conn) -> bool:
+    return conn.dialect.name == "postgresql"
 
 
 def circle_coverage(conn, disc: Disc) -> Coverage:
     """How many of the circle's cells (as ``sweep_request`` counts them) are covered:
     swept, and the sweep approved by a reviewer. One statement (at most about 520 cells)."""
-    return Coverage(len(disc.ground), conn.execute(_COVERED, {"cells": disc.ground}).scalar_one())
+    return Coverage(len(disc.ground), conn.execute(_COVERED[_is_pg(conn)], {"cells": disc.ground}).scalar_one())
 
 
 @dataclass
@@ -77,7 +94,7 @@ STAGED_FROM_M = 900
 INNER_SHARE = 0.7
 
 
-def _statement(table, columns):
+def _statement(table, columns, postgres: bool):
     """Rows of ``table`` in the given cells, inside a lat/lon box and a planar distance
     band ``inner2 < d2 <= reach2``, nearest first: built once per (table, columns), every
     value a bound parameter, so it is compiled once and its cache entry reused.
@@ -85,14 +102,14 @@ def _statement(table, columns):
     Two steps in one statement: the inner select picks and orders ids by distance inside
     the (cell, lat, lon) index alone (migration 0005), and only the rows it keeps are
     then fetched from the table by primary key, instead of every candidate row."""
-    key = (table.name, tuple(str(c) for c in columns))
+    key = (table.name, tuple(str(c) for c in columns), postgres)
     q = _STATEMENTS.get(key)
     if q is None:
         dy = (table.c.lat - bindparam("lat0")) * M_PER_DEG
         dx = (table.c.lon - bindparam("lon0")) * bindparam("kx")
         d2 = dx * dx + dy * dy
         pick = (select(table.c.id.label("pick_id"), d2.label("d2"))
-                .where(table.c.cell.in_(bindparam("cells", expanding=True)),
+                .where(in_cells(table.c.cell, postgres),
                        table.c.lat.between(bindparam("s"), bindparam("n")),
                        table.c.lon.between(bindparam("w"), bindparam("e")),
                        d2 > bindparam("inner2"), d2 <= bindparam("reach2"))
@@ -121,7 +138,7 @@ def _nearest(conn, table, columns, disc: Disc, lat: float, lon: float, radius_m:
     all lie farther than those read), so the outer, larger band is not read at all. The
     rows, their order and ``truncated`` are the same as from one read of the whole circle."""
     kx = M_PER_DEG * math.cos(math.radians(lat))
-    stmt = _statement(table, columns)
+    stmt = _statement(table, columns, _is_pg(conn))
     rows: list = []
     inner = 0.0          # planar radius read so far (exclusive lower bound of the next band)
     for outer in _stages(radius_m):
