@@ -81,3 +81,20 @@ def test_serve_refuses_an_unmigrated_postgres_and_migrate_fixes_it(pg_database):
     assert out.returncode == 2 and "run `sis migrate`" in out.stderr
     out = run("migrate", "--database", pg_database)
     assert out.returncode == 0, out.stderr
+
+
+def test_serve_settles_the_collector_once_started():
+    """Start-up objects are frozen out of the cyclic collector and young collections are
+    rarer (``cli.settle_gc``): full collections no longer walk the whole process."""
+    import gc
+
+    from coordinator.cli import GC_YOUNG_THRESHOLD, settle_gc
+
+    before = gc.get_threshold()
+    try:
+        settle_gc()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *before[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

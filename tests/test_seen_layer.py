@@ -8,7 +8,7 @@ import random
 from datetime import datetime, timezone
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import String, insert
 
 from coordinator.db.models import CoverageCell, SeenFact
 from coordinator.seen.spatial import Disc, distance_m
@@ -66,6 +66,69 @@ def test_the_cells_read_reach_every_point_of_the_circle():
             d, a = r * math.sqrt(rng.random()), rng.uniform(0, 2 * math.pi)
             la, lo = coverage.offset(lat, lon, d * math.sin(a), d * math.cos(a))
             assert coverage.point_cell(la, lo) in reach
+
+
+def test_the_cells_read_for_an_annulus_reach_every_point_of_it():
+    rng = random.Random(7)
+    for _ in range(200):
+        lat, lon, r = rng.uniform(-70, 70), rng.uniform(-180, 180), rng.choice([900, 1200, 1500])
+        disc = Disc.of(lat, lon, r)
+        inner, outer = set(disc.reach_between(0, 0.7 * r)), set(disc.reach_between(0.7 * r, r))
+        assert inner | outer <= set(disc.reach)
+        for _ in range(50):
+            d, a = r * math.sqrt(rng.random()), rng.uniform(0, 2 * math.pi)
+            la, lo = coverage.offset(lat, lon, d * math.sin(a), d * math.cos(a))
+            assert coverage.point_cell(la, lo) in (inner if distance_m(lat, lon, la, lo) <= 0.7 * r else outer)
+
+
+async def test_a_large_circle_read_by_annuli_is_the_nearest_whatever_the_cap(db_url, photos, monkeypatch):
+    """A circle of 900 m or more is read inner disc first (``query._stages``); the answer
+    must be the very one a single read of the whole circle gives, and the nearest facts,
+    with the cap just under, at and just over what the inner disc holds, and with the
+    circle empty near its centre."""
+    from coordinator.seen import query
+    from coordinator.seen.reader import reader_of
+
+    rows = fact_rows(500, 1500, seed=8)
+    hole = [r for r in fact_rows(300, 1500, seed=9) if distance_m(LAT, LON, r["lat"], r["lon"]) > 1100]
+    for i, r in enumerate(hole):
+        r["photos"] = [f"hole-{i}"]
+    c = await seeded(db_url, photos, rows + hole)
+    reader = reader_of(c.services)
+
+    async def both(radius, cap):
+        staged = await query.seen_facts(reader, LAT, LON, radius, cap)
+        monkeypatch.setattr(query, "STAGED_FROM_M", 10_000)          # one read of the whole circle
+        whole = await query.seen_facts(reader, LAT, LON, radius, cap)
+        monkeypatch.undo()
+        assert staged[1:] == whole[1:], (radius, cap)
+        return staged
+
+    def check(facts, truncated, pool, radius, cap):
+        want = sorted(d for d in (distance_m(LAT, LON, r["lat"], r["lon"]) for r in pool) if d <= radius)
+        assert truncated is (len(want) > cap) and len(facts) == min(cap, len(want)), (radius, cap)
+        edge = want[min(cap, len(want)) - 1]         # the farthest served, in exact distance
+        exact = {r["photos"][0]: distance_m(LAT, LON, r["lat"], r["lon"]) for r in pool}
+        # the nearest, up to the planar order's 0.1 % among facts at the same distance
+        assert all(exact[f["photos"][0]] <= edge * 1.001 + 0.1 for f in facts), (radius, cap)
+        assert sum(1 for d in want if d < edge * 0.999 - 0.1) <= len(facts)
+        assert [f["distanceM"] for f in facts] == sorted(f["distanceM"] for f in facts)
+
+    try:
+        inner = sum(1 for r in rows + hole if distance_m(LAT, LON, r["lat"], r["lon"]) <= 1500 * query.INNER_SHARE)
+        assert 0 < inner < 400
+        for radius, cap in [(1500, inner - 1), (1500, inner), (1500, inner + 1), (1500, inner + 37),
+                            (1500, 2000), (1500, 1), (1000, 50), (1200, 5000)]:
+            _, facts, truncated = await both(radius, cap)
+            check(facts, truncated, rows + hole, radius, cap)
+        # nothing near the centre: the inner disc is empty and the ring holds all
+        async with c.services.db.write() as s:
+            await s.execute(SeenFact.__table__.delete().where(SeenFact.photos.cast(String).not_like("%hole-%")))
+        for cap in (1, 10, len(hole), 1000):
+            _, facts, truncated = await both(1500, cap)
+            check(facts, truncated, hole, 1500, cap)
+    finally:
+        await stop_coordinator(c)
 
 
 async def test_facts_served_are_exactly_those_within_the_radius_on_each_database(db_url, photos):

@@ -1,17 +1,20 @@
 """Circle lookups on H3 cell columns, the same on SQLite and PostgreSQL.
 
 Rows carry the id of their resolution-10 cell (``coverage.RESOLUTION``, about
-150 m across) in an indexed ``BIGINT`` column. A circle of 100-1500 m is read as
-the cells around its centre, nearest first, in a few ``cell IN (...)`` queries of
-growing size; the exact distance filter is then done here. Reading nearest first
-lets an answer stop once it holds as many rows as it may serve (the cap), so the
-work per request stays bounded whatever the density, and what is served under the
-cap is the nearest ground.
+150 m across) in a ``BIGINT`` column, indexed with the row's position as
+``(cell, lat, lon)`` (migration 0005). A circle of 100-1500 m is read as the cells
+whose hexagon may reach into it (``Disc.reach``, one ``cell IN (...)`` list); a
+bounding box and a planar distance, then the exact distance here, do the rest
+(``query._nearest``). A large circle is read by annuli, nearest first
+(``Disc.reach_between``), so that dense ground stops at the inner disc once it
+holds more rows than may be served.
 
-Resolution 10 for both coverage and facts: at 1500 m a circle is about 600 cells
-(a few ``IN`` lists), at 100 m about 7; a coarser column would read up to 20
-times the rows needed for small circles, a finer one multiplies the cells of
-large ones.
+Resolution 10 for both coverage and facts: at 1500 m a circle is about 600 cells,
+at 100 m about 7. Reading whole coarser cells instead (the res-10 ids of one
+res-8 or res-7 cell are one contiguous integer range, so ``cell BETWEEN`` on the
+same index) was measured no faster: the index seeks are not what a large circle
+costs, the index entries walked, distances computed and rows sorted are, and
+coarse cells walk more of them.
 
 The candidate cells and their centres are computed once per request with numpy
 (``Disc``): the cells whose hexagon may reach into the circle (for facts), and the
@@ -26,13 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 from h3.api import basic_int as h3i
+from h3.api import numpy_int as h3n
 
 from ..sweeps import coverage
 
 EDGE_M = h3i.average_hexagon_edge_length(coverage.RESOLUTION, "m")
 SPACING_M = EDGE_M * math.sqrt(3)      # centre to centre of neighbouring cells
 EARTH_R = 6_371_008.8
-FIRST_BATCH = 7
 
 
 def distance_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
@@ -59,34 +62,38 @@ def bearing_deg(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
 
 @dataclass
 class Disc:
-    """The H3 cells of a circle: ``reach`` (every cell that may hold a point of the circle,
-    nearest centre first) and ``ground`` (the cells a sweep request of this circle asks for)."""
+    """The H3 cells of a circle: ``reach`` (every cell that may hold a point of the circle)
+    and ``ground`` (the cells a sweep request of this circle asks for). The candidate cells
+    and their centres' distances are kept, so that the cells that may hold a point of an
+    annulus inside the circle come without another H3 call (``reach_between``)."""
 
     reach: list[int]
     ground: list[int]
+    cells: np.ndarray | None = None        # candidate cells (uint64) and their centres'
+    dist: np.ndarray | None = None         # great-circle distances from the point, metres
+
+    MARGIN_M = 1.5 * EDGE_M                # a point of a cell lies within about an edge of its centre
 
     @classmethod
     def of(cls, lat: float, lon: float, radius_m: float) -> "Disc":
         centre = h3i.latlng_to_cell(lat, lon, coverage.RESOLUTION)
-        margin = 1.5 * EDGE_M          # a point of a cell lies within about an edge of its centre
-        k = int(math.ceil((radius_m + margin) / (SPACING_M * 0.8))) + 1
-        cells = np.array(h3i.grid_disk(centre, k), dtype=np.uint64)
-        ll = np.array([h3i.cell_to_latlng(int(c)) for c in cells])
+        k = int(math.ceil((radius_m + cls.MARGIN_M) / (SPACING_M * 0.8))) + 1
+        cells = np.asarray(h3n.grid_disk(centre, k), dtype=np.uint64)     # numpy in, no Python ints
+        ll = np.array(list(map(h3i.cell_to_latlng, cells.tolist())))
         d = distances_m(lat, lon, ll[:, 0], ll[:, 1])
-        near = d <= radius_m + margin
-        order = np.argsort(d[near], kind="stable")
-        reach = [int(c) for c in cells[near][order]]
+        near = d <= radius_m + cls.MARGIN_M
+        cells, ll, d = cells[near], ll[near], d[near]
         ring = coverage.circle_ring(lat, lon, radius_m)
         inside = shapely.contains_xy(shapely.Polygon(ring), ll[:, 1], ll[:, 0])
-        ground = {int(c) for c in cells[inside]}
+        ground = set(cells[inside].tolist())
         ground.add(int(centre))
-        return cls(reach, sorted(ground))
+        return cls(cells.tolist(), sorted(ground), cells, d)
 
-    def batches(self):
-        """``reach`` in batches that grow fourfold (7, 28, 112, ...): small circles and dense
-        ground stop after one or two small queries, sparse large circles need few queries."""
-        i, size = 0, FIRST_BATCH
-        while i < len(self.reach):
-            yield self.reach[i:i + size]
-            i += size
-            size *= 4
+    def reach_between(self, inner_m: float, outer_m: float) -> list[int]:
+        """The cells that may hold a point at a distance in (inner_m, outer_m] of the centre
+        (with inner_m 0: the disc of outer_m), from the cells of ``reach``."""
+        m = self.MARGIN_M
+        keep = self.dist <= outer_m + m
+        if inner_m > 0:
+            keep &= self.dist > inner_m - m
+        return self.cells[keep].tolist()
