@@ -109,7 +109,9 @@ def _freeze_startup_objects() -> None:
     out of the cyclic garbage collector's view, once per process. They live as long as the
     process, yet every full collection walked them all: one came every thousand or so
     sweep jobs and held the event loop, every request with it, for 50-150 ms
-    (``bench/queue.py``). Garbage is collected first, so only live objects are frozen."""
+    (``bench/queue.py``). Garbage is collected first, so only live objects are frozen.
+    ``sis serve`` freezes again once its app is built and makes young collections rarer
+    (``cli.settle_gc``)."""
     global _frozen
     if not _frozen:
         _frozen = True
