@@ -34,7 +34,7 @@ def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarra
     c = cal.camera
     road = road_width(c, depth, seg, plane=ROAD_ON_PLANE) if seg is not None else None
     pm = PhotoMeasurement(photo_id=photo_id, captured_at=captured_at, camera=c, scale_trust=cal.scale_trust,
-                          road=road, objects=measure_objects(c, depth, dets, seg),
+                          road=road, objects=measure_objects(c, depth, dets, seg, depth_sigma),
                           structures=seg_structures(c, depth, seg) if seg is not None else [])
     return pm, cal.evidence
 

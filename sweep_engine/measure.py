@@ -22,6 +22,10 @@ Definitions (what the numbers mean):
   farther (on validation scenes the median of the object's cluster read poles
   34 % and signs 30 % too far; the near end, 18 % and 23 %).  With exact depth
   the near end is within about 1 % of the centre ray's point.
+  When depth comes from a network, a standing object (``CONTACT_LABELS``)
+  whose foot is seen is placed at the error-weighed mean (in log depth) of the
+  network's depth and of where its box's bottom edge meets the calibrated
+  ground plane (``_with_contact``).
 - Object size: apparent width and height, from the box's angular extent on the
   vertical plane facing the camera at the depth of the object's nearest part
   (which is where the box's outline comes from).
@@ -31,6 +35,7 @@ Definitions (what the numbers mean):
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +45,11 @@ from .labels import GROUND_CLASSES, SEG
 
 FLAT_LABELS = frozenset({"drainage"})
 GROUNDED_LABELS = frozenset({"car", "truck", "bus", "person", "pole", "gate", "entrance"})
+# Objects whose box's bottom edge is where they stand, and whose contact reads their depth (entrances and
+# gates are not: their bottom edge is a threshold or a gap, and on validation scenes it read them worse).
+CONTACT_LABELS = frozenset({"car", "truck", "bus", "person", "pole"})
+CONTACT_EDGE_PX = 1.3
+CONTACT_SCALE_SIGMA = 0.05
 THIN_LABELS = frozenset({"pole", "sign", "person"})
 THIN_PERCENTILE = 10
 ROAD_EDGE_NEIGHBOURS = frozenset({SEG["kerb"], SEG["sidewalk"], SEG["terrain"]})
@@ -214,8 +224,27 @@ def _foot_hidden(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, box, zf
     return bool(near.size and near.mean() > 0.5)
 
 
+def _with_contact(cam: Camera, box, zf: float, depth_sigma: float) -> float:
+    """A standing object's depth from the network (``zf``, good to ``depth_sigma`` in log units) and
+    from where its box's bottom edge meets the calibrated ground plane, weighed by their errors.
+
+    The contact's error is its bottom edge, read to about ``CONTACT_EDGE_PX`` pixels, over that edge's
+    distance below the horizon (a far object's contact is a few pixels from it), and the calibrated
+    camera height and pitch (``CONTACT_SCALE_SIGMA``)."""
+    x0, _, x1, y1 = box
+    below = y1 - cam.horizon_v()
+    if below <= 2.0 or y1 >= cam.height - 0.5:
+        return zf
+    zc = float(cam.ground_depth((x0 + x1) / 2, y1))
+    if not (np.isfinite(zc) and zc > 0):
+        return zf
+    w_c = 1.0 / (math.hypot(CONTACT_EDGE_PX / below, CONTACT_SCALE_SIGMA) ** 2)
+    w_n = 1.0 / depth_sigma ** 2
+    return float(math.exp((w_c * math.log(zc) + w_n * math.log(zf)) / (w_c + w_n)))
+
+
 def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float = 1.0,
-                   seg: np.ndarray | None = None) -> ObjectEstimate | None:
+                   seg: np.ndarray | None = None, depth_sigma: float | None = None) -> ObjectEstimate | None:
     h, w = depth.shape
     ix0, iy0, ix1, iy1 = _pixels(box, w, h)
     x0, y0, x1, y1 = (float(c) for c in box)
@@ -244,6 +273,8 @@ def measure_object(cam: Camera, depth: np.ndarray, label: str, box, score: float
             return None
         near = _near_part_depth(d[ok], zf)
         hidden = label in GROUNDED_LABELS and _foot_hidden(cam, depth, seg, (x0, y0, x1, y1), zf)
+        if depth_sigma and label in CONTACT_LABELS and not hidden:
+            zf = _with_contact(cam, (x0, y0, x1, y1), zf, depth_sigma)
         e, n, _ = cam.points((x0 + x1) / 2, (y0 + y1) / 2, zf)
         e, n = float(e), float(n)
         # The box's outline comes from the object's nearest part (the near corner when it is seen
@@ -280,11 +311,15 @@ def apparent_size(cam: Camera, box, zf: float, anchor: str = "centre") -> tuple[
     return float(abs(lateral[2] - lateral[1])), float(abs(up[3] - up[4]))
 
 
-def measure_objects(cam: Camera, depth: np.ndarray, detections, seg: np.ndarray | None = None) -> list[ObjectEstimate]:
-    """Every detection ``(label, box, score)`` measured and georeferenced from ``cam``'s position."""
+def measure_objects(cam: Camera, depth: np.ndarray, detections, seg: np.ndarray | None = None,
+                    depth_sigma: float | None = None) -> list[ObjectEstimate]:
+    """Every detection ``(label, box, score)`` measured and georeferenced from ``cam``'s position.
+
+    ``depth_sigma``: the depth model's error (log units) when depth comes from a network: standing objects'
+    depths are then weighed with their ground contact (``_with_contact``); None for exact depth."""
     out = []
     for label, box, score in detections:
-        est = measure_object(cam, depth, label, box, score, seg)
+        est = measure_object(cam, depth, label, box, score, seg, depth_sigma)
         if est is not None:
             lon, lat = cam.to_lonlat(est.east, est.north)
             est.lon, est.lat = float(lon), float(lat)
