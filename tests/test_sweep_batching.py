@@ -66,16 +66,22 @@ async def test_requests_arriving_while_a_batch_is_written_share_the_next_one():
     assert run.batches == [[0], [1, 2, 3, 4, 5]]
 
 
-async def test_an_error_in_one_request_fails_only_its_own_waiter():
-    run = Recorder()
+async def _behind_a_batch_in_flight(run, later) -> list:
+    """Request "a" is held in flight, ``later`` gather behind it, then all are released:
+    what each request got (its answer or its exception), "a" first."""
     run.gate.clear()
     b = Batcher(run)
     first = asyncio.ensure_future(b("a"))
     await run.entered.wait()
-    others = [asyncio.ensure_future(b(x)) for x in ("b", "bad c", "d")]
+    others = [asyncio.ensure_future(b(x)) for x in later]
     await asyncio.sleep(0)
     run.gate.set()
-    got = await asyncio.gather(first, *others, return_exceptions=True)
+    return await asyncio.gather(first, *others, return_exceptions=True)
+
+
+async def test_an_error_in_one_request_fails_only_its_own_waiter():
+    run = Recorder()
+    got = await _behind_a_batch_in_flight(run, ("b", "bad c", "d"))
     assert got[0] == "done a" and got[1] == "done b" and got[3] == "done d"
     assert isinstance(got[2], ValueError) and str(got[2]) == "bad bad c"
     assert run.batches[1] == ["b", "bad c", "d"]
@@ -83,14 +89,7 @@ async def test_an_error_in_one_request_fails_only_its_own_waiter():
 
 async def test_a_batch_that_fails_whole_is_served_again_one_request_at_a_time():
     run = Recorder()
-    run.gate.clear()
-    b = Batcher(run)
-    first = asyncio.ensure_future(b("a"))
-    await run.entered.wait()
-    others = [asyncio.ensure_future(b(x)) for x in ("b", "poison", "c")]
-    await asyncio.sleep(0)
-    run.gate.set()
-    got = await asyncio.gather(first, *others, return_exceptions=True)
+    got = await _behind_a_batch_in_flight(run, ("b", "poison", "c"))
     assert got[0] == "done a" and got[1] == "done b" and got[3] == "done c"
     assert isinstance(got[2], RuntimeError) and str(got[2]) == "poison"
     assert run.batches[1:] == [["b", "poison", "c"], ["b"], ["poison"], ["c"]]

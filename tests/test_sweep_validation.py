@@ -201,11 +201,12 @@ def test_measured_photos_need_inference_time():
 
 
 def test_the_distance_outside_a_job_area_is_shapelys():
-    """Validation measures how far a point lies outside a job's area in plain Python; it
-    gives what shapely's ``Polygon.distance`` does, inside, on the edge and beyond."""
+    """Validation measures how far a result's points lie outside a job's area in one
+    vectorised call; it gives what ``Polygon.distance`` does point by point, inside, on the
+    edge and beyond."""
     import random
     from shapely.geometry import Point, Polygon
-    from coordinator.sweeps.validation import _Area, _Local
+    from coordinator.sweeps.validation import _Local, _outside_m
     rnd = random.Random(3)
     for n_cells in (1, 4, 12):
         cells = sorted(coverage.circle_cells(CENTRE[0], CENTRE[1], 400))[:n_cells]
@@ -213,12 +214,14 @@ def test_the_distance_outside_a_job_area_is_shapelys():
         plan = _plan(cells, [])
         local = _Local(plan.center_lat, plan.center_lon)
         ring = [local.xy(x, y) for x, y in plan.area["coordinates"][0]]
-        ours, theirs = _Area(ring), Polygon(ring)
+        theirs = Polygon(ring)
         points = ring + [((a[0] + b[0]) / 2, (a[1] + b[1]) / 2) for a, b in zip(ring, ring[1:])]
         points += [(rnd.uniform(-600, 600), rnd.uniform(-600, 600)) for _ in range(500)]
-        for x, y in points:
-            assert ours.distance(x, y) == pytest.approx(theirs.distance(Point(x, y)), abs=1e-6)
-        assert _Area(ring[:-1]).distance(*ring[0]) == 0.0         # an open ring is closed, as shapely does
+        ours = _outside_m(theirs, points)
+        for (x, y), d in zip(points, ours, strict=True):
+            assert d == pytest.approx(theirs.distance(Point(x, y)), abs=1e-6)
+        assert _outside_m(Polygon(ring[:-1]), [ring[0]]) == [0.0]   # an open ring is closed
+        assert _outside_m(theirs, []) == []
 
 
 

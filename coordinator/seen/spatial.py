@@ -69,8 +69,8 @@ class Disc:
 
     reach: list[int]
     ground: list[int]
-    cells: np.ndarray | None = None        # candidate cells (uint64) and their centres'
-    dist: np.ndarray | None = None         # great-circle distances from the point, metres
+    cells: np.ndarray                      # candidate cells (uint64) and their centres'
+    dist: np.ndarray                       # great-circle distances from the point, metres
 
     MARGIN_M = 1.5 * EDGE_M                # a point of a cell lies within about an edge of its centre
 

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import orjson
+import shapely
 
 from sweep_engine.schema import PHYSICAL_BOUNDS, Result, SchemaError, bound_violations
 
@@ -99,31 +100,14 @@ class _Local:
         return ((lon - self.lon0) * self.kx, (lat - self.lat0) * coverage.M_PER_DEG)
 
 
-class _Area:
-    """A job's area (its polygon's outer ring) in the local plane, and how far a point lies
-    outside it: 0 inside or on the edge, else the distance to the nearest edge, as
-    shapely's ``Polygon.distance`` gives. Worked out here in plain Python: a job's area is
-    a hull of a few hexagons, and making shapely geometries for every result took about a
-    fifth of the time of validating it."""
-
-    def __init__(self, ring: list[tuple[float, float]]) -> None:
-        if ring and ring[0] != ring[-1]:
-            ring = ring + ring[:1]
-        self.edges = [(x1, y1, x2 - x1, y2 - y1) for (x1, y1), (x2, y2) in zip(ring, ring[1:])]
-
-    def distance(self, x: float, y: float) -> float:
-        inside = False
-        for x1, y1, dx, dy in self.edges:          # even-odd rule: a ray towards +x
-            if (y1 > y) != (y1 + dy > y) and x < x1 + (y - y1) * dx / dy:
-                inside = not inside
-        if inside:
-            return 0.0
-        best = math.inf
-        for x1, y1, dx, dy in self.edges:
-            ll = dx * dx + dy * dy
-            t = 0.0 if ll == 0 else min(1.0, max(0.0, ((x - x1) * dx + (y - y1) * dy) / ll))
-            best = min(best, math.hypot(x - x1 - t * dx, y - y1 - t * dy))
-        return best
+def _outside_m(area: shapely.Polygon, points: list[tuple[float, float]]) -> list[float]:
+    """How far each point lies outside ``area``: 0 inside or on its edge, else the distance
+    to the nearest edge. One vectorised shapely call for all of a result's points: making a
+    shapely ``Point`` per fact or object and asking for each distance in turn took about a
+    fifth of the time of validating a result."""
+    if not points:
+        return []
+    return shapely.distance(area, shapely.points(points)).tolist()
 
 
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
@@ -139,9 +123,8 @@ def _parse(body: bytes) -> Result:
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError:
-            pass
-        else:
-            return Result.from_dict(data)
+            return Result.from_json(body)      # refused: json gives the verdict and its reasons
+        return Result.from_dict(data)
     return Result.from_json(body)
 
 
@@ -174,14 +157,17 @@ def validate_result(body: bytes, job, node_id: str, leased_at: datetime, now: da
                        f"(e.g. {sorted(missing)[0]!r})")
 
     local = _Local(job.center_lat, job.center_lon)
-    area = _Area([local.xy(x, y) for x, y in job.area["coordinates"][0]])
+    area = shapely.Polygon([local.xy(x, y) for x, y in job.area["coordinates"][0]])
+    fact_outside = _outside_m(area, [local.xy(f.lon, f.lat) for f in result.facts])
+    object_outside = iter(_outside_m(area, [local.xy(o.lon, o.lat) for m in result.measurements
+                                            for o in m.objects]))
     if len(result.facts) > MAX_FACTS_PER_PHOTO * max(1, len(job_photos)):
         reasons.append(f"facts: {len(result.facts)} facts from {len(job_photos)} photos is implausible")
     for i, fact in enumerate(result.facts):
         bad_src = sorted(set(fact.source) - job_photos)
         if bad_src:
             reasons.append(f"facts[{i}].source: {bad_src[0]!r} is not a photo of this job")
-        d = area.distance(*local.xy(fact.lon, fact.lat))
+        d = fact_outside[i]
         if d > settings.fact_margin_m:
             reasons.append(f"facts[{i}]: lies {d:.0f} m outside the job's area (margin {settings.fact_margin_m:g} m)")
         for v in bound_violations(fact):
@@ -204,7 +190,7 @@ def validate_result(body: bytes, job, node_id: str, leased_at: datetime, now: da
                 reasons.append(f"{where}.distanceM = {o.distance_m:g} is beyond {MAX_OBJECT_RANGE_M:g} m")
             if o.width_m > MAX_OBJECT_SIZE_M or o.height_m > MAX_OBJECT_SIZE_M:
                 reasons.append(f"{where}.size is larger than {MAX_OBJECT_SIZE_M:g} m")
-            d = area.distance(*local.xy(o.lon, o.lat))
+            d = next(object_outside)
             if d > settings.object_margin_m:
                 reasons.append(f"{where}: lies {d:.0f} m outside the job's area "
                                f"(margin {settings.object_margin_m:g} m)")
