@@ -54,13 +54,14 @@ from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 
 from coordinator.db import migrate as migrations  # noqa: E402
 from coordinator.db.scratch import create_scratch_database, drop_scratch_database  # noqa: E402
+from coordinator.seen.publish import fact_doc  # noqa: E402
 from coordinator.sweeps.coverage import RESOLUTION  # noqa: E402
 from sweep_engine.schema import FACT_KINDS, PRIMARY_KEY  # noqa: E402
 
 LAT0, LON0, SPAN = 48.60, 2.10, 0.5
 RADII = (100, 450, 1500)
 FACT_COLS = ("cell", "kind", "lat", "lon", "value", "unit", "confidence", "basis", "photos", "provider", "license",
-             "observed_at", "job_id", "sweep_id", "approved_at")
+             "observed_at", "job_id", "sweep_id", "doc", "approved_at")
 
 
 JOB_FACTS, JOB_RADIUS_M = 50, 120
@@ -90,9 +91,13 @@ def facts(n: int, seed: int = 7, layout: str = "jobs"):
                     break
         kind = FACT_KINDS[i % len(FACT_KINDS)]
         cell = h3.str_to_int(h3.latlng_to_cell(lat, lon, RESOLUTION))
-        yield (cell, kind, lat, lon, json.dumps({PRIMARY_KEY[kind]: round(1 + rng.random() * 8, 2)}), "m",
-               "high" if i % 3 else "low", "measured" if i % 4 else "modelled", json.dumps([f"p{i}"]),
-               "panoramax", "CC-BY-SA-4.0", "2026-06-01T08:00:00Z", i // JOB_FACTS + 1, "sr_bench", at)
+        row = {"kind": kind, "lat": lat, "lon": lon, "value": {PRIMARY_KEY[kind]: round(1 + rng.random() * 8, 2)},
+               "unit": "m", "confidence": "high" if i % 3 else "low", "basis": "measured" if i % 4 else "modelled",
+               "photos": [f"p{i}"], "provider": "panoramax", "license": "CC-BY-SA-4.0",
+               "observed_at": "2026-06-01T08:00:00Z", "sweep_id": "sr_bench"}
+        yield (cell, kind, lat, lon, json.dumps(row["value"]), row["unit"], row["confidence"], row["basis"],
+               json.dumps(row["photos"]), row["provider"], row["license"], row["observed_at"], i // JOB_FACTS + 1,
+               row["sweep_id"], fact_doc(row), at)
 
 
 def square_cells() -> list[int]:

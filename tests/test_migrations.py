@@ -30,6 +30,49 @@ async def test_migrations_match_the_models(db_url):
         await db.close()
 
 
+async def test_facts_live_before_0006_are_encoded_as_the_service_encodes_them(db_url):
+    """Migration 0006 stores each live fact as served (``doc``): facts approved before it
+    are encoded by the service's own encoder, in batches, and the column becomes NOT NULL."""
+    from datetime import datetime, timezone
+
+    from sqlalchemy import JSON, Float, String, column, insert, select, table
+
+    from coordinator.seen.publish import fact_doc
+
+    if not db_url.startswith("sqlite"):
+        from tests.conftest import reset_postgres
+        await reset_postgres(db_url)
+    db = Database(db_url)
+    old = table("seen_facts", *(column(c, String) for c in ("kind", "unit", "confidence", "basis", "provider",
+                                                           "license", "observed_at", "sweep_id")),
+                column("lat", Float), column("lon", Float), column("value", JSON), column("photos", JSON),
+                column("cell"), column("job_id"), column("approved_at"))
+    rows = [{"cell": 1, "kind": "pole", "lat": -6.9 + i * 1e-5, "lon": 107.6 + i * 1e-5,
+             "value": None if i % 7 == 0 else {"heightM": i / 3}, "unit": "m",
+             "confidence": "unknown" if i % 7 == 0 else "high", "basis": "measured", "photos": [f"p{i}", "q"],
+             "provider": "panoramax", "license": "CC-BY-SA-4.0", "observed_at": "2026-06-01T08:00:00Z",
+             "sweep_id": "sr_old", "job_id": 1, "approved_at": datetime(2026, 11, 1, tzinfo=timezone.utc)}
+            for i in range(12_000)]                       # more than two batches
+    try:
+        await migrate.upgrade_async(db.write_engine, db_url, "0005")
+        async with db.write() as s:
+            await s.execute(insert(old), rows)
+        await migrate.upgrade_async(db.write_engine, db_url)
+        async with db.write() as s:
+            docs = (await s.execute(select(Base.metadata.tables["seen_facts"].c.doc)
+                                    .order_by(Base.metadata.tables["seen_facts"].c.id))).scalars().all()
+        assert docs == [fact_doc(r) for r in rows]
+        assert '"value":null' in docs[0] and '"photos":["p1","q"]' in docs[1]
+        assert Base.metadata.tables["seen_facts"].c.doc.nullable is False
+        def nullable(conn):
+            from sqlalchemy import inspect
+            return {c["name"]: c["nullable"] for c in inspect(conn).get_columns("seen_facts")}["doc"]
+        async with db.engine.connect() as conn:
+            assert await conn.run_sync(nullable) is False
+    finally:
+        await db.close()
+
+
 async def test_sqlite_applies_pending_migrations_itself(sqlite_url):
     db = Database(sqlite_url)
     try:

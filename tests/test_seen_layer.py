@@ -7,10 +7,12 @@ import math
 import random
 from datetime import datetime, timezone
 
+import orjson
 import pytest
 from sqlalchemy import String, insert
 
 from coordinator.db.models import CoverageCell, SeenFact
+from coordinator.seen.publish import fact_doc
 from coordinator.seen.spatial import Disc, distance_m
 from coordinator.sweeps import coverage
 from sweep_engine.schema import FACT_KINDS, PRIMARY_KEY
@@ -43,7 +45,7 @@ async def seeded(db_url, photos, rows: list[dict], covered: set[int] = frozenset
     c = await start_coordinator(sweep_settings(db_url, photos, **kw))
     async with c.services.db.write() as s:
         if rows:
-            await s.execute(insert(SeenFact), rows)
+            await s.execute(insert(SeenFact), [{**r, "doc": fact_doc(r)} for r in rows])
         if covered:
             await s.execute(insert(CoverageCell), [{"cell": x, "state": "covered", "request_id": None,
                                                     "updated_at": AT, "covered_at": AT} for x in covered])
@@ -101,7 +103,8 @@ async def test_a_large_circle_read_by_annuli_is_the_nearest_whatever_the_cap(db_
         monkeypatch.setattr(query, "STAGED_FROM_M", 10_000)          # one read of the whole circle
         whole = await query.seen_facts(reader, LAT, LON, radius, cap)
         monkeypatch.undo()
-        assert staged[1:] == whole[1:], (radius, cap)
+        staged = staged[0], orjson.loads(orjson.dumps(staged[1])), staged[2]     # facts come encoded
+        assert staged[1:] == (orjson.loads(orjson.dumps(whole[1])), whole[2]), (radius, cap)
         return staged
 
     def check(facts, truncated, pool, radius, cap):
@@ -147,6 +150,17 @@ async def test_facts_served_are_exactly_those_within_the_radius_on_each_database
             assert all(abs(f["distanceM"] - exact[f["photos"][0]]) <= 0.1 + 3e-4 * f["distanceM"]
                        for f in body["facts"])
             assert body["covered"] is False and body["coverage"]["coveredCells"] == 0
+        by_photo = {r["photos"][0]: r for r in rows}
+        for f in body["facts"]:                        # every member, as approval stored it
+            r = by_photo[f["photos"][0]]
+            assert list(f) == ["id", "kind", "geometry", "value", "unit", "confidence", "basis", "source", "photos",
+                               "timestamp", "license", "sweepId", "distanceM"]
+            assert f == {"id": f["id"], "kind": r["kind"], "geometry": {"type": "Point", "coordinates": [r["lon"], r["lat"]]},
+                         "value": r["value"], "unit": "m", "confidence": r["confidence"], "basis": r["basis"],
+                         "source": "panoramax:" + r["photos"][0], "photos": r["photos"],
+                         "timestamp": "2026-06-01T08:00:00Z", "license": "CC-BY-SA-4.0", "sweepId": "sr_test",
+                         "distanceM": f["distanceM"]}
+            assert isinstance(f["id"], int) and isinstance(f["distanceM"], float)
         unknown = next(f for f in body["facts"] if f["value"] is None)
         assert unknown["confidence"] == "unknown"                      # unknown is not zero
         assert {f["basis"] for f in body["facts"]} == {"measured", "modelled", "assumed"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import orjson
 from sqlalchemy import insert
 
 from sweep_engine.schema import Result
@@ -16,6 +17,20 @@ def _license(licenses: set[str]) -> str:
     """A fact derived from photos under one license carries it; from several, all of them,
     so that share-alike and permissive records stay separable."""
     return " AND ".join(sorted(licenses))[:60] if licenses else "unknown"
+
+
+def fact_doc(row: dict) -> str:
+    """The members of a fact's answer object that never change once it is live, encoded
+    once here at approval and stored with it (``SeenFact.doc``): ``"kind":...,
+    "sweepId":...`` without the braces, the ``id`` (known only once inserted) or the
+    ``distanceM`` (which depends on the question). ``query.served_fact`` completes it.
+    ``row`` holds the table's columns; the answer's keys keep this order."""
+    photos = row["photos"]
+    return orjson.dumps({
+        "kind": row["kind"], "geometry": {"type": "Point", "coordinates": [row["lon"], row["lat"]]},
+        "value": row["value"], "unit": row["unit"], "confidence": row["confidence"], "basis": row["basis"],
+        "source": row["provider"] + ":" + ",".join(photos), "photos": photos, "timestamp": row["observed_at"],
+        "license": row["license"], "sweepId": row["sweep_id"]})[1:-1].decode()
 
 
 async def publish(session, job: SweepJob, result: Result, at: datetime) -> tuple[int, int]:
@@ -31,6 +46,7 @@ async def publish(session, job: SweepJob, result: Result, at: datetime) -> tuple
             "photos": list(f.source), "provider": (srcs[0]["provider"] if srcs else "unknown")[:40],
             "license": _license({p["license"] for p in srcs}), "observed_at": f.timestamp,
             "job_id": job.id, "sweep_id": job.sweep_id, "approved_at": at})
+        facts[-1]["doc"] = fact_doc(facts[-1])
     measurements = []
     for m in result.measurements:
         p = photos.get(m.photo_id)

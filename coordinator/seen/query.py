@@ -8,7 +8,7 @@ from typing import Any
 
 import h3
 import orjson
-from sqlalchemy import BigInteger, Text, any_, bindparam, func, select, type_coerce
+from sqlalchemy import BigInteger, any_, bindparam, func, select
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from ..db.models import CoverageCell, SeenFact, SeenMeasurement
@@ -18,21 +18,9 @@ from .spatial import EARTH_R, Disc, bearing_deg, distance_m
 
 M_PER_DEG = EARTH_R * math.pi / 180     # the haversine's sphere, so planar and exact distances agree
 
-def _raw(col):
-    """A JSON column read as its text, decoded here with orjson (``_loads``): several times
-    cheaper per row than the ORM type's result processing."""
-    return type_coerce(col, Text).label(col.key)
-
-
-def _loads(v: Any) -> Any:
-    """JSON text as read by ``_raw`` (asyncpg may already have decoded it). orjson parses
-    these small documents about ten times faster than ``json.loads``."""
-    return orjson.loads(v) if isinstance(v, str) else v
-
-
-FACT_COLUMNS = (SeenFact.id, SeenFact.kind, SeenFact.lat, SeenFact.lon, _raw(SeenFact.value), SeenFact.unit,
-                SeenFact.confidence, SeenFact.basis, _raw(SeenFact.photos), SeenFact.provider, SeenFact.license,
-                SeenFact.observed_at, SeenFact.sweep_id)
+# A fact is served from its ``doc``, encoded once at approval (``publish.fact_doc``);
+# ``lat`` and ``lon`` are read for the exact distance of facts near the circle's edge.
+FACT_COLUMNS = (SeenFact.id, SeenFact.lat, SeenFact.lon, SeenFact.doc)
 
 
 @dataclass
@@ -174,24 +162,23 @@ def _first(x):
     return x[0]
 
 
-def fact_json(d: float, r: Any) -> dict[str, Any]:
-    """One fact as served; ``r`` is a row of ``FACT_COLUMNS`` (plus ``d2``), unpacked by
-    position because this runs for every fact of every answer."""
-    fid, kind, lat, lon, value, unit, confidence, basis, photos, provider, license_, observed_at, sweep_id = r[:13]
-    photos = _loads(photos)
-    return {"id": fid, "kind": kind, "geometry": {"type": "Point", "coordinates": [lon, lat]},
-            "value": _loads(value), "unit": unit, "confidence": confidence, "basis": basis,
-            "source": provider + ":" + ",".join(photos), "photos": photos, "timestamp": observed_at,
-            "license": license_, "sweepId": sweep_id, "distanceM": round(d, 1)}
+def served_fact(d: float, r: Any) -> orjson.Fragment:
+    """One fact as served, already encoded: its stored ``doc`` between its ``id`` and its
+    ``distanceM`` (``round(d, 1)`` written as orjson writes it). ``r`` is a row of
+    ``FACT_COLUMNS``. Joining text is about ten times cheaper per fact than decoding the
+    stored JSON into objects and encoding them again; orjson writes a ``Fragment`` into
+    the answer as it is, on every face (REST and MCP both encode with orjson)."""
+    return orjson.Fragment('{"id":%d,%s,"distanceM":%.1f}' % (r[0], r[3], d))
 
 
-async def seen_facts(reader, lat: float, lon: float, radius_m: float, cap: int) -> tuple[Coverage, list, bool]:
-    """(coverage, facts as served, truncated)."""
+async def seen_facts(reader, lat: float, lon: float, radius_m: float,
+                     cap: int) -> tuple[Coverage, list[orjson.Fragment], bool]:
+    """(coverage, facts as served and already encoded (``served_fact``), truncated)."""
     def read(conn):
         disc = Disc.of(lat, lon, radius_m)
         cov = circle_coverage(conn, disc)
         found = _nearest(conn, SeenFact.__table__, FACT_COLUMNS, disc, lat, lon, radius_m, cap)
-        return cov, [fact_json(d, r) for d, r in found.rows], found.truncated
+        return cov, [served_fact(d, r) for d, r in found.rows], found.truncated
     return await reader.run(read)
 
 
