@@ -64,6 +64,7 @@ class Settings(BaseSettings):
     object_margin_m: float = Field(150.0, ge=0, le=1000, description="How far outside a job's area a measured object may lie (seen from a photo inside it).")
     result_max_bytes: int = Field(2_000_000, ge=1024, description="Largest result body a node may submit; larger ones are refused (413) and not kept.")
     engine_builds: str = Field("", description="Comma-separated engine build hashes accepted from nodes, besides those of published node-app manifests (a development hash in tests and demo).")
+    requester_hash_key: str = Field("", description="Key of the keyed hash (HMAC-SHA-256) kept of a sweep requester's address, for abuse handling (by env or file, never in the repository); empty means a random key per process start, so hashes compare only within one run and no address can be recovered from them.")
     node_enrol_secret: str = Field("", description="When set, enrolment needs this shared secret in the X-Enrol-Secret header (by env or file, never in the repository); empty means open enrolment, as volunteer projects run.")
 
     seen_max_facts: int = Field(1000, ge=10, le=20000, description="Most facts one seen_layer answer serves; beyond it the nearest are served with truncated:true and a caveat, so latency stays bounded.")

@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 
 from coordinator.db.models import CoverageCell, SweepJob, SweepRequest, SweepTransition
 from coordinator.sweeps import coverage
+from coordinator.sweeps.requests import requester_hash
 from coordinator.sweeps.service import sweeps_of
 from tests.test_error_shape import assert_error_shape
 from tests.test_sweeps_kit import CENTRE, photos, request_sweep, sweeps_db, sweeps_sqlite  # noqa: F401
@@ -38,6 +39,23 @@ async def test_unswept_ground_is_queued_and_visible_in_the_public_queue(sweeps_d
     assert set(listed[0]) == {"id", "center", "radiusM", "state", "requestedAt", "updatedAt", "timesRequested",
                               "progress"}
     assert b"127.0.0.1" not in q.body and b"requester" not in q.body
+
+
+    async with sweeps_db.services.db.read() as s:
+        kept = (await s.execute(select(SweepRequest.requester_hash))).scalar_one()
+    assert kept == requester_hash("127.0.0.1", sweeps_db.services.settings.requester_hash_key)
+
+
+def test_the_requester_is_kept_as_a_keyed_hash_that_no_address_list_undoes():
+    import hashlib
+
+    ip = "203.0.113.7"
+    unkeyed = {hashlib.sha256(x.encode()).hexdigest() for x in (ip, f"sis-requester:{ip}")}
+    assert requester_hash(ip) not in unkeyed and len(requester_hash(ip)) == 64
+    assert requester_hash(ip) == requester_hash(ip)                     # comparable within a run
+    assert requester_hash(ip, "k1") == requester_hash(ip, "k1") != requester_hash(ip, "k2")
+    assert requester_hash("203.0.113.8", "k1") != requester_hash(ip, "k1")
+    assert requester_hash(None) is None and requester_hash("", "k1") is None
 
 
 async def test_queued_ground_becomes_covered_through_mark_cells_covered(sweeps_db, photos):

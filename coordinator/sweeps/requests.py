@@ -12,7 +12,9 @@ wins, the other retries and merges.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import math
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,9 +61,17 @@ class Outcome:
         return out
 
 
-def requester_hash(ip: str | None) -> str | None:
-    """Kept for abuse handling only; never served."""
-    return hashlib.sha256(f"sis-requester:{ip}".encode()).hexdigest() if ip else None
+_PROCESS_KEY = os.urandom(32)
+
+
+def requester_hash(ip: str | None, key: str = "") -> str | None:
+    """Kept for abuse handling only; never served. A keyed hash (HMAC-SHA-256): a plain
+    hash of an address is undone by hashing every IPv4 address, a keyed one is not
+    without the key. ``key`` is ``requester_hash_key``; without it a random key of this
+    process, so that requests compare within one run only."""
+    if not ip:
+        return None
+    return hmac.new(key.encode() if key else _PROCESS_KEY, ip.encode(), hashlib.sha256).hexdigest()
 
 
 def public_request(req: SweepRequest, done: int, failed: int) -> dict[str, Any]:
@@ -200,7 +210,7 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
         new_cells = photo_cells - covered - pending
         plans = jobs.split({c: by_cell[c] for c in new_cells}, settings.job_max_photos)
         req = SweepRequest(id=tr.new_id("sr"), lat=lat, lon=lon, radius_m=radius_m, state=tr.REQUEST_QUEUED,
-                           requested_at=at, updated_at=at, requester_hash=requester_hash(requester_ip), asked=1,
+                           requested_at=at, updated_at=at, requester_hash=requester_hash(requester_ip, settings.requester_hash_key), asked=1,
                            photos=sum(len(p.photos) for p in plans), jobs_total=len(plans), reason=None)
         s.add(req)
         await s.flush()
