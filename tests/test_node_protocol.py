@@ -47,10 +47,11 @@ async def test_enrolment_refuses_an_unpublished_engine_build_and_bad_fields(swee
 
 async def test_node_routes_need_a_valid_bearer_token(sweeps_sqlite):
     for headers in ({}, {"Authorization": "Bearer sisn_nope"}, {"Authorization": "Basic abc"}):
-        r = await sweeps_sqlite.post("/node/v1/lease", {}, headers=headers)
-        assert r.status == 401
-        assert_error_shape(r.json(), "unauthorized")
-        assert "WWW-Authenticate" in r.headers
+        for path in ("/node/v1/lease", "/node/v1/leases/ls_x/heartbeat", "/node/v1/leases/ls_x/result"):
+            r = await sweeps_sqlite.post(path, {}, headers=headers)
+            assert r.status == 401, path
+            assert_error_shape(r.json(), "unauthorized")
+            assert "WWW-Authenticate" in r.headers
 
 
 async def test_an_empty_queue_answers_204_with_retry_after(sweeps_sqlite):
@@ -297,6 +298,8 @@ async def test_a_revoked_node_is_refused_on_every_route(sweeps_sqlite, photos):
     assert await registry.revoke(sw.db, node.node_id, "test", "operator:test", 5) == 1
     lid = doc["lease"]["leaseId"]
     for r in (await node.heartbeat(lid), await node.submit(lid, node.honest(doc)),
-              await sweeps_sqlite.get("/node/v1/me", headers=node.auth)):
+              await sweeps_sqlite.get("/node/v1/me", headers=node.auth),
+              await sweeps_sqlite.post("/node/v1/lease", {}, headers=node.auth)):
         assert r.status == 403
         assert_error_shape(r.json(), "forbidden")
+        assert r.json()["error"]["details"]["reason"] == "test"

@@ -13,8 +13,9 @@ from sqlalchemy import func, select, update
 from coordinator.db import Database
 from coordinator.db.models import Node, SweepJob, SweepLease, SweepResult, SweepTransition
 from coordinator.demo.photos import DEV_ENGINE_BUILD, honest_result
-from coordinator.errors import Conflict, NotFound
+from coordinator.errors import Conflict, Forbidden, NotFound, Unauthorized
 from coordinator.nodes import registry
+from coordinator.nodes.tokens import Bearer, token_hash
 from coordinator.sweeps import leases, results
 from coordinator.sweeps import transitions as tr
 from coordinator.sweeps.batching import Batcher
@@ -210,6 +211,47 @@ async def test_an_error_in_one_batched_submission_does_not_fail_the_others(one_p
         ids = (await s.execute(select(SweepResult.id))).scalars().all()
     assert sorted(rows) == sorted([(ca.lease_id, "accepted"), (cb.lease_id, "accepted"), (cc.lease_id, "invalid")])
     assert results.THIS not in logged and {str(i) for i in ids} <= set(logged)
+
+
+async def test_tokens_looked_up_in_a_claim_batch_refuse_only_their_own_claims(one_photo_jobs, photos):
+    photos.scatter(*CENTRE, radius_m=400, n=3, seed=25)
+    sw = sweeps_of(one_photo_jobs.services)
+    assert (await request_sweep(one_photo_jobs, radius=450)).json()["jobs"] == 3
+    (a, token_a), (b, token_b) = [await registry.enrol(sw.db, name=f"n{i}", platform="test", gpu="none",
+                                                       engine_version="0.1.0", engine_build=DEV_ENGINE_BUILD)
+                                  for i in range(2)]
+    assert await registry.revoke(sw.db, b.id, "junk", "operator:test", 5) == 0
+    got = await leases.claim_batch(sw, [Bearer(token_hash(token_a)), Bearer(token_hash("sisn_nope")),
+                                        Bearer(token_hash(token_b)), a])
+    assert isinstance(got[1], Unauthorized) and isinstance(got[2], Forbidden)
+    assert got[2].details == {"nodeId": b.id, "reason": "junk"}
+    assert got[0] is not None and got[3] is not None and got[0].job.id != got[3].job.id
+    async with sw.db.read() as s:
+        held = (await s.execute(select(SweepLease.node_id))).scalars().all()
+    assert held == [a.id, a.id]                    # the refused claims took nothing
+    (again,) = await leases.claim_batch(sw, [Bearer(token_hash(token_b))])
+    assert isinstance(again, Forbidden)            # alone in a batch too
+
+
+async def test_a_token_looked_up_in_a_submit_batch_refuses_a_node_revoked_after_its_lease(one_photo_jobs, photos):
+    photos.scatter(*CENTRE, radius_m=400, n=2, seed=26)
+    sw = sweeps_of(one_photo_jobs.services)
+    assert (await request_sweep(one_photo_jobs, radius=450)).json()["jobs"] == 2
+    (a, token_a), (b, token_b) = [await registry.enrol(sw.db, name=f"n{i}", platform="test", gpu="none",
+                                                       engine_version="0.1.0", engine_build=DEV_ENGINE_BUILD)
+                                  for i in range(2)]
+    ca, cb = await leases.claim_batch(sw, [Bearer(token_hash(token_a)), Bearer(token_hash(token_b))])
+    assert await registry.revoke(sw.db, b.id, "junk", "operator:test", 5) == 1
+    out = await results.submit_batch(sw, [results.Submission(Bearer(token_hash(token_a)), ca.lease_id, body_for(ca, a)),
+                                          results.Submission(Bearer(token_hash(token_b)), cb.lease_id, body_for(cb, b)),
+                                          results.Submission(Bearer(token_hash("sisn_nope")), ca.lease_id, b"{}")])
+    assert out[0].accepted and out[0].result_state == "pending"
+    assert isinstance(out[1], Forbidden) and isinstance(out[2], Unauthorized)
+    async with sw.db.read() as s:
+        rows = (await s.execute(select(SweepResult.lease_id, SweepResult.node_id))).all()
+        revoked = await s.get(Node, b.id)
+    assert rows == [(ca.lease_id, a.id)]           # nothing of the refused submissions was kept
+    assert (revoked.invalid_total, revoked.valid_total) == (0, 0)
 
 
 async def test_two_replicas_submitted_in_one_batch_reach_their_quorum(sweeps_db, photos):

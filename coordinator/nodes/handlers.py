@@ -20,6 +20,7 @@ from ..sweeps.jobs import job_document
 from ..sweeps.service import Sweeps, sweeps_of
 from ..sweeps.validation import accepted_builds
 from . import registry
+from .tokens import Bearer, bearer
 
 PREFIX = "/node/v1"
 MAX_SMALL_BODY = 16 * 1024
@@ -62,6 +63,11 @@ class NodeHandler(BaseHandler):
     async def node(self):
         return await registry.authenticate(self.sweeps, self.request.headers.get("Authorization"))
 
+    def bearer(self) -> Bearer:
+        """The request's token, for a route whose batch looks it up in its own transaction
+        (a lease, a result); 401 at once when there is none."""
+        return bearer(self.request.headers.get("Authorization"))
+
 
 class EnrolHandler(NodeHandler):
     async def post(self) -> None:
@@ -101,9 +107,8 @@ class MeHandler(NodeHandler):
 
 class LeaseHandler(NodeHandler):
     async def post(self) -> None:
-        node = await self.node()
         sweeps = self.sweeps
-        claim = await leases.claim(sweeps, node)
+        claim = await leases.claim(sweeps, self.bearer())
         if claim is None:
             self.set_header("Retry-After", str(sweeps.settings.lease_retry_after_s))
             self.set_status(204)
@@ -149,10 +154,10 @@ class ResultHandler(NodeHandler):
             self.chunks.clear()
 
     async def post(self, lease_id: str) -> None:
-        node = await self.node()
+        presented = self.bearer()
         too_large = self.size > self.limit
         body = f"over the limit: {self.size} bytes".encode() if too_large else b"".join(self.chunks)
-        outcome = await results.submit(self.sweeps, node, lease_id, body, too_large=too_large, size=self.size)
+        outcome = await results.submit(self.sweeps, presented, lease_id, body, too_large=too_large, size=self.size)
         if too_large:
             raise PayloadTooLarge(f"the result body is over {self.limit} bytes; it was recorded as invalid",
                                   {"maxBytes": self.limit, "reasons": outcome.reasons,

@@ -1,30 +1,22 @@
 """Enrolled nodes: enrolment, bearer-token authentication, listing and revocation.
 
-A token is 32 random bytes shown once at enrolment; only its SHA-256 is stored.
-A salted slow hash buys nothing for a random 256-bit secret (there is no
-dictionary to slow down) and would cost every request a key derivation.
-Revocation takes effect on the next request: every call looks the token up.
+Bearer tokens (stored only as their SHA-256, and looked up on every request, so
+that a revocation holds from the next one) are checked by ``tokens``.
 """
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import select
 
 from ..db.models import Node, SweepJob, SweepLease
-from ..errors import Forbidden, NotFound, Unauthorized
+from ..errors import NotFound
 from ..sweeps import transitions as tr
 from ..sweeps.leases import for_update, release, retrying
-from ..sweeps.records import NODES, Record, record
-
-TOKEN_PREFIX = "sisn_"
-
-
-def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+from ..sweeps.records import Record
+from . import tokens
+from .tokens import TOKEN_PREFIX, Bearer, bearer, token_hash  # noqa: F401  (the names this module always had)
 
 
 async def enrol(db, *, name: str, platform: str, gpu: str, engine_version: str,
@@ -42,32 +34,20 @@ async def enrol(db, *, name: str, platform: str, gpu: str, engine_version: str,
     return node, token
 
 
-async def authenticate(sweeps, authorization: str | None) -> Node:
+async def authenticate(sweeps, authorization: str | None) -> Record:
     """The node a bearer token belongs to, looked up on every request (so a revocation holds
     from the next one). Lookups arriving together share one query (``sweeps.tokens``, a
     ``Batcher`` in front of ``nodes_by_token``); the node comes back as a ``Record``
-    with the columns of ``Node``."""
-    if not authorization or not authorization.startswith("Bearer "):
-        raise Unauthorized("a node token is needed: Authorization: Bearer <token>", {"scheme": "Bearer"},
-                           headers={"WWW-Authenticate": 'Bearer realm="node"'})
-    token = authorization[len("Bearer "):].strip()
-    digest = token_hash(token)
-    node = await sweeps.tokens(digest)
-    if node is None or not hmac.compare_digest(node.token_hash, digest):
-        raise Unauthorized("the node token is not valid", headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
-    if node.revoked_at is not None:
-        raise Forbidden("this node has been revoked", {"nodeId": node.id, "reason": node.revoked_reason})
-    return node
-
-
-_BY_TOKEN = select(NODES).where(NODES.c.token_hash.in_(bindparam("digests", expanding=True)))
+    with the columns of ``Node``. Leases and results check their token in their own
+    batch instead (``tokens``)."""
+    presented = bearer(authorization)
+    return tokens.admit(await sweeps.tokens(presented.digest), presented)
 
 
 async def nodes_by_token(db, digests: list[str]) -> list[Record | None]:
     """The nodes whose token hashes these are (None for an unknown one), in one read."""
     async with db.read() as s:
-        found = {row.token_hash: record(row) for row in await s.execute(_BY_TOKEN, {"digests": sorted(set(digests))})}
-    return [found.get(d) for d in digests]
+        return await tokens.nodes_by_token(s, digests)
 
 
 def node_json(node: Node, *, private: bool = False) -> dict[str, Any]:

@@ -22,8 +22,8 @@ transaction with a few set-based statements, then answers each waiter on its own
   by the database as single transactions are (``FOR UPDATE SKIP LOCKED``,
   ``BEGIN IMMEDIATE``).
 
-The same serves reads that many requests make at once (a node's token, looked up on
-every request: ``nodes.registry.nodes_by_token``).
+The same serves reads that many requests make at once (a node's token on the routes
+whose batches do not look it up themselves: ``nodes.registry.nodes_by_token``).
 """
 from __future__ import annotations
 

@@ -26,6 +26,8 @@ from sqlalchemy import and_, bindparam, case, exists, insert, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..db.models import Node, SweepJob, SweepLease
+from ..nodes import tokens
+from ..nodes.tokens import Bearer
 from . import transitions as tr
 from .records import JOBS, LEASES, Record, record
 
@@ -77,10 +79,12 @@ def _settle(job) -> str:
     return tr.JOB_LEASED if job.active_leases + job.valid_results >= job.quorum else tr.JOB_QUEUED
 
 
-async def claim(sweeps, node: Node) -> Claim | None:
+async def claim(sweeps, node: Node | Bearer) -> Claim | None:
     """Lease the oldest queued job this node neither holds nor has answered, or None.
     Concurrent claims are served together: ``sweeps.claims`` is a ``Batcher`` in
-    front of ``claim_batch``."""
+    front of ``claim_batch``. Given the ``Bearer`` token of a request, the node is looked
+    up in the claim's transaction (``Unauthorized`` or ``Forbidden`` when it may not
+    claim)."""
     return await sweeps.claims(node)
 
 
@@ -94,9 +98,11 @@ _SET_JOB = (update(JOBS).where(JOBS.c.id == bindparam("b_id"))
                     state=bindparam("b_state"), updated_at=bindparam("b_at")))
 
 
-async def claim_batch(sweeps, nodes: list[Node]) -> list[Claim | None]:
+async def claim_batch(sweeps, who: list[Node | Bearer]) -> list[Claim | None | Exception]:
     """Serve claims in one write transaction, in the order they came. A node may appear
-    more than once in a batch and is still never given two replicas of one job.
+    more than once in a batch and is still never given two replicas of one job. Claims
+    made with a ``Bearer`` token have it looked up first, by one statement for the batch
+    (``nodes.tokens.resolve``); one the token does not admit gets its error and nothing else.
 
     The oldest ``len(nodes) + CLAIM_SPARE`` queued jobs are read (and locked, skipping rows
     other transactions hold, on PostgreSQL) with the leases the batch's nodes hold on them;
@@ -107,9 +113,13 @@ async def claim_batch(sweeps, nodes: list[Node]) -> list[Claim | None]:
     batch's own writes."""
     db, settings = sweeps.db, sweeps.settings
 
-    async def run() -> list[Claim | None]:
+    async def run() -> list[Claim | None | Exception]:
         now = tr.utcnow()
         async with db.write() as s:
+            resolved = await tokens.resolve(s, who)
+            nodes = [n for n in resolved if not isinstance(n, Exception)]
+            if not nodes:
+                return resolved
             limit = len(nodes) + CLAIM_SPARE
             q = select(JOBS).where(JOBS.c.state == tr.JOB_QUEUED).order_by(JOBS.c.id).limit(limit)
             jobs = [record(r) for r in await s.execute(_locked(db, q))]
@@ -122,11 +132,14 @@ async def claim_batch(sweeps, nodes: list[Node]) -> list[Claim | None]:
                 held = {(jid, nid) for jid, nid in await s.execute(select(LEASES.c.job_id, LEASES.c.node_id).where(
                     LEASES.c.job_id.in_([j.id for j in jobs]), LEASES.c.node_id.in_({n.id for n in nodes}),
                     LEASES.c.state.in_(_HELD)))}
-            claims: list[Claim | None] = []
+            claims: list[Claim | None | Exception] = []
             new_leases: list[dict] = []
             logs: list[dict] = []
             taken: dict[int, Record] = {}
-            for node in nodes:
+            for node in resolved:
+                if isinstance(node, Exception):
+                    claims.append(node)
+                    continue
                 job = next((j for j in jobs if j.state == tr.JOB_QUEUED and (j.id, node.id) not in held), None)
                 if job is None:
                     claims.append(None)
@@ -139,7 +152,7 @@ async def claim_batch(sweeps, nodes: list[Node]) -> list[Claim | None]:
                                             "b_state": j.state, "b_at": now} for j in taken.values()])
                 await s.execute(insert(LEASES), new_leases)
             if len(jobs) == limit:          # more queued jobs may lie beyond the rows read
-                for i, node in enumerate(nodes):
+                for i, node in enumerate(resolved):
                     if claims[i] is None:
                         claims[i] = await _claim_one(s, db, node, now, settings, logs)
             await tr.record(s, *logs)

@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, or_, select, update
 
 from sweep_engine.schema import Fact, Result
 
 from ..db.models import Node
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, NotFound, ServiceError
+from ..nodes.tokens import Bearer, admit
 from . import trust
 from . import transitions as tr
 from .leases import _settle, fail_job, retrying
@@ -55,10 +56,11 @@ class SubmitOutcome:
 
 @dataclass
 class Submission:
-    """One submission as it arrived. ``too_large``: the body was over the limit and not
-    kept (``body`` then only identifies it, ``size`` is what arrived)."""
+    """One submission as it arrived. ``node``: the node, or the ``Bearer`` token the
+    request presented (looked up in the batch's transaction). ``too_large``: the body was
+    over the limit and not kept (``body`` then only identifies it, ``size`` is what arrived)."""
 
-    node: Node
+    node: Node | Bearer
     lease_id: str
     body: bytes
     too_large: bool = False
@@ -73,9 +75,10 @@ def _facts(body: dict) -> list[Fact]:
     return Result.from_dict(body).facts
 
 
-async def submit(sweeps, node: Node, lease_id: str, body: bytes, *, too_large: bool = False,
+async def submit(sweeps, node: Node | Bearer, lease_id: str, body: bytes, *, too_large: bool = False,
                  size: int | None = None) -> SubmitOutcome:
-    """Record and decide one submission (raises ``NotFound`` or ``Conflict``)."""
+    """Record and decide one submission (raises ``NotFound`` or ``Conflict``; given a
+    ``Bearer`` token, ``Unauthorized`` or ``Forbidden`` when it does not admit a node)."""
     return await sweeps.submits(Submission(node, lease_id, body, too_large, size))
 
 
@@ -109,9 +112,12 @@ _PENDING = (select(RESULTS.c.id, RESULTS.c.lease_id, RESULTS.c.job_id, RESULTS.c
                    RESULTS.c.body)
             .where(RESULTS.c.job_id.in_(bindparam("jobs", expanding=True)), RESULTS.c.state == tr.RESULT_PENDING)
             .order_by(RESULTS.c.id))
+# The nodes a batch touches: those named by id, and those whose token a submission presented.
 _NODES = (select(NODES.c.id, NODES.c.last_seen_at, NODES.c.trusted, NODES.c.streak, NODES.c.valid_total,
-                 NODES.c.invalid_total)
-          .where(NODES.c.id.in_(bindparam("ids", expanding=True))).order_by(NODES.c.id))
+                 NODES.c.invalid_total, NODES.c.token_hash, NODES.c.revoked_at, NODES.c.revoked_reason)
+          .where(or_(NODES.c.id.in_(bindparam("ids", expanding=True)),
+                     NODES.c.token_hash.in_(bindparam("digests", expanding=True))))
+          .order_by(NODES.c.id))
 _END_LEASES = (update(LEASES).where(LEASES.c.id.in_(bindparam("ids", expanding=True)))
                .values(state=tr.LEASE_SUBMITTED, ended_at=bindparam("at")))
 _SET_JOB = (update(JOBS).where(JOBS.c.id == bindparam("b_id"))
@@ -137,6 +143,7 @@ class _Batch:
         self.prior: dict[str, Record] = {}
         self.pending: dict[int, list[Record]] = defaultdict(list)   # a job's pending results, oldest first
         self.nodes: dict[str, Record] = {}
+        self.by_token: dict[str, Record] = {}                        # token hash -> node, for ``Bearer`` submissions
         self.facts: dict[int, list[Fact]] = {}                       # id(new result) -> its parsed facts
         self.new: list[Record] = []                                  # results to insert
         self.ended: list[str] = []                                   # leases now submitted
@@ -149,7 +156,8 @@ class _Batch:
     async def load(self, s, subs: list[Submission]) -> None:
         """The leases with their jobs and any earlier result on them (locking the leases
         and then the jobs on PostgreSQL, in job order, as every other writer locks them);
-        the pending results of jobs that may be decided; the nodes involved (locked)."""
+        the pending results of jobs that may be decided; the nodes involved, by id or by
+        the token a submission presented (locked)."""
         db = self.sweeps.db
         q = _LEASE_AND_JOB if db.is_sqlite else _LEASE_AND_JOB.with_for_update(of=[LEASES, JOBS])
         for row in await s.execute(q, {"ids": [sub.lease_id for sub in subs]}):
@@ -171,17 +179,26 @@ class _Batch:
         if deciding:
             for row in await s.execute(_PENDING, {"jobs": deciding}):
                 self.pending[row.job_id].append(record(row))
-        node_ids = {sub.node.id for sub in subs} | {r.node_id for rs in self.pending.values() for r in rs}
+        node_ids = ({sub.node.id for sub in subs if not isinstance(sub.node, Bearer)}
+                    | {r.node_id for rs in self.pending.values() for r in rs})
+        digests = {sub.node.digest for sub in subs if isinstance(sub.node, Bearer)}
         q = _NODES if db.is_sqlite else _NODES.with_for_update()
-        for row in await s.execute(q, {"ids": sorted(node_ids)}):
-            self.nodes[row.id] = record(row)
+        for row in await s.execute(q, {"ids": sorted(node_ids), "digests": sorted(digests)}):
+            node = self.nodes[row.id] = record(row)
+            self.by_token[node.token_hash] = node
 
     def decide(self, sub: Submission) -> SubmitOutcome | Exception:
         """One submission, decided as its own transaction would: its outcome, or the
         error it gets (nothing of it is written then)."""
         settings, now = self.settings, self.now
+        node = sub.node
+        if isinstance(node, Bearer):
+            try:
+                node = admit(self.by_token.get(node.digest), node)
+            except ServiceError as exc:
+                return exc
         lease = self.leases.get(sub.lease_id)
-        if lease is None or lease.node_id != sub.node.id:
+        if lease is None or lease.node_id != node.id:
             return NotFound("no such lease for this node", {"leaseId": sub.lease_id})
         job = self.jobs[lease.job_id]
         prior = self.prior.get(lease.id)
@@ -200,14 +217,14 @@ class _Batch:
                                      f"the limit of {settings.result_max_bytes} bytes"]
         else:
             try:
-                parsed, reasons = validate_result(sub.body, job, sub.node.id, tr.aware(lease.leased_at), now,
+                parsed, reasons = validate_result(sub.body, job, node.id, tr.aware(lease.leased_at), now,
                                                   settings)
             except Exception as exc:      # a fault in validation fails this submission alone
                 return exc
 
         # From here on every change is in memory; ``write`` puts the batch's changes in the database.
-        actor = f"node:{sub.node.id}"
-        me = self.nodes[sub.node.id]
+        actor = f"node:{node.id}"
+        me = self.nodes[node.id]
         me.last_seen_at = now
         deciding = not reasons and job.state in (tr.JOB_QUEUED, tr.JOB_LEASED)
         earlier = list(self.pending[job.id]) if deciding and (job.quorum > 1 or job.valid_results > 0) else []
@@ -217,7 +234,7 @@ class _Batch:
         self.ended.append(lease.id)
         job.active_leases = max(0, job.active_leases - 1)
         before, reason_before = job.state, job.reason
-        result = Record(id=None, lease_id=lease.id, job_id=job.id, node_id=sub.node.id, state=tr.RESULT_INVALID,
+        result = Record(id=None, lease_id=lease.id, job_id=job.id, node_id=node.id, state=tr.RESULT_INVALID,
                         reasons=reasons, body=None, body_sha256=digest,
                         engine_build=parsed.engine_build if parsed else None,
                         facts=len(parsed.facts) if parsed else 0, received_at=now)
@@ -231,7 +248,7 @@ class _Batch:
                 self.logs.append(tr.row("node", me.id, "trusted", "untrusted", "coordinator",
                                         f"{this} is invalid", now))
             if job.state in (tr.JOB_QUEUED, tr.JOB_LEASED):
-                fail_job(job, f"{this} from node {sub.node.id} is invalid", settings.job_max_failures)
+                fail_job(job, f"{this} from node {node.id} is invalid", settings.job_max_failures)
         else:
             result.state, result.body = tr.RESULT_PENDING, parsed.to_dict()
             self.facts[id(result)] = parsed.facts

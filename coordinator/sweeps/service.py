@@ -53,7 +53,7 @@ class Sweeps:
     sweeper: Sweeper = field(init=False)
     claims: Batcher = field(init=False)     # leases.claim goes through it
     submits: Batcher = field(init=False)    # results.submit goes through it
-    tokens: Batcher = field(init=False)     # nodes.registry.authenticate looks tokens up through it
+    tokens: Batcher = field(init=False)     # nodes.registry.authenticate (heartbeat, me) goes through it
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
