@@ -168,6 +168,25 @@ async def test_facts_served_are_exactly_those_within_the_radius_on_each_database
         await stop_coordinator(c)
 
 
+async def test_the_mcp_face_serves_the_same_facts_as_rest(db_url, photos):
+    """Facts are served pre-encoded (``query.served_fact``): the MCP face, read by the official
+    SDK client, must carry them as the REST face does, in the text and the structured content."""
+    import json
+
+    import mcp
+
+    c = await seeded(db_url, photos, fact_rows(120, 400, seed=11))
+    try:
+        rest = (await c.get(f"/earth/seen?lat={LAT}&lon={LON}&radius=450")).json()
+        async with mcp.Client(c.base_url + "/mcp") as client:
+            result = await client.call_tool("seen_layer", {"lat": LAT, "lon": LON, "radius": 450})
+        assert not result.is_error
+        assert rest["count"] > 50 and result.structured_content["facts"] == rest["facts"]
+        assert json.loads(result.content[0].text)["facts"] == rest["facts"]
+    finally:
+        await stop_coordinator(c)
+
+
 async def test_a_dense_circle_is_truncated_to_the_nearest_with_a_caveat(db_url, photos):
     rows = fact_rows(400, 300, seed=4)
     c = await seeded(db_url, photos, rows, seen_max_facts=25)
