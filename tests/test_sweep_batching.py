@@ -213,13 +213,16 @@ async def test_an_error_in_one_batched_submission_does_not_fail_the_others(one_p
     assert results.THIS not in logged and {str(i) for i in ids} <= set(logged)
 
 
+async def two_nodes(sw):
+    return [await registry.enrol(sw.db, name=f"n{i}", platform="test", gpu="none", engine_version="0.1.0",
+                                 engine_build=DEV_ENGINE_BUILD) for i in range(2)]
+
+
 async def test_tokens_looked_up_in_a_claim_batch_refuse_only_their_own_claims(one_photo_jobs, photos):
     photos.scatter(*CENTRE, radius_m=400, n=3, seed=25)
     sw = sweeps_of(one_photo_jobs.services)
     assert (await request_sweep(one_photo_jobs, radius=450)).json()["jobs"] == 3
-    (a, token_a), (b, token_b) = [await registry.enrol(sw.db, name=f"n{i}", platform="test", gpu="none",
-                                                       engine_version="0.1.0", engine_build=DEV_ENGINE_BUILD)
-                                  for i in range(2)]
+    (a, token_a), (b, token_b) = await two_nodes(sw)
     assert await registry.revoke(sw.db, b.id, "junk", "operator:test", 5) == 0
     got = await leases.claim_batch(sw, [Bearer(token_hash(token_a)), Bearer(token_hash("sisn_nope")),
                                         Bearer(token_hash(token_b)), a])
@@ -237,9 +240,7 @@ async def test_a_token_looked_up_in_a_submit_batch_refuses_a_node_revoked_after_
     photos.scatter(*CENTRE, radius_m=400, n=2, seed=26)
     sw = sweeps_of(one_photo_jobs.services)
     assert (await request_sweep(one_photo_jobs, radius=450)).json()["jobs"] == 2
-    (a, token_a), (b, token_b) = [await registry.enrol(sw.db, name=f"n{i}", platform="test", gpu="none",
-                                                       engine_version="0.1.0", engine_build=DEV_ENGINE_BUILD)
-                                  for i in range(2)]
+    (a, token_a), (b, token_b) = await two_nodes(sw)
     ca, cb = await leases.claim_batch(sw, [Bearer(token_hash(token_a)), Bearer(token_hash(token_b))])
     assert await registry.revoke(sw.db, b.id, "junk", "operator:test", 5) == 1
     out = await results.submit_batch(sw, [results.Submission(Bearer(token_hash(token_a)), ca.lease_id, body_for(ca, a)),
