@@ -8,7 +8,9 @@ joins text (``query.served_fact``). The columns stay: they are the fact's record
 
 Existing facts are encoded here, in batches, with the service's own encoder, so a
 fact approved before this revision is served exactly as one approved after it. Then
-``doc`` becomes NOT NULL.
+``doc`` becomes NOT NULL. It logs its progress every 100,000 facts; on the
+2-core development machine 200,000 facts took 7 s on SQLite and 6 s on
+PostgreSQL (about half a minute per million).
 
 Revision ID: 0006
 Revises: 0005
