@@ -5,20 +5,62 @@ synthetic frame's exact ones, and both get the same ``PhotoMeasurement``.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import schema
 from .aggregate import PhotoMeasurement
 from .calibrate import calibrate
 from .camera import Camera
-from .measure import measure_objects, road_width
+from .calibrate import EXACT_GROUND_SIGMA, NETWORK_GROUND_SIGMA, SCALE_DOUBT
+from .measure import combined_road, measure_objects, road_width
 from .structures import seg_structures
 
-# Road width from the calibrated ground plane rather than per-row depth (chosen on validation scenes: docs/weights.md).
-ROAD_ON_PLANE = True
 # The depth network's error, log units, that calibration weighs the depth cues by (chosen on validation
 # scenes, generator seed 2000: docs/weights.md).
 MODEL_DEPTH_SIGMA = 0.2
+
+# Road width is the error-weighed mean of the road's edges placed on the calibrated ground plane and
+# placed by the depth model (``measure.combined_road``): the plane's scale is the calibration's camera
+# height (``calibrate.NETWORK_GROUND_SIGMA``), the depth's is the model's scale in the photo (1.6 % median
+# on validation scenes). On validation scenes (seeds 2000 and 3000, docs/weights.md) the mean read
+# 2.1-2.2 % median against 3.1-3.8 % for the plane alone.
+ROAD_DEPTH_SCALE_SIGMA = 0.03
+ROAD_EXACT_DEPTH_SIGMA = 0.002
+# One object's depth as read by the depth model, log units, for weighing it with the object's ground
+# contact (``measure._with_contact``). The calibration weighs its depth cues by ``MODEL_DEPTH_SIGMA``,
+# which is larger because the model's errors are shared across a photo's rows and vehicles; for one
+# object 0.08 read distances best on validation scenes (AbsRel 0.071-0.078 against 0.080 at 0.2).
+OBJECT_DEPTH_SIGMA = 0.08
+
+
+def _scale_doubt(evidence: dict) -> float:
+    """How far (log units) the ground, read by the depth model, puts the camera from where the vehicles'
+    contacts put it: a measure of the depth model's scale error in this photo (0 when either is missing)."""
+    h = evidence.get("cameraHeightM", {})
+    if "fromGround" in h and "fromVehicles" in h and h["fromGround"] > 0 and h["fromVehicles"] > 0:
+        return abs(math.log(h["fromGround"] / h["fromVehicles"]))
+    return 0.0
+
+
+def _depth_scale_sigma(doubt: float, usual: float) -> float:
+    """The depth model's error in this photo: its usual one, or, where the ground and the vehicles
+    disagree beyond ``calibrate.SCALE_DOUBT``, that disagreement."""
+    return doubt if doubt > SCALE_DOUBT else usual
+
+
+def _object_sigma(depth_sigma: float | None, evidence: dict) -> float | None:
+    return _depth_scale_sigma(_scale_doubt(evidence), OBJECT_DEPTH_SIGMA) if depth_sigma else None
+
+
+def _road(c: Camera, depth: np.ndarray, seg: np.ndarray, depth_sigma: float | None, evidence: dict):
+    on_plane = road_width(c, depth, seg, plane=True)
+    by_depth = road_width(c, depth, seg, plane=False)
+    if depth_sigma:
+        return combined_road(on_plane, by_depth, NETWORK_GROUND_SIGMA,
+                             _depth_scale_sigma(_scale_doubt(evidence), ROAD_DEPTH_SCALE_SIGMA))
+    return combined_road(on_plane, by_depth, EXACT_GROUND_SIGMA, ROAD_EXACT_DEPTH_SIGMA)
 
 
 def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarray, seg: np.ndarray | None,
@@ -32,9 +74,10 @@ def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarra
     dets = [(label, box, score) for label, box, score in detections if score >= min_score]
     cal = calibrate(cam, depth, seg, dets, min_score=min_score, depth_sigma=depth_sigma)
     c = cal.camera
-    road = road_width(c, depth, seg, plane=ROAD_ON_PLANE) if seg is not None else None
+    road = _road(c, depth, seg, depth_sigma, cal.evidence) if seg is not None else None
     pm = PhotoMeasurement(photo_id=photo_id, captured_at=captured_at, camera=c, scale_trust=cal.scale_trust,
-                          road=road, objects=measure_objects(c, depth, dets, seg, depth_sigma),
+                          road=road,
+                          objects=measure_objects(c, depth, dets, seg, _object_sigma(depth_sigma, cal.evidence)),
                           structures=seg_structures(c, depth, seg) if seg is not None else [])
     return pm, cal.evidence
 

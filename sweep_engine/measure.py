@@ -8,8 +8,9 @@ Definitions (what the numbers mean):
 - Road width: the carriageway (``road`` class) between its two edges, read on
   image rows at several distances, each edge point placed in 3D from the row's
   road depth (or, with ``plane``, where its ray meets the calibrated ground
-  plane: what the engine does), and measured perpendicular to the road
-  direction fitted to the edge points.  The reported value is the median over rows; the spread is the
+  plane), and measured perpendicular to the road direction fitted to the edge
+  points. The engine takes both placements and weighs them by their errors
+  (``combined_road``).  The reported value is the median over rows; the spread is the
   robust standard deviation (1.4826 x MAD) of the per-row widths.
 - Object distance: horizontal range from the camera to the point where the ray
   through the box's centre meets the object (its depth: the median of the
@@ -143,6 +144,28 @@ def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float
     return RoadWidthEstimate(width_m=float(np.median(widths)), spread_m=robust_spread(widths),
                              samples=len(widths), nearest_m=float(min(rows)), farthest_m=float(max(rows)),
                              east=float(mid[0]), north=float(mid[1]), method=METHOD_GROUND if plane else METHOD_DEPTH)
+
+
+METHOD_BOTH = ("road-mask edges on the calibrated ground plane and by metric depth, weighed by their errors, "
+               "perpendicular to the fitted road direction")
+
+
+def combined_road(on_plane: RoadWidthEstimate | None, by_depth: RoadWidthEstimate | None,
+                  plane_sigma: float, depth_sigma: float) -> RoadWidthEstimate | None:
+    """One road width from the two placements of the same edges, weighed (in log units) by their errors.
+
+    The plane's error is the calibration's camera height and pitch (``plane_sigma``), the depth's the
+    depth model's scale in this photo (``depth_sigma``): different sources, so their mean is better than
+    either. The spread is the larger of their own spreads and half their difference, so that the two
+    disagreeing is not hidden."""
+    if on_plane is None or by_depth is None:
+        return on_plane or by_depth
+    wp, wd = 1.0 / plane_sigma ** 2, 1.0 / depth_sigma ** 2
+    width = math.exp((wp * math.log(on_plane.width_m) + wd * math.log(by_depth.width_m)) / (wp + wd))
+    spread = max(on_plane.spread_m, by_depth.spread_m, abs(on_plane.width_m - by_depth.width_m) / 2)
+    return RoadWidthEstimate(width_m=width, spread_m=spread, samples=on_plane.samples,
+                             nearest_m=on_plane.nearest_m, farthest_m=on_plane.farthest_m,
+                             east=on_plane.east, north=on_plane.north, method=METHOD_BOTH)
 
 
 def _pixels(box, w: int, h: int) -> tuple[int, int, int, int]:

@@ -126,3 +126,26 @@ def test_cut_and_unlabelled_boxes_are_not_used_as_scale():
             ("car", (120.0, 100.0, 140.0, float(h)), 1.0)]
     c = run(f, detections=dets)
     assert c.evidence["vehiclesUsed"] == 0
+
+
+@pytest.mark.parametrize("seed", SEEDS[:3])
+def test_a_network_depth_scale_far_off_in_one_photo_yields_the_height_to_the_vehicles(seed):
+    """A depth model's scale is now and then far off in one photo; past ``SCALE_DOUBT`` the ground is
+    weighed by its disagreement with the vehicles' contacts, which do not depend on that scale."""
+    from sweep_engine.calibrate import SCALE_DOUBT
+
+    f = frame(seed)
+    true_h = f.camera.height_m
+    far = run_network(f, f.depth * 1.3)          # the whole photo's depth 30 % too far
+    near = run_network(f, f.depth * 1.03)        # within the model's usual error
+    assert abs(np.log(far.evidence["cameraHeightM"]["fromGround"] / far.evidence["cameraHeightM"]["fromVehicles"])) \
+        > SCALE_DOUBT
+    assert abs(far.camera.height_m / true_h - 1) < 0.10       # without the doubt, the ground pulls it ~20 % up
+    assert abs(near.camera.height_m / true_h - 1) < 0.05
+
+
+def run_network(f, depth):
+    from sweep_engine.geometry import MODEL_DEPTH_SIGMA
+
+    cam = f.camera.with_(height_basis="assumed", height_m=1.65)
+    return calibrate(cam, depth.astype(np.float32), f.seg, f.detections(), depth_sigma=MODEL_DEPTH_SIGMA)

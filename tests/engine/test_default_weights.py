@@ -8,6 +8,7 @@ to the truth within the figures bench/accuracy.py measured for these weights
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -101,14 +102,23 @@ def test_operator_weights_for_the_same_architectures_load_in_float32_or_float16(
     assert engine.build != default.build
 
 
-# From bench/accuracy.py on 80 held-out scenes with these weights (docs/weights.md): the p90 of the
-# relative road width error (11.9 %), the share of detected objects whose distance is within 25 %
-# (delta1, 0.836), and the vehicle recall.  The median of this street's three photos is held to 6.4 %,
-# not to the benchmark's 5.0 %: three photos are too few for a median (they read 3.6, 6.3 and 7.3 %).
-# (This one street's objects are harder than the held-out average: the share within 25 % is what a sample
-# of 22 can hold to the benchmark's delta1.)
-ROAD_WIDTH_MEDIAN, ROAD_WIDTH_P90 = 0.064, 0.119
-DISTANCE_DELTA1, VEHICLE_RECALL = 0.836, 0.926
+# From bench/accuracy.py on 80 held-out scenes with these weights (docs/weights.md): the median and p90 of
+# the relative road width error (3.1 %, 12.1 %), the share of detected objects whose distance is within
+# 25 % (delta1, 0.920), and the vehicle recall (0.986).  This street's photos read 1.2, 2.9 and 0.8 %.
+# Its 23 or so objects are a sample: their share within 25 % is held to what a sample of that size drawn
+# at the benchmark's delta1 reaches 99 times in 100 (the binomial's 1st percentile), not to delta1 itself.
+ROAD_WIDTH_MEDIAN, ROAD_WIDTH_P90 = 0.031, 0.121
+DISTANCE_DELTA1, VEHICLE_RECALL = 0.920, 0.986
+
+
+def binomial_floor(n: int, p: float, level: float = 0.01) -> int:
+    """The fewest successes in ``n`` trials at rate ``p`` that are reached with probability 1 - ``level``."""
+    below = 0.0
+    for k in range(n + 1):
+        below += math.comb(n, k) * p ** k * (1 - p) ** (n - k)
+        if below >= level:
+            return k
+    return n
 
 
 def iou(a, b) -> float:
@@ -156,4 +166,4 @@ async def test_the_default_engine_measures_synthetic_streets_within_the_benchmar
                 ratio = m.objects[hit[0]].distance_m / o.distance_m
                 rel.append(max(ratio, 1 / ratio))  # delta1 counts max(d/d*, d*/d) < 1.25, as the benchmark does
     assert vehicles >= 6 and found / vehicles >= VEHICLE_RECALL
-    assert len(rel) >= 10 and np.mean(np.array(rel) < 1.25) >= DISTANCE_DELTA1
+    assert len(rel) >= 10 and int(np.sum(np.array(rel) < 1.25)) >= binomial_floor(len(rel), DISTANCE_DELTA1)

@@ -112,3 +112,16 @@ def test_a_cut_pole_reports_less_than_its_height():
     cut = [(e, t) for e, t in pairs(f) if t.box.name == "pole@-3.5,6.0"]
     (est, truth), = cut
     assert est.height_is_lower_bound and est.height_m < truth.height_m
+
+
+def test_the_road_width_weighs_its_two_placements_and_shows_their_disagreement():
+    from sweep_engine.measure import METHOD_BOTH, RoadWidthEstimate, combined_road
+
+    def est(w, spread=0.1):
+        return RoadWidthEstimate(width_m=w, spread_m=spread, samples=8, nearest_m=5, farthest_m=20, east=1, north=9)
+    both = combined_road(est(8.0), est(10.0), 0.03, 0.03)
+    assert both.width_m == pytest.approx((8.0 * 10.0) ** 0.5) and both.method == METHOD_BOTH
+    assert both.spread_m == pytest.approx(1.0)                 # half their difference, larger than either spread
+    assert combined_road(est(8.0), est(10.0), 0.03, 0.30).width_m == pytest.approx(8.0, rel=0.01)
+    assert combined_road(None, est(10.0), 0.03, 0.03).width_m == 10.0
+    assert combined_road(est(8.0), None, 0.03, 0.03).width_m == 8.0 and combined_road(None, None, 1, 1) is None
