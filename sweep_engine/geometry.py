@@ -11,9 +11,8 @@ import numpy as np
 
 from . import schema
 from .aggregate import PhotoMeasurement
-from .calibrate import calibrate
+from .calibrate import EXACT_GROUND_SIGMA, NETWORK_GROUND_SIGMA, SCALE_DOUBT, calibrate
 from .camera import Camera
-from .calibrate import EXACT_GROUND_SIGMA, NETWORK_GROUND_SIGMA, SCALE_DOUBT
 from .measure import combined_road, measure_objects, road_width
 from .structures import seg_structures
 
