@@ -49,16 +49,12 @@ def _depth_scale_sigma(doubt: float, usual: float) -> float:
     return doubt if doubt > SCALE_DOUBT else usual
 
 
-def _object_sigma(depth_sigma: float | None, evidence: dict) -> float | None:
-    return _depth_scale_sigma(_scale_doubt(evidence), OBJECT_DEPTH_SIGMA) if depth_sigma else None
-
-
-def _road(c: Camera, depth: np.ndarray, seg: np.ndarray, depth_sigma: float | None, evidence: dict):
+def _road(c: Camera, depth: np.ndarray, seg: np.ndarray, depth_sigma: float | None, doubt: float):
     on_plane = road_width(c, depth, seg, plane=True)
     by_depth = road_width(c, depth, seg, plane=False)
     if depth_sigma:
         return combined_road(on_plane, by_depth, NETWORK_GROUND_SIGMA,
-                             _depth_scale_sigma(_scale_doubt(evidence), ROAD_DEPTH_SCALE_SIGMA))
+                             _depth_scale_sigma(doubt, ROAD_DEPTH_SCALE_SIGMA))
     return combined_road(on_plane, by_depth, EXACT_GROUND_SIGMA, ROAD_EXACT_DEPTH_SIGMA)
 
 
@@ -73,10 +69,12 @@ def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarra
     dets = [(label, box, score) for label, box, score in detections if score >= min_score]
     cal = calibrate(cam, depth, seg, dets, min_score=min_score, depth_sigma=depth_sigma)
     c = cal.camera
-    road = _road(c, depth, seg, depth_sigma, cal.evidence) if seg is not None else None
+    doubt = _scale_doubt(cal.evidence)
+    road = _road(c, depth, seg, depth_sigma, doubt) if seg is not None else None
+    object_sigma = _depth_scale_sigma(doubt, OBJECT_DEPTH_SIGMA) if depth_sigma else None
     pm = PhotoMeasurement(photo_id=photo_id, captured_at=captured_at, camera=c, scale_trust=cal.scale_trust,
                           road=road,
-                          objects=measure_objects(c, depth, dets, seg, _object_sigma(depth_sigma, cal.evidence)),
+                          objects=measure_objects(c, depth, dets, seg, object_sigma),
                           structures=seg_structures(c, depth, seg) if seg is not None else [])
     return pm, cal.evidence
 

@@ -32,6 +32,7 @@ Stability rules:
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field, fields
@@ -185,18 +186,17 @@ def _camel(name: str) -> str:
     return head + "".join(w[:1].upper() + w[1:] for w in rest)
 
 
-_WIRE_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
-_WIRE_NAMES: dict[type, tuple[str, ...]] = {}
-
-
+@functools.cache
 def _wire_fields(cls: type) -> tuple[tuple[str, str], ...]:
     """(attribute, wire name) of each field of a wire type, worked out once per type: the
     coordinator reads and writes thousands of documents a second, and spelling the names
     afresh each time cost more than the rest of ``to_dict``."""
-    out = _WIRE_FIELDS.get(cls)
-    if out is None:
-        out = _WIRE_FIELDS[cls] = tuple((f.name, _camel(f.name)) for f in fields(cls))
-    return out
+    return tuple((f.name, _camel(f.name)) for f in fields(cls))
+
+
+@functools.cache
+def _wire_names(cls: type) -> tuple[str, ...]:
+    return tuple(wire for _, wire in _wire_fields(cls))
 
 
 def _out(v: Any) -> Any:
@@ -212,10 +212,7 @@ class _Wire:
 
     @classmethod
     def wire_names(cls) -> tuple[str, ...]:
-        out = _WIRE_NAMES.get(cls)
-        if out is None:
-            out = _WIRE_NAMES[cls] = tuple(wire for _, wire in _wire_fields(cls))
-        return out
+        return _wire_names(cls)
 
     def to_dict(self) -> dict[str, Any]:
         return {wire: _out(getattr(self, name)) for name, wire in _wire_fields(type(self))}
