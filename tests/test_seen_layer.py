@@ -248,3 +248,27 @@ async def test_defaults_families_and_credentials(coordinator):
     assert doc["type"] == "FeatureCollection" and doc["features"] == [] and doc["truncated"] is False
     spec = (await coordinator.get("/openapi.json")).json()
     assert {"/earth/seen", "/earth/street-measure", "/public/v1/{cred}/seen-areas"} <= set(spec["paths"])
+
+
+async def test_a_read_survives_its_connections_dying_on_postgresql(db_url, photos):
+    """The seen layer's PostgreSQL reader does not check connections as it takes them
+    (``seen.reader``): a read on a dead one is run again on a fresh one, and answers."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL only: SQLite readers open the file, there is no server to lose")
+    from sqlalchemy import text
+
+    c = await seeded(db_url, photos, fact_rows(80, 400, seed=12))
+    try:
+        path = f"/earth/seen?lat={LAT}&lon={LON}&radius=450"
+        first = (await c.get(path)).json()
+        assert first["count"] > 20
+        async with c.services.db.write() as s:          # every other backend: the reader's pooled ones
+            killed = (await s.execute(text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                           "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                                           "AND backend_type = 'client backend'"))).scalar_one()
+        assert killed >= 1
+        for _ in range(3):
+            again = await c.get(path)
+            assert again.status == 200 and again.json()["facts"] == first["facts"]
+    finally:
+        await stop_coordinator(c)

@@ -157,6 +157,11 @@ def _nearest(conn, table, columns, disc: Disc, lat: float, lon: float, radius_m:
         inner = reach
     out = Found()
     sure = (radius_m * 0.995) ** 2            # well inside: the planar distance will do
+    if not rows or rows[-1][-1] <= sure:      # rows come nearest first: all well inside, and in order
+        out.rows = [(math.sqrt(r[-1]), r) for r in rows]
+        out.truncated = len(rows) > cap
+        del out.rows[cap:]
+        return out
     for r in rows:
         d2 = r[-1]
         if d2 <= sure:

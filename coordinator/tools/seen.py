@@ -47,7 +47,7 @@ async def seen_layer(ctx: ToolContext, params: dict[str, Any]) -> Answer:
             "which says nothing about what stands there. POST /earth/sweep-request asks for a sweep.")
     if truncated:
         caveats.append(f"Truncated: more than {cap} facts lie in this circle; the {cap} nearest the point are "
-                       "served (nearest by H3 ring, then by distance). Ask for a smaller radius for the rest.")
+                       "served. Ask for a smaller radius for the rest.")
     return Answer({"covered": cov.complete, "coverage": cov.as_json(), "count": len(facts),
                    "truncated": truncated, "maxFacts": cap, "facts": facts},
                   caveats=caveats + SEEN_CAVEATS)
