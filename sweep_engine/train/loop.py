@@ -12,13 +12,19 @@ network and one on the detector.  Given the seed, the options and the number
 of torch threads, the run is deterministic (``torch.use_deterministic_algorithms``).
 
 Losses: depth is L1 on log depth over pixels with known finite depth up to the
-depth head's range (sky and unknown excluded); classes are cross-entropy
+depth head's range (sky and unknown excluded), with ``--object-depth-weight``
+weighing the pixels of standing objects (poles, signs, vehicles, people,
+gates, entrances: a few pixels each, whose depth the object distances are
+read from) against 1 for the rest; classes are cross-entropy
 (unknown excluded); the detector's are its own (``sis-centres``: a centre
 focal loss and an edge-distance log-L1; torchvision's for theirs).
 ``--workers N`` renders the next batches in N other processes; the samples,
 and so the weights, do not depend on it.  Every ``--log-every``
 steps the mean losses go to ``train.log`` (JSON lines); every
-``--checkpoint-every`` steps a checkpoint (``--resume`` continues it).  At the
+``--checkpoint-every`` steps a checkpoint (``--resume`` continues it).
+``--init MANIFEST`` starts from trained weights instead of random init
+(fine-tuning; give it another ``--seed`` than the first run's, so that it sees
+new scenes), and the provenance keeps their sha256.  At the
 end the weights are written as float16 state dicts with a manifest pinning
 their sha256, license and provenance (the command, seed, generator version).
 """
@@ -40,8 +46,9 @@ import torch
 from torch.nn import functional as F
 
 from ..config import EngineConfig
+from ..labels import SEG
 from ..models import build_dense, build_detector, dense_architecture, detector_architecture
-from ..weights import MANIFEST_VERSION, WeightsEntry, sha256_bytes
+from ..weights import MANIFEST_VERSION, WeightsEntry, load_into, read_manifest, sha256_bytes
 from . import augment
 from .data import Variety, det_label_index, generator_id, sample
 
@@ -59,10 +66,23 @@ def batch_tensors(samples, max_depth_m: float):
     return images, depth, valid, seg, targets
 
 
-def dense_loss(dense, images, depth, valid, seg):
+# The classes whose depth the object distances are read from: a few pixels each, so that a mean over all
+# pixels all but ignores them (``--object-depth-weight`` weighs them more).
+OBJECT_SEG = tuple(SEG[c] for c in ("pole", "sign", "vehicle", "person", "gate", "entrance"))
+
+
+def dense_loss(dense, images, depth, valid, seg, object_weight: float = 1.0):
+    """Depth: mean |log error| over the valid pixels, those of ``OBJECT_SEG`` weighed ``object_weight``
+    times; classes: cross-entropy."""
     pred, logits = dense(images)
-    d = torch.log(pred[valid]) - torch.log(depth[valid])
-    l_depth = d.abs().mean() if d.numel() else pred.sum() * 0
+    d = (torch.log(pred[valid]) - torch.log(depth[valid])).abs()
+    if not d.numel():
+        l_depth = pred.sum() * 0
+    elif object_weight == 1.0:
+        l_depth = d.mean()
+    else:
+        w = 1.0 + (object_weight - 1.0) * torch.isin(seg[valid], torch.tensor(OBJECT_SEG, device=seg.device)).float()
+        l_depth = (w * d).sum() / w.sum()
     l_seg = F.cross_entropy(logits, seg, ignore_index=augment.IGNORE)
     return l_depth, l_seg
 
@@ -119,9 +139,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--height", type=int, default=192)
     p.add_argument("--augment", type=float, default=1.0, help="photometric augmentation strength (0: none)")
+    p.add_argument("--object-depth-weight", type=float, default=1.0,
+                   help="weight of the depth error at object pixels (poles, signs, vehicles, people, gates, "
+                        "entrances) against 1 for the rest")
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--init", default=None, metavar="MANIFEST",
+                   help="start from these weights instead of random init (fine-tuning): a weights manifest, "
+                        "whose sha256 of each network is kept in the provenance")
     return p
 
 
@@ -188,8 +214,13 @@ def train(args, argv: list[str] | None = None) -> Path:
         dense.load_state_dict(state["dense"]), detector.load_state_dict(state["detector"])
         opt_d.load_state_dict(state["opt_dense"]), opt_k.load_state_dict(state["opt_detector"])
         step, spent = int(state["step"]), float(state["seconds"])
-    elif log_path.exists():
-        log_path.unlink()
+    else:
+        if log_path.exists():
+            log_path.unlink()
+        for name, module, arch in (("dense", dense, dense_architecture(cfg)),
+                                   ("detector", detector, detector_architecture(cfg))):
+            if args.init and name in names:
+                load_into(module, args.init, name, arch)
     dense.train(), detector.train()
     sums: dict[str, float] = {}
     t_last = time.perf_counter()
@@ -201,7 +232,7 @@ def train(args, argv: list[str] | None = None) -> Path:
         if "dense" in names:
             for g in opt_d.param_groups:
                 g["lr"] = lr_at(step, args.steps, args.lr)
-            l_depth, l_seg = dense_loss(dense, images, depth, valid, seg)
+            l_depth, l_seg = dense_loss(dense, images, depth, valid, seg, args.object_depth_weight)
             opt_d.zero_grad(set_to_none=True)
             (l_depth + l_seg).backward()
             torch.nn.utils.clip_grad_norm_(dense.parameters(), 5.0)
@@ -240,7 +271,13 @@ def train(args, argv: list[str] | None = None) -> Path:
     prov = {"command": command, "seed": args.seed, "generator": generator_id(), "steps": step,
             "seconds": round(spent, 1), "device": str(device), "threads": args.threads,
             "torch": torch.__version__}
-    prov["text"] = (f"trained from random init on generated scenes only: `{command}` (seed {args.seed}, "
+    start = "trained from random init"
+    if args.init:
+        init = read_manifest(args.init)
+        prov["init"] = {n: {"sha256": init[n].sha256, "provenance": init[n].provenance} for n in names}
+        start = "fine-tuned from " + ", ".join(f"{n} sha256 {init[n].sha256[:16]}… ({init[n].provenance})"
+                                                for n in names)
+    prov["text"] = (f"{start} on generated scenes only: `{command}` (seed {args.seed}, "
                     f"generator {prov['generator']}, {step} steps, {spent / 60:.1f} min on {device}, "
                     f"torch {torch.__version__})")
     modules = {"dense": (dense.cpu(), dense_architecture(cfg)),

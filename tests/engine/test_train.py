@@ -82,6 +82,44 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
     assert "--resume" not in resumed["weights"][0]["build"]["command"]
 
 
+def test_a_fine_tuning_run_starts_from_the_given_weights_and_names_them(tmp_path, dense_runs):
+    import torch
+
+    first, first_path = dense_runs[0]
+    moved, moved_path = run(tmp_path, "moved", "--only", "dense", "--seed", "8", "--init", str(first_path))
+    fresh, fresh_path = run(tmp_path, "fresh", "--only", "dense", "--seed", "8")
+
+    def gap(path) -> float:             # how far a run's weights lie from the first run's
+        a, b = (torch.load(p.parent / "dense.pt", weights_only=True) for p in (first_path, path))
+        return sum(float((a[k].float() - b[k].float()).norm()) for k in a if a[k].is_floating_point())
+    assert gap(moved_path) < 0.1 * gap(fresh_path)      # two small steps from the first run, not from scratch
+    (entry,) = moved["weights"]
+    assert entry["sha256"] not in (first["weights"][0]["sha256"], fresh["weights"][0]["sha256"])
+    assert entry["build"]["init"]["dense"]["sha256"] == first["weights"][0]["sha256"]
+    assert entry["provenance"].startswith("fine-tuned from dense sha256 " + first["weights"][0]["sha256"][:16])
+    assert "--init" in entry["build"]["command"]
+
+
+def test_object_pixels_weigh_more_in_the_depth_loss_when_asked():
+    import torch
+
+    from sweep_engine.labels import SEG
+    from sweep_engine.train.loop import dense_loss
+
+    depth = torch.full((1, 4, 4), 10.0)
+    seg = torch.full((1, 4, 4), SEG["road"])
+    seg[0, 0, 0] = SEG["pole"]
+    pred = torch.full((1, 4, 4), 10.0)
+    pred[0, 0, 0] = 20.0                                  # only the pole's pixel is wrong, by log 2
+
+    def net(_images):
+        return pred, torch.zeros(1, len(SEG), 4, 4)
+    valid = torch.ones(1, 4, 4, dtype=torch.bool)
+    plain, _ = dense_loss(net, None, depth, valid, seg)
+    weighed, _ = dense_loss(net, None, depth, valid, seg, object_weight=4.0)
+    assert float(plain) == pytest.approx(np.log(2) / 16) and float(weighed) == pytest.approx(4 * np.log(2) / 19)
+
+
 def test_samples_are_a_pure_function_of_seed_and_index():
     a, b, c = sample(7, 2, width=64, height=48), sample(7, 2, width=64, height=48), sample(7, 3, width=64, height=48)
     assert np.array_equal(a.rgb, b.rgb) and np.array_equal(a.seg, b.seg) and np.array_equal(a.boxes, b.boxes)
