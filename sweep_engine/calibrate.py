@@ -5,6 +5,9 @@ Three cues, solved together (weighted least squares in log units, Gauss-Newton):
 - **vehicle height by depth** — a vehicle's height from metric depth x its
   box's angular extent must match its class prior (nuScenes means; height, not
   width, because height does not change with yaw).  Pins the focal length.
+  A camera above a vehicle's roof sees the roof, and the box then ends at the
+  roof's far edge, the vehicle's length (or width, turned) beyond its near
+  face (``_height``).
 - **vehicle height by ground contact** — the ground distance of the box's
   bottom edge (Z = f.h / (v - v_horizon)) x its angular extent must match the
   prior too.  Uses no depth at all; pins the camera height.
@@ -82,6 +85,23 @@ class _Vehicle:
     label: str
     box: tuple[float, float, float, float]
     near_depth: float
+    extent_m: float = 0.0    # how far its roof reaches beyond its nearest part, away from the camera
+
+
+def _extent(cam: Camera, label: str, box, near: float) -> float:
+    """How far beyond the vehicle's nearest part its roof's far edge lies, away from the camera. The
+    vehicle is taken for a block of its class's length and width (``SIZE_PRIORS``), turned so that its
+    apparent width at ``near`` is its box's: end on, the extent is its length; broadside, its width.
+    (Its own pixels' depth cannot tell: a depth network blends a roof's far edge with what is behind.)"""
+    length, width, _ = SIZE_PRIORS[label]
+    if length is None or width is None:
+        return 0.0
+    x0, _, x1, _ = box
+    seen = (x1 - x0) * near / cam.fx
+    # the apparent width L sin(t) + W cos(t) grows from W (end on) to the diagonal, at t = atan(L / W)
+    ts = np.linspace(0.0, math.atan2(length, width), 64)
+    t = float(np.interp(seen, length * np.sin(ts) + width * np.cos(ts), ts))
+    return length * math.cos(t) + width * math.sin(t)
 
 
 def _vehicles(cam: Camera, depth: np.ndarray, detections, min_score: float) -> list[_Vehicle]:
@@ -96,7 +116,8 @@ def _vehicles(cam: Camera, depth: np.ndarray, detections, min_score: float) -> l
         d = depth[int(y0):int(math.ceil(y1)), int(x0):int(math.ceil(x1))]
         d = d[np.isfinite(d) & (d > 0)]
         if len(d):
-            out.append(_Vehicle(label, (x0, y0, x1, y1), float(np.percentile(d, 5))))
+            near = float(np.percentile(d, 5))
+            out.append(_Vehicle(label, (x0, y0, x1, y1), near, _extent(cam, label, (x0, y0, x1, y1), near)))
     return out
 
 
@@ -124,14 +145,30 @@ def _ground_heights(cam: Camera, rows: np.ndarray, depths: np.ndarray) -> np.nda
     return depths * ((rows - cam.cy) / cam.fy * math.cos(th) - math.sin(th))
 
 
+def _height(cam: Camera, v: _Vehicle, z: float, anchor: str) -> float:
+    """A vehicle's height from its box with its nearest part at z-depth ``z``: the box's angular extent on
+    the vertical plane facing the camera there; but where the box's top edge lies below the horizon the
+    camera looks down on the roof, the box ends at the roof's far edge, and the height is read from the
+    bottom edge at ``z`` up to where the top edge's ray is ``extent_m`` deeper. (Read on the near face
+    instead, a car seen from a 2.6 m camera read 16 % tall, and the focal length and camera height the
+    calibration solved from it were off by as much: on validation scenes with exact depth, road width
+    2.0 -> 1.3 % median error, p90 7.8 -> 3.4 %.)"""
+    x0, y0, x1, y1 = v.box
+    if v.extent_m <= 0.0 or y0 <= cam.horizon_v():
+        return apparent_size(cam, v.box, z, anchor=anchor)[1]
+    uc = (x0 + x1) / 2
+    pts = cam.points(np.array([uc, uc]), np.array([y0, y1]), np.array([z + v.extent_m, z]))
+    return float(pts[0, 2] - pts[1, 2])
+
+
 def _vehicle_heights(cam: Camera, vehicles: list[_Vehicle]) -> tuple[np.ndarray, np.ndarray]:
     """Each vehicle's height by depth, and by its ground contact (NaN where the contact is above the horizon)."""
     by_depth, by_ground = [], []
     for v in vehicles:
-        by_depth.append(apparent_size(cam, v.box, v.near_depth)[1])
+        by_depth.append(_height(cam, v, v.near_depth, "centre"))
         x0, y0, x1, y1 = v.box
         t = float(cam.ground_depth((x0 + x1) / 2, y1))
-        by_ground.append(apparent_size(cam, v.box, t, anchor="bottom")[1] if np.isfinite(t) else np.nan)
+        by_ground.append(_height(cam, v, t, "bottom") if np.isfinite(t) else np.nan)
     return np.array(by_depth), np.array(by_ground)
 
 
