@@ -34,7 +34,7 @@ ROAD_EXACT_DEPTH_SIGMA = 0.002
 # 0.05 with the fine-tuned dense network (0.0503 against 0.0509 at 0.08, seeds 2000 and 3000 together).
 OBJECT_DEPTH_SIGMA = 0.05
 # Where the ground (read by the depth model) and the vehicles' contacts put the camera more than this apart
-# (log units), the depth model's depths are rescaled to the vehicles' (``_scale_correction``). Only then:
+# (log units), the depth model's depths are rescaled to the vehicles' (``_scale_error``). Only then:
 # on validation scenes (seeds 2000 and 3000) every photo whose cues disagreed by more than SCALE_DOUBT had a
 # depth scale within 6 % of the truth (the disagreement came from the cues, not the model), and rescaling
 # at 0.10 took distance AbsRel from 0.050 to 0.057; at 0.20, 0.051. The end-to-end test's street, read
@@ -42,22 +42,17 @@ OBJECT_DEPTH_SIGMA = 0.05
 SCALE_CORRECT = 0.20
 
 
-def _scale_doubt(evidence: dict) -> float:
+def _scale_error(evidence: dict) -> float:
     """How far (log units) the ground, read by the depth model, puts the camera from where the vehicles'
-    contacts put it: a measure of the depth model's scale error in this photo (0 when either is missing)."""
+    contacts put it (which no depth enters): a measure of the depth model's scale error in this photo,
+    positive where it reads too far (0 when either is missing). Its size is the doubt; where it is beyond
+    ``SCALE_CORRECT``, ``exp(-error)`` rescales the model's depths: an object read by depth alone (a sign,
+    a gate, an entrance) is otherwise as far off as the model's scale (on the end-to-end test's street,
+    read 21-39 % too far, they were 1.29-1.42 x too far)."""
     h = evidence.get("cameraHeightM", {})
     if "fromGround" in h and "fromVehicles" in h and h["fromGround"] > 0 and h["fromVehicles"] > 0:
-        return abs(math.log(h["fromGround"] / h["fromVehicles"]))
+        return math.log(h["fromGround"] / h["fromVehicles"])
     return 0.0
-
-
-def _scale_correction(evidence: dict) -> float:
-    """What the depth model's depths are multiplied by where its scale is in doubt: the camera height the
-    vehicles' contacts give (which no depth enters) over the one the ground rows give as the model read
-    them. An object read by depth alone (a sign, a gate, an entrance) is otherwise as far off as the
-    model's scale: on the end-to-end test's street, read 21-39 % too far, they were 1.29-1.42 x too far."""
-    h = evidence["cameraHeightM"]
-    return float(h["fromVehicles"] / h["fromGround"])
 
 
 def _depth_scale_sigma(doubt: float, usual: float) -> float:
@@ -86,9 +81,10 @@ def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarra
     dets = [(label, box, score) for label, box, score in detections if score >= min_score]
     cal = calibrate(cam, depth, seg, dets, min_score=min_score, depth_sigma=depth_sigma)
     c = cal.camera
-    doubt = _scale_doubt(cal.evidence)
+    error = _scale_error(cal.evidence)
+    doubt = abs(error)
     if depth_sigma and doubt > SCALE_CORRECT:
-        depth = depth * _scale_correction(cal.evidence)
+        depth = depth * math.exp(-error)
     road = _road(c, depth, seg, depth_sigma, doubt) if seg is not None else None
     object_sigma = _depth_scale_sigma(doubt, OBJECT_DEPTH_SIGMA) if depth_sigma else None
     pm = PhotoMeasurement(photo_id=photo_id, captured_at=captured_at, camera=c, scale_trust=cal.scale_trust,

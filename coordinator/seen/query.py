@@ -159,18 +159,16 @@ def _nearest(conn, table, columns, disc: Disc, lat: float, lon: float, radius_m:
     sure = (radius_m * 0.995) ** 2            # well inside: the planar distance will do
     if not rows or rows[-1][-1] <= sure:      # rows come nearest first: all well inside, and in order
         out.rows = [(math.sqrt(r[-1]), r) for r in rows]
-        out.truncated = len(rows) > cap
-        del out.rows[cap:]
-        return out
-    for r in rows:
-        d2 = r[-1]
-        if d2 <= sure:
-            out.rows.append((math.sqrt(d2), r))
-        else:
-            d = distance_m(lat, lon, r.lat, r.lon)
-            if d <= radius_m:
-                out.rows.append((d, r))
-    out.rows.sort(key=_first)
+    else:
+        for r in rows:
+            d2 = r[-1]
+            if d2 <= sure:
+                out.rows.append((math.sqrt(d2), r))
+            else:
+                d = distance_m(lat, lon, r.lat, r.lon)
+                if d <= radius_m:
+                    out.rows.append((d, r))
+        out.rows.sort(key=_first)
     if len(out.rows) > cap:
         out.truncated = True
         del out.rows[cap:]
