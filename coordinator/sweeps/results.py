@@ -292,7 +292,7 @@ class _Batch:
         need = 1 if job.quorum == 1 else 2
         group: list[Record] = []
         for r in pending:
-            agreeing = [o for o in pending if trust.results_agree(facts_of[id(r)], facts_of[id(o)])]
+            agreeing = [o for o in pending if o is r or trust.results_agree(facts_of[id(r)], facts_of[id(o)])]
             if len(agreeing) >= need:
                 group = agreeing
                 break

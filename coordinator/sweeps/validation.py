@@ -157,7 +157,7 @@ def validate_result(body: bytes, job, node_id: str, leased_at: datetime, now: da
                        f"(e.g. {sorted(missing)[0]!r})")
 
     local = _Local(job.center_lat, job.center_lon)
-    area = shapely.Polygon([local.xy(x, y) for x, y in job.area["coordinates"][0]])
+    area = shapely.polygons([local.xy(x, y) for x, y in job.area["coordinates"][0]])
     fact_outside = _outside_m(area, [local.xy(f.lon, f.lat) for f in result.facts])
     object_outside = iter(_outside_m(area, [local.xy(o.lon, o.lat) for m in result.measurements
                                             for o in m.objects]))
