@@ -23,7 +23,9 @@ group commit (claims, submissions, token lookups; ``coordinator.sweeps.batching`
     .venv/bin/python bench/queue.py [--jobs 1000] [--nodes 32] [--pg URL] [--no-http]
 
 PostgreSQL is measured in a database of its own, made and dropped by the run, on the
-server named by --pg, SIS_BENCH_PG_URL or SIS_TEST_DATABASE_URL; SQLite in a temporary file.
+server named by --pg, SIS_BENCH_PG_URL or SIS_TEST_DATABASE_URL, and analysed after each
+fill as a running service's autovacuum would have done (``fill``); SQLite in a temporary
+file. The first and last lines time a plain Python loop, to tell a slow machine from slow code.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ import socket
 import tempfile
 import time
 
+import orjson  # noqa: E402
 from sqlalchemy import event, text, update  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest  # noqa: E402
@@ -81,12 +84,30 @@ async def coordinator(url: str, photos: FakePhotoProvider):
 
 
 async def fill(services, photos: FakePhotoProvider, n: int, round_: int) -> None:
-    """n fresh jobs of one photo each, through a real sweep request."""
+    """n fresh jobs of one photo each, through a real sweep request. On PostgreSQL the
+    tables are then analysed, as autovacuum does within a minute of a service's start:
+    the run fills them faster than that, and without statistics the planner takes a table
+    of thousands of leases for an empty one and scans it whole (the figures then fall
+    from one run to the next as the tables grow)."""
     from coordinator.sweeps import requests
     lat = CENTRE[0] + round_ * 0.05
     photos.scatter(lat, CENTRE[1], radius_m=950, n=n, seed=100 + round_)
     out = await requests.submit(sweeps_of(services), lat, CENTRE[1], 1000, "127.0.0.1")
     assert out.queued and out.jobs == n, (out.jobs, n)
+    if not services.db.is_sqlite:
+        async with services.db.write_engine.connect() as conn:
+            await conn.execute(text("ANALYZE"))
+            await conn.commit()
+
+
+def machine_speed() -> float:
+    """Seconds for a plain Python loop of 5 M additions: how fast this machine runs now,
+    to compare runs on different machines or at different times (a shared machine's speed
+    varies by half)."""
+    t0, s = time.perf_counter(), 0
+    for i in range(5_000_000):
+        s += i
+    return time.perf_counter() - t0
 
 
 async def bare_claims(services, workers: int) -> tuple[int, float]:
@@ -134,7 +155,7 @@ async def service_loop(services, nodes) -> tuple[int, float]:
             claim = await leases.claim(sw, node)
             if claim is None:
                 return
-            body = json.dumps(honest_result(job_document(claim.job).to_dict(), node.id)).encode()
+            body = orjson.dumps(honest_result(job_document(claim.job).to_dict(), node.id))
             out = await results.submit(sw, node, claim.lease_id, body)
             assert out.job_state == "in_review", out
             done += 1
@@ -270,7 +291,7 @@ async def main() -> int:
         print(json.dumps({"done": done, "seconds": secs, "cpu": time.process_time()}))
         return 0
     print(f"bench/queue.py: {args.jobs} jobs per figure, {args.nodes} concurrent nodes, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.1f} at start")
+          f"load average {os.getloadavg()[0]:.1f} at start; a 5 M-addition loop takes {machine_speed():.2f} s")
     if args.only != "postgres":
         with tempfile.TemporaryDirectory() as d:
             await bench_one("sqlite", f"sqlite+aiosqlite:///{d}/bench.db", args.jobs, args.nodes, not args.no_http)
@@ -283,8 +304,8 @@ async def main() -> int:
                 await bench_one("postgres", url, args.jobs, args.nodes, not args.no_http)
             finally:
                 await drop_scratch_database(url)
-    print(f"load average {os.getloadavg()[0]:.1f} at the end (other work on this machine slows every figure "
-          "alike; compare figures within one run)")
+    print(f"load average {os.getloadavg()[0]:.1f} and a 5 M-addition loop {machine_speed():.2f} s at the end "
+          "(other work on this machine slows every figure alike; compare figures within one run)")
     return 0
 
 
