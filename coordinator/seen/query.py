@@ -103,7 +103,10 @@ def _statement(table, columns, postgres: bool):
 
     Two steps in one statement: the inner select picks and orders ids by distance inside
     the (cell, lat, lon) index alone (migration 0005), and only the rows it keeps are
-    then fetched from the table by primary key, instead of every candidate row."""
+    then fetched from the table by primary key, instead of every candidate row. The band
+    is one ``BETWEEN`` (its lower end the float just past ``inner2``, see ``_nearest``):
+    SQLite computes the distance once for it, and twice for two comparisons, a tenth of
+    a large circle's statement."""
     key = (table.name, tuple(str(c) for c in columns), postgres)
     q = _STATEMENTS.get(key)
     if q is None:
@@ -114,7 +117,7 @@ def _statement(table, columns, postgres: bool):
                 .where(in_cells(table.c.cell, postgres),
                        table.c.lat.between(bindparam("s"), bindparam("n")),
                        table.c.lon.between(bindparam("w"), bindparam("e")),
-                       d2 > bindparam("inner2"), d2 <= bindparam("reach2"))
+                       d2.between(bindparam("inner2"), bindparam("reach2")))
                 .order_by(d2).limit(bindparam("lim")).subquery("pick"))
         q = _STATEMENTS[key] = (select(*columns, pick.c.d2).join_from(table, pick, table.c.id == pick.c.pick_id)
                                 .order_by(pick.c.d2))
@@ -150,7 +153,8 @@ def _nearest(conn, table, columns, disc: Disc, lat: float, lon: float, radius_m:
         cells = disc.reach if inner == 0 and last else disc.reach_between(inner, reach)
         rows += conn.execute(stmt, {
             "cells": cells, "lat0": lat, "lon0": lon, "kx": kx, "s": lat - dlat, "n": lat + dlat,
-            "w": lon - dlon, "e": lon + dlon, "inner2": -1.0 if inner == 0 else inner * inner,
+            "w": lon - dlon, "e": lon + dlon,
+            "inner2": -1.0 if inner == 0 else math.nextafter(inner * inner, math.inf),    # d2 > inner²
             "reach2": reach * reach, "lim": cap + 1 - len(rows)}).all()
         if len(rows) > cap:
             break
