@@ -50,6 +50,7 @@ from sqlalchemy import event, text, update  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest  # noqa: E402
 
+from bench.speed import machine_speed  # noqa: E402
 from coordinator.app import make_app  # noqa: E402
 from coordinator.db.models import Node, SweepJob  # noqa: E402
 from coordinator.demo.photos import DEV_ENGINE_BUILD, FakePhotoProvider, honest_result  # noqa: E402
@@ -99,15 +100,6 @@ async def fill(services, photos: FakePhotoProvider, n: int, round_: int) -> None
             await conn.execute(text("ANALYZE"))
             await conn.commit()
 
-
-def machine_speed() -> float:
-    """Seconds for a plain Python loop of 5 M additions: how fast this machine runs now,
-    to compare runs on different machines or at different times (a shared machine's speed
-    varies by half)."""
-    t0, s = time.perf_counter(), 0
-    for i in range(5_000_000):
-        s += i
-    return time.perf_counter() - t0
 
 
 async def bare_claims(services, workers: int) -> tuple[int, float]:

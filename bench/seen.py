@@ -52,6 +52,7 @@ import h3  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 
+from bench.speed import machine_speed  # noqa: E402
 from coordinator.db import migrate as migrations  # noqa: E402
 from coordinator.db.scratch import create_scratch_database, drop_scratch_database  # noqa: E402
 from coordinator.seen.publish import fact_doc  # noqa: E402
@@ -235,10 +236,11 @@ def measure(port: int, radius: int, n: int, threads: int) -> dict:
             "covered": all(s[1] for s in sizes), "truncated_share": sum(s[2] for s in sizes) / len(sizes)}
 
 
-def report(label: str, load_s: float, rows: list[dict], threads: int) -> None:
+def report(label: str, load_s: float, rows: list[dict], threads: int, speeds: tuple[float, float]) -> None:
     la = os.getloadavg()
     print(f"\n{label}: load {load_s:.1f} s; machine load average now {la[0]:.1f} / {la[1]:.1f} / {la[2]:.1f} "
-          f"on {os.cpu_count()} cpus (other work on the machine inflates these figures)")
+          f"on {os.cpu_count()} cpus (other work on the machine inflates these figures); a 5 M-addition loop "
+          f"took {speeds[0]:.2f} s before the requests and {speeds[1]:.2f} s after")
     print(f"  {'radius':>6} {'p50 ms':>7} {'p99 ms':>7} {'mean ms':>8} {'req/s (1 conn)':>15} "
           f"{f'req/s ({threads} conns)':>16} {'facts/answer':>13} {'truncated':>9} covered")
     for r in rows:
@@ -252,11 +254,13 @@ def bench(label: str, url: str, load, args) -> None:
     load_s = time.perf_counter() - t
     proc, port = serve(url)
     try:
+        before = machine_speed()
         rows = [measure(port, r, args.requests, args.threads) for r in RADII]
+        after = machine_speed()
     finally:
         proc.terminate()
         proc.wait(10)
-    report(label, load_s, rows, args.threads)
+    report(label, load_s, rows, args.threads, (before, after))
 
 
 def main() -> int:
