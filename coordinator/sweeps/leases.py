@@ -93,8 +93,6 @@ async def claim(sweeps, node: Node | Bearer) -> Claim | None:
 CLAIM_SPARE = 4
 
 _HELD = (tr.LEASE_ACTIVE, tr.LEASE_SUBMITTED)
-_LEASES_OF = select(LEASES.c.job_id, LEASES.c.node_id, LEASES.c.state).where(
-    LEASES.c.job_id.in_(bindparam("jobs", expanding=True)))
 _SET_JOB = (update(JOBS).where(JOBS.c.id == bindparam("b_id"))
             .values(quorum=bindparam("b_quorum"), active_leases=bindparam("b_active"),
                     state=bindparam("b_state"), updated_at=bindparam("b_at")))
@@ -131,12 +129,9 @@ async def claim_batch(sweeps, who: list[Node | Bearer]) -> list[Claim | None | E
                 # and a job locked above may have had a replica leased by a transaction that
                 # committed after that statement began. This one begins once the locks are
                 # held and sees that lease; joined into the statement above, it would not.
-                # Only the job ids narrow it: a job has a few leases, but a node has every lease it
-                # ever held, and a table filled faster than autovacuum analyses it (a new service's
-                # first minute) led PostgreSQL to scan those by node or by state instead.
-                ours = {n.id for n in nodes}
-                held = {(jid, nid) for jid, nid, state in await s.execute(_LEASES_OF, {"jobs": [j.id for j in jobs]})
-                        if nid in ours and state in _HELD}
+                held = {(jid, nid) for jid, nid in await s.execute(select(LEASES.c.job_id, LEASES.c.node_id).where(
+                    LEASES.c.job_id.in_([j.id for j in jobs]), LEASES.c.node_id.in_({n.id for n in nodes}),
+                    LEASES.c.state.in_(_HELD)))}
             claims: list[Claim | None | Exception] = []
             new_leases: list[dict] = []
             logs: list[dict] = []
