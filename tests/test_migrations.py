@@ -3,6 +3,7 @@ PostgreSQL refuses to serve on an old schema."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
@@ -121,5 +122,31 @@ async def test_sqlite_write_transactions_begin_immediate(sqlite_url):
 
         results = await asyncio.gather(*(claim(f"w{i}") for i in range(8)))
         assert sum(results) == 1
+    finally:
+        await db.close()
+
+
+async def test_json_columns_keep_every_value_they_are_given(db_url):
+    """JSON columns are encoded with orjson, and with the standard library where orjson
+    refuses (integers past 64 bits): what is written reads back the same, type included."""
+    from datetime import datetime, timezone
+
+    from coordinator.db.models import EventPoll
+
+    db = Database(db_url)
+    now = datetime.now(timezone.utc)
+    plain = {"sources": [{"name": "gdacs", "ok": True, "latency": 0.25}], "note": "é ✓", "none": None,
+             "cell": 2 ** 63 + 5}
+    huge = {"count": 2 ** 70 + 1, "nested": [2 ** 64]}
+    try:
+        await migrate.upgrade_async(db.write_engine, db_url)
+        async with db.write() as s:
+            for health in (plain, huge):
+                s.add(EventPoll(started_at=now, finished_at=now, sources_queried=1, sources_usable=1,
+                                events_seen=0, health=health))
+        async with db.read() as s:
+            got = [p.health for p in (await s.execute(select(EventPoll).order_by(EventPoll.id))).scalars()]
+        assert got == [plain, huge]
+        assert type(got[1]["count"]) is int and type(got[0]["cell"]) is int
     finally:
         await db.close()
