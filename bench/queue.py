@@ -88,8 +88,8 @@ async def fill(services, photos: FakePhotoProvider, n: int, round_: int) -> None
     """n fresh jobs of one photo each, through a real sweep request. On PostgreSQL the
     tables are then analysed, as autovacuum does within a minute of a service's start:
     the run fills them faster than that, and without statistics the planner takes a table
-    of thousands of leases for an empty one and scans it whole (the figures then fall
-    from one run to the next as the tables grow)."""
+    of thousands of leases for an empty one and scans it whole (each figure of a run then
+    falls below the one before as the tables grow)."""
     from coordinator.sweeps import requests
     lat = CENTRE[0] + round_ * 0.05
     photos.scatter(lat, CENTRE[1], radius_m=950, n=n, seed=100 + round_)
@@ -99,7 +99,6 @@ async def fill(services, photos: FakePhotoProvider, n: int, round_: int) -> None
         async with services.db.write_engine.connect() as conn:
             await conn.execute(text("ANALYZE"))
             await conn.commit()
-
 
 
 async def bare_claims(services, workers: int) -> tuple[int, float]:

@@ -25,7 +25,9 @@ def json_dumps(obj) -> str:
     """The text of a JSON column: orjson's, which reads back as the standard library's does
     and is ten times faster (a result's body is written on every submission, and the
     standard library's encoder was the largest part of the JSON cost in bench/queue.py);
-    the standard library's for what orjson refuses (integers past 64 bits). Columns are
+    the standard library's for what orjson refuses (integers past 64 bits). orjson writes
+    NaN and infinities as null, where the standard library writes tokens that PostgreSQL
+    refuses; the values stored here are checked finite before they get this far. Columns are
     read with the standard library: orjson would turn integers past 64 bits into floats,
     and telling them apart first costs more than the decoding saves."""
     try:
