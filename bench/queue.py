@@ -10,7 +10,10 @@ trusted nodes, so one lease and one submit finish a job):
 - service: 32 simulated nodes calling the coordinator's own claim and submit functions
   in process (validation, replica logic, transition log included; no HTTP);
 - http: 32 simulated nodes, in a process of their own, speaking the node protocol to a real
-  coordinator on loopback (the coordinator's process does only the coordinator's work).
+  coordinator on loopback (the coordinator's process does only the coordinator's work);
+- http floor (once per run): the same nodes against a bare Tornado app that answers a lease
+  and a result with canned bodies and does nothing else, the ceiling of the http figures
+  on this machine (the node client, like the node agent's, opens a connection per request).
 
 Beside jobs/s, each line gives two figures that load on a shared machine does not
 disturb much: SQL statements per job (BEGIN and COMMIT not counted; an executemany counts
@@ -48,6 +51,7 @@ import time
 import orjson  # noqa: E402
 from sqlalchemy import event, text, update  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
+import tornado.web  # noqa: E402
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest  # noqa: E402
 
 from bench.speed import machine_speed  # noqa: E402
@@ -185,14 +189,59 @@ async def node_client(base: str, nodes: list[list[str]]) -> tuple[int, float]:
 
 async def http_loop(services, nodes) -> tuple[int, float]:
     """The coordinator serves in this process; the nodes run in another, as they would."""
-    app = make_app(services)
+    return await _serve_nodes(make_app(services), [[n.id, t] for n, t in nodes])
+
+
+class _CannedLease(tornado.web.RequestHandler):
+    def initialize(self, state: dict) -> None:
+        self.state = state
+
+    def post(self) -> None:
+        if self.state["left"] <= 0:
+            self.set_status(204)
+            return
+        self.state["left"] -= 1
+        self.set_header("Content-Type", "application/json")
+        self.finish(self.state["lease"])
+
+
+class _CannedResult(tornado.web.RequestHandler):
+    def post(self, _lease: str) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.finish(b'{"accepted":true,"resultState":"accepted","jobState":"in_review","reasons":[],'
+                    b'"duplicate":false}')
+
+
+async def http_floor(jobs: int, workers: int) -> None:
+    """The same node client against a bare Tornado app that answers a lease and a result
+    with canned bodies of the real size and does nothing else: what this machine's HTTP
+    costs two processes before the coordinator does any work (the ceiling of the http
+    figures)."""
+    photo = {"id": "syn-0", "lon": CENTRE[1], "lat": CENTRE[0], "capturedAt": "2026-06-01T08:00:00+00:00",
+             "width": 2048, "height": 1024, "url": "http://127.0.0.1:9/api/pictures/syn-0/hd.jpg",
+             "license": "CC-BY-SA-4.0", "provider": "fake", "heading": 90.0}
+    lease = orjson.dumps({"lease": {"leaseId": "ls_0", "expiresAt": "2026-06-01T08:10:00Z", "ttlS": 600},
+                          "job": {"schemaVersion": 1, "jobId": "job-1", "sweepId": "sw_0", "photos": [photo],
+                                  "area": {"type": "Polygon", "coordinates": []}, "centerLon": CENTRE[1],
+                                  "centerLat": CENTRE[0], "radiusM": 80.0, "params": {}}})
+    app = tornado.web.Application([(r"/node/v1/lease", _CannedLease, {"state": {"left": jobs, "lease": lease}}),
+                                   (r"/node/v1/leases/([^/]+)/result", _CannedResult)])
+    cpu = time.process_time()
+    done, secs = await _serve_nodes(app, [[f"nd_{i}", "token"] for i in range(workers)])
+    print(f"{'http floor':21} {done:6d} jobs in {secs:6.2f} s = {done / secs:8.1f} jobs/s ({workers} concurrent; "
+          f"a bare Tornado app answering canned bodies, {1000 * (time.process_time() - cpu) / done:4.1f} ms CPU per "
+          "job: the ceiling of the http figures on this machine)", flush=True)
+
+
+async def _serve_nodes(app, nodes: list[list[str]]) -> tuple[int, float]:
+    """Serve ``app`` on loopback to the node client, run in a process of its own."""
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
         port = sk.getsockname()[1]
     server = app.listen(port, "127.0.0.1")
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump([[n.id, t] for n, t in nodes], f)
+            json.dump(nodes, f)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, os.path.abspath(__file__), "--client", f"http://127.0.0.1:{port}", "--tokens", f.name,
             stdout=asyncio.subprocess.PIPE)
@@ -283,6 +332,8 @@ async def main() -> int:
         return 0
     print(f"bench/queue.py: {args.jobs} jobs per figure, {args.nodes} concurrent nodes, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f} at start; a 5 M-addition loop takes {machine_speed():.2f} s")
+    if not args.no_http:
+        await http_floor(args.jobs, args.nodes)
     if args.only != "postgres":
         with tempfile.TemporaryDirectory() as d:
             await bench_one("sqlite", f"sqlite+aiosqlite:///{d}/bench.db", args.jobs, args.nodes, not args.no_http)
