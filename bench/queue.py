@@ -13,7 +13,10 @@ trusted nodes, so one lease and one submit finish a job):
   coordinator on loopback (the coordinator's process does only the coordinator's work);
 - http floor (once per run): the same nodes against a bare Tornado app that answers a lease
   and a result with canned bodies and does nothing else, the ceiling of the http figures
-  on this machine (the node client, like the node agent's, opens a connection per request).
+  on this machine.
+
+The http nodes use the node agent's own protocol client, which keeps its connection
+alive between requests as an agent does.
 
 Beside jobs/s, each line gives two figures that load on a shared machine does not
 disturb much: SQL statements per job (BEGIN and COMMIT not counted; an executemany counts
@@ -52,7 +55,6 @@ import orjson  # noqa: E402
 from sqlalchemy import event, text, update  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 import tornado.web  # noqa: E402
-from tornado.httpclient import AsyncHTTPClient, HTTPRequest  # noqa: E402
 
 from bench.speed import machine_speed  # noqa: E402
 from coordinator.app import make_app  # noqa: E402
@@ -161,30 +163,26 @@ async def service_loop(services, nodes) -> tuple[int, float]:
 
 
 async def node_client(base: str, nodes: list[list[str]]) -> tuple[int, float]:
-    """Simulated nodes speaking the node protocol over HTTP (run in a process of their own)."""
-    AsyncHTTPClient.configure(None, max_clients=len(nodes) * 2)
-    client = AsyncHTTPClient()
+    """Simulated nodes speaking the node protocol over HTTP with the node agent's own
+    client (``node_agent.protocol.Client``, one per node, each keeping its connection
+    alive as an agent does), run in a process of their own."""
+    from node_agent.protocol import Client, NoWork
     done = 0
 
     async def work(node_id: str, token: str) -> None:
         nonlocal done
-        hdrs = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-        while True:
-            r = await client.fetch(HTTPRequest(f"{base}/node/v1/lease", method="POST", body=b"{}", headers=hdrs),
-                                   raise_error=False)
-            if r.code == 204:
-                return
-            assert r.code == 200, r.body
-            doc = json.loads(r.body)
-            body = json.dumps(honest_result(doc["job"], node_id))
-            r = await client.fetch(HTTPRequest(f"{base}/node/v1/leases/{doc['lease']['leaseId']}/result",
-                                               method="POST", body=body, headers=hdrs), raise_error=False)
-            assert r.code == 200, r.body
-            done += 1
+        async with Client(base, token=token) as client:
+            while True:
+                lease = await client.lease()
+                if isinstance(lease, NoWork):
+                    return
+                answer = await client.submit(lease.lease_id, honest_result(lease.job, node_id))
+                assert answer.get("accepted"), answer
+                done += 1
 
-    t0 = time.perf_counter()
+    t0, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(work(n, t) for n, t in nodes))
-    return done, time.perf_counter() - t0
+    return done, time.perf_counter() - t0, time.process_time() - cpu
 
 
 async def http_loop(services, nodes) -> tuple[int, float]:
@@ -327,8 +325,8 @@ async def main() -> int:
     args = ap.parse_args()
     if args.client:
         with open(args.tokens) as f:
-            done, secs = await node_client(args.client, json.load(f))
-        print(json.dumps({"done": done, "seconds": secs, "cpu": time.process_time()}))
+            done, secs, cpu = await node_client(args.client, json.load(f))
+        print(json.dumps({"done": done, "seconds": secs, "cpu": cpu}))
         return 0
     print(f"bench/queue.py: {args.jobs} jobs per figure, {args.nodes} concurrent nodes, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f} at start; a 5 M-addition loop takes {machine_speed():.2f} s")

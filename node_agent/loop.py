@@ -220,6 +220,8 @@ class Agent:
             log.error("%s", exc)
             self.status.update(state="stopped", lastError=str(exc))
             return 2
+        finally:
+            await self.client.close()
         return self._stopped(0)
 
     async def _check_updates(self) -> None:

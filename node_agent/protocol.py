@@ -9,15 +9,24 @@ treats differently:
   backoff; ``retry_after`` carries the coordinator's hint when it sent one.
 - ``Refused``: a 4xx answer. The coordinator heard and said no; retrying the
   same request will not help (401: enrol again; 409/410: the lease is gone).
+
+Connections are kept alive between calls (aiohttp's pool; an idle one is closed
+after 15 s, well inside any server's or proxy's idle timeout). A node's lease,
+heartbeats and result then reuse one connection instead of each opening its own:
+over HTTPS, one TLS handshake instead of one per request, on the node and on the
+coordinator. Tornado's own client opens a connection per request, and with it
+half of a bare coordinator's time per job went to connections (``bench/queue.py``,
+"http floor"). A ``Client`` is closed with ``close()`` or ``async with``.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+import aiohttp
 
 from . import __version__
 
@@ -74,12 +83,38 @@ def _retry_after(headers: Any) -> float | None:
 
 
 class Client:
-    """One coordinator, one node. ``token`` is set after enrolment."""
+    """One coordinator, one node. ``token`` is set after enrolment. Its connections are
+    made in the event loop of the first call and kept until ``close()``."""
 
     def __init__(self, base_url: str, token: str | None = None, timeout_s: float = 30.0):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            # Connections belong to the loop they were made in: a client used again under
+            # another loop (a second asyncio.run) starts a pool of its own there.
+            # No redirects followed, no proxy or .netrc from the environment: what the
+            # coordinator's address names is what the node speaks to.
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s, connect=self.timeout_s))
+            self._loop = loop
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
 
     async def call(self, route: str, body: Any = None, headers: dict[str, str] | None = None,
                    **params: str) -> tuple[int, Any, Any]:
@@ -90,33 +125,30 @@ class Client:
             hdrs["Authorization"] = f"Bearer {self.token}"
         data = None
         if method != "GET":
-            data = json.dumps(body if body is not None else {}, separators=(",", ":"))
+            data = json.dumps(body if body is not None else {}, separators=(",", ":")).encode()
             hdrs["Content-Type"] = "application/json"
-        req = HTTPRequest(url, method=method, body=data, headers=hdrs, connect_timeout=self.timeout_s,
-                          request_timeout=self.timeout_s, follow_redirects=False)
         try:
-            resp = await AsyncHTTPClient().fetch(req, raise_error=False)
-        except OSError as exc:
-            raise Unreachable(f"{self.base_url} unreachable: {exc.strerror or exc}") from exc
-        except HTTPClientError as exc:
-            # raise_error=False still raises the 599 family: a timeout, or the connection
-            # closed mid-request (the coordinator went down while we asked).
-            raise Unreachable(f"{self.base_url} unreachable: {exc}") from exc
-        if resp.code == 599:
-            raise Unreachable(f"{self.base_url} unreachable: {resp.error}")
+            async with self._http().request(method, url, data=data, headers=hdrs, allow_redirects=False) as resp:
+                status, headers, raw = resp.status, resp.headers, await resp.read()
+        except TimeoutError as exc:       # before OSError, of which it is a kind
+            raise Unreachable(f"{self.base_url} unreachable: no answer within {self.timeout_s:g} s") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            # Connection refused or reset, DNS, TLS, or the connection closed mid-request
+            # (the coordinator went down while we asked).
+            raise Unreachable(f"{self.base_url} unreachable: {_why(exc)}") from exc
         doc: Any = None
-        if resp.body:
+        if raw:
             try:
-                doc = json.loads(resp.body)
+                doc = json.loads(raw)
             except ValueError:
                 doc = None
-        if resp.code >= 500 or resp.code == 429:
-            raise Unreachable(f"{route}: the coordinator answered {resp.code}{_message(doc)}", status=resp.code,
-                              code=_code(doc), retry_after=_retry_after(resp.headers))
-        if resp.code >= 400:
-            raise Refused(f"{route}: the coordinator answered {resp.code}{_message(doc)}", status=resp.code,
+        if status >= 500 or status == 429:
+            raise Unreachable(f"{route}: the coordinator answered {status}{_message(doc)}", status=status,
+                              code=_code(doc), retry_after=_retry_after(headers))
+        if status >= 400:
+            raise Refused(f"{route}: the coordinator answered {status}{_message(doc)}", status=status,
                           code=_code(doc), details=_details(doc))
-        return resp.code, doc, resp.headers
+        return status, doc, headers
 
     # ---- the protocol's calls ------------------------------------------------------------
 
@@ -153,6 +185,12 @@ class Client:
     async def manifest(self) -> Any:
         _, doc, _ = await self.call("manifest")
         return doc
+
+
+def _why(exc: BaseException) -> str:
+    """What went wrong, in words, for an aiohttp or socket error (some have no message)."""
+    text = getattr(exc, "strerror", None) or str(exc)
+    return text or type(exc).__name__
 
 
 def _error(doc: Any) -> dict[str, Any]:

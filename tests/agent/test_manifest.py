@@ -99,4 +99,5 @@ async def test_update_notice_only_for_a_verified_newer_version(keys):
 
 
 async def test_a_coordinator_without_a_manifest_gives_no_notice_and_no_error(coord):
-    assert await manifest.update_notice(Client(coord.base_url)) is None
+    async with Client(coord.base_url) as client:
+        assert await manifest.update_notice(client) is None

@@ -22,7 +22,8 @@ async def test_connection_closed_mid_request_is_unreachable():
     server, url = await _server(close_after_request)
     try:
         with pytest.raises(Unreachable, match="unreachable"):
-            await Client(url, token="t", timeout_s=5).heartbeat("ls_1")
+            async with Client(url, token="t", timeout_s=5) as client:
+                await client.heartbeat("ls_1")
     finally:
         server.close()
 
@@ -35,6 +36,7 @@ async def test_no_answer_within_the_timeout_is_unreachable():
     server, url = await _server(never_answer)
     try:
         with pytest.raises(Unreachable, match="unreachable"):
-            await Client(url, token="t", timeout_s=0.5).heartbeat("ls_1")
+            async with Client(url, token="t", timeout_s=0.5) as client:
+                await client.heartbeat("ls_1")
     finally:
         server.close()
