@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 
+import pytest
 from sqlalchemy import select, text
 
 from coordinator.cli import main as cli_main
@@ -115,6 +116,56 @@ async def test_a_duplicate_submission_gives_one_result(sweeps_db, photos):
     r = await node.submit(lid, different)
     assert r.status == 409
     assert_error_shape(r.json(), "conflict")
+
+
+@pytest.fixture
+async def one_photo_jobs(db_url, photos):
+    """A coordinator on each database whose jobs hold one photo each, four of them."""
+    photos.scatter(*CENTRE, radius_m=300, n=4, seed=1)
+    c = await start(db_url, photos, job_max_photos=1)
+    assert (await request_sweep(c, radius=300)).json()["jobs"] == 4
+    yield c
+    await stop_coordinator(c)
+
+
+async def test_a_result_can_ask_for_the_next_lease_in_the_same_request(one_photo_jobs):
+    sweeps_db, jobs = one_photo_jobs, 4
+    (node,) = await enrolled(sweeps_db, trusted=True)
+    doc, seen = await node.lease(), set()
+    for i in range(jobs):
+        seen.add(doc["job"]["jobId"])
+        r = await node.submit(doc["lease"]["leaseId"], node.honest(doc), next_="1")
+        assert r.status == 200, r.body
+        answer = r.json()
+        assert answer["accepted"] and answer["jobState"] == "in_review"
+        if i < jobs - 1:
+            doc = answer["next"]
+            assert set(doc) == {"lease", "job"} and Job.from_dict(doc["job"]).job_id not in seen
+            node.leases[doc["lease"]["leaseId"]] = doc
+        else:                               # the queue is empty: null, and when to ask again
+            assert answer["next"] is None and r.headers["Retry-After"] == "30"
+    async with sweeps_db.services.db.read() as s:
+        assert {j.state for j in (await s.execute(select(SweepJob))).scalars()} == {"in_review"}
+        assert len((await s.execute(select(SweepLease))).scalars().all()) == jobs
+
+
+async def test_a_result_that_asks_for_no_next_lease_or_is_rejected_gets_none(one_photo_jobs):
+    sweeps_db = one_photo_jobs
+    (node,) = await enrolled(sweeps_db, trusted=True)
+    doc = await node.lease()
+    lid = doc["lease"]["leaseId"]
+    r = await node.submit(lid, node.honest(doc), next_="maybe")
+    assert r.status == 400
+    assert_error_shape(r.json(), "bad_parameter")
+    bad = node.honest(doc)
+    bad["facts"][0]["lon"] += 1.0           # far outside the job's area
+    r = await node.submit(lid, bad, next_="1")
+    assert r.status == 422 and "next" not in r.json()
+    async with sweeps_db.services.db.read() as s:
+        assert len((await s.execute(select(SweepLease))).scalars().all()) == 1   # no lease was made
+    doc = await node.lease()
+    r = await node.submit(doc["lease"]["leaseId"], node.honest(doc), next_="0")
+    assert r.status == 200 and "next" not in r.json()
 
 
 async def test_a_node_that_stops_heartbeating_loses_its_job_after_the_ttl(db_url, photos):

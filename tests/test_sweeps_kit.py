@@ -101,9 +101,10 @@ class SimNode:
     async def heartbeat(self, lease_id: str) -> Response:
         return await self.c.post(f"/node/v1/leases/{lease_id}/heartbeat", {}, headers=self.auth)
 
-    async def submit(self, lease_id: str, body: Any) -> Response:
+    async def submit(self, lease_id: str, body: Any, next_: str | None = None) -> Response:
         data = body if isinstance(body, (bytes, str)) else json.dumps(body)
-        return await self.c.post(f"/node/v1/leases/{lease_id}/result", data,
+        query = f"?next={next_}" if next_ is not None else ""
+        return await self.c.post(f"/node/v1/leases/{lease_id}/result{query}", data,
                                  headers={**self.auth, "Content-Type": "application/json"})
 
     def honest(self, lease: dict, **kw: Any) -> dict:

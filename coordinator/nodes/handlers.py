@@ -25,6 +25,7 @@ from .tokens import Bearer, bearer
 PREFIX = "/node/v1"
 MAX_SMALL_BODY = 16 * 1024
 STREAM_CEILING = 64 * 1024 * 1024
+NEXT_VALUES = {"1": True, "true": True, "0": False, "false": False}
 TEXT_FIELDS = {"platform": 200, "gpu": 200, "engineVersion": 60, "engineBuild": 128, "name": 120}
 
 
@@ -68,6 +69,19 @@ class NodeHandler(BaseHandler):
         (a lease, a result); 401 at once when there is none."""
         return bearer(self.request.headers.get("Authorization"))
 
+    async def next_lease(self, presented: Bearer) -> dict[str, Any] | None:
+        """A new lease for this node as the lease route answers it, or None (with the
+        ``Retry-After`` header set) when no job waits for it."""
+        sweeps = self.sweeps
+        claim = await leases.claim(sweeps, presented)
+        if claim is None:
+            self.set_header("Retry-After", str(sweeps.settings.lease_retry_after_s))
+            return None
+        ttl = sweeps.settings.lease_ttl_s
+        return {"lease": {"leaseId": claim.lease_id, "expiresAt": tr.iso(claim.expires_at), "ttlS": ttl,
+                          "heartbeatS": max(1.0, ttl / 3)},
+                "job": job_document(claim.job).to_dict()}
+
 
 class EnrolHandler(NodeHandler):
     async def post(self) -> None:
@@ -107,17 +121,12 @@ class MeHandler(NodeHandler):
 
 class LeaseHandler(NodeHandler):
     async def post(self) -> None:
-        sweeps = self.sweeps
-        claim = await leases.claim(sweeps, self.bearer())
-        if claim is None:
-            self.set_header("Retry-After", str(sweeps.settings.lease_retry_after_s))
+        doc = await self.next_lease(self.bearer())
+        if doc is None:
             self.set_status(204)
             self.finish()
             return
-        ttl = sweeps.settings.lease_ttl_s
-        self.send_json({"lease": {"leaseId": claim.lease_id, "expiresAt": tr.iso(claim.expires_at), "ttlS": ttl,
-                                  "heartbeatS": max(1.0, ttl / 3)},
-                        "job": job_document(claim.job).to_dict()}, 200)
+        self.send_json(doc, 200)
 
 
 class HeartbeatHandler(NodeHandler):
@@ -140,6 +149,12 @@ class ResultHandler(NodeHandler):
     dropped as it arrives (never buffered), and the submission is refused with 413."""
 
     def prepare(self) -> None:
+        # ?next=1: the node also asks for its next job, as a BOINC scheduler request
+        # reports work and asks for more in one; one request per job instead of two.
+        flag = self.get_query_argument("next", "0")
+        if flag not in NEXT_VALUES:
+            raise BadParameter("'next' must be 1 or 0", {"parameter": "next", "value": flag[:20]})
+        self.wants_next = NEXT_VALUES[flag]
         self.limit = self.sweeps.settings.result_max_bytes
         self.chunks: list[bytes] = []
         self.size = 0
@@ -164,7 +179,15 @@ class ResultHandler(NodeHandler):
                                    "resultState": outcome.result_state})
         if not outcome.accepted:
             raise InvalidResult("the result was rejected; nothing of it goes forward", outcome.as_json())
-        self.send_json(outcome.as_json(), 200)
+        answer = outcome.as_json()
+        if self.wants_next:
+            try:
+                answer["next"] = await self.next_lease(presented)
+            except ServiceError:
+                # The result is taken all the same. Without "next" the node asks the lease
+                # route, which answers the refusal (a node revoked meanwhile, say) itself.
+                pass
+        self.send_json(answer, 200)
 
 
 def node_routes() -> list[tuple[str, type, dict]]:
@@ -207,10 +230,15 @@ NODE_PATHS: dict[str, Any] = {
         "node_heartbeat", "Extend a lease; the answer is continue or cancel",
         {"200": "continue (with the new expiry) or cancel (with its reason)", "404": "Not this node's lease"}),
     f"{PREFIX}/leases/{{leaseId}}/result": _op(
-        "node_result", "Submit the result of a lease (idempotent)",
-        {"200": "Accepted (or the same submission again)", "409": "Lease lapsed, or a different result already",
+        "node_result", "Submit the result of a lease (idempotent); with next=1, also lease the next job",
+        {"200": "Accepted (or the same submission again); with next=1, `next` holds the next lease and job as "
+                "the lease route answers them, or null (with Retry-After) when none waits",
+         "400": "next is not 1 or 0", "409": "Lease lapsed, or a different result already",
          "413": "Body too large (recorded as invalid)", "422": "Rejected, with every reason"},
         body="A Result of sweep_engine.schema"),
 }
 for _path in (f"{PREFIX}/leases/{{leaseId}}/heartbeat", f"{PREFIX}/leases/{{leaseId}}/result"):
     NODE_PATHS[_path]["post"]["parameters"] = lease_param()
+NODE_PATHS[f"{PREFIX}/leases/{{leaseId}}/result"]["post"]["parameters"].append(
+    {"name": "next", "in": "query", "required": False, "schema": {"type": "string", "enum": sorted(NEXT_VALUES)},
+     "description": "1 or true: also lease the node's next job, in the same answer (default 0)"})
