@@ -141,6 +141,7 @@ class Agent:
         self._recovered = False
         self._engine_failures = 0
         self._last_unreachable = Unreachable("the coordinator cannot be reached")
+        self._next: Lease | NoWork | None = None   # the next job, asked for with the last result
 
     # ---- observing (status, tests) ----------------------------------------------------
 
@@ -248,6 +249,16 @@ class Agent:
             return
         if not self._recovered and not await self._recover():
             return
+        got, self._next = self._next, None
+        if isinstance(got, Lease):
+            # Leased with the last result, when the policy allowed work: taken as a lease
+            # asked for a moment ago is, unless the agent is stopping.
+            if self.stopping:
+                log.info("stopping: lease %s, taken with the last result, is left to lapse", got.lease_id)
+                return
+            self.leases_taken += 1
+            await self._work(got)
+            return
         verdict = self.policy.check()
         if verdict.paused:
             self.paused_turns += 1
@@ -257,16 +268,17 @@ class Agent:
         self.status.update(state="idle", pauseReasons=[], watching=verdict.watching)
         if self.stopping:
             return
-        try:
-            got = await self.client.lease()
-        except Unreachable as exc:
-            await self._unreachable("asking for a job", exc)
-            return
-        except Refused as exc:
-            await self._refused("asking for a job", exc)
-            return
-        self.backoff.reset()
-        self.status.update(lastError=None)
+        if got is None:
+            try:
+                got = await self.client.lease()
+            except Unreachable as exc:
+                await self._unreachable("asking for a job", exc)
+                return
+            except Refused as exc:
+                await self._refused("asking for a job", exc)
+                return
+            self.backoff.reset()
+            self.status.update(lastError=None)
         if isinstance(got, NoWork):
             wait = got.retry_after if got.retry_after is not None else self.config.idle_poll_s
             log.debug("no job waiting; asking again in %.0f s", wait)
@@ -373,10 +385,12 @@ class Agent:
             self.status.update(job=None, progress=None, spooled=len(self.spool))
         if outcome == "spooled":
             self.jobs_finished += 1
-            await self._flush_spool()
             if self.max_jobs and self.jobs_finished >= self.max_jobs and not self.stopping:
                 log.info("finished %d job(s) as --max-jobs asked; stopping", self.jobs_finished)
                 self.stop_event.set()
+            # The result goes at once, and asks for the next job in the same request when
+            # another may be taken now: one request per job instead of two.
+            await self._flush_spool(ask_next=not self.stopping and not self.policy.check().paused)
 
     async def _compute(self, job: Job, lease: Lease, lost: asyncio.Event) -> str:
         t0 = time.monotonic()
@@ -492,12 +506,18 @@ class Agent:
 
     # ---- submission -------------------------------------------------------------------
 
-    async def _flush_spool(self) -> bool:
-        """Submit every spooled result; False when the coordinator could not be reached."""
-        for item in self.spool.pending():
+    async def _flush_spool(self, ask_next: bool = False) -> bool:
+        """Submit every spooled result; False when the coordinator could not be reached.
+        ``ask_next``: the last one also asks for the next job (``self._next``, which the
+        next turn takes instead of asking)."""
+        items = self.spool.pending()
+        for i, item in enumerate(items):
             self.spool.attempted(item)
             try:
-                answer = await self.client.submit(item.lease_id, item.result)
+                if ask_next and i == len(items) - 1:
+                    answer, self._next = await self.client.submit_and_lease(item.lease_id, item.result)
+                else:
+                    answer = await self.client.submit(item.lease_id, item.result)
             except Unreachable as exc:
                 self._last_unreachable = exc
                 self.status.update(spooled=len(self.spool))

@@ -39,6 +39,7 @@ ROUTES = {
     "lease": ("POST", PREFIX + "/lease"),
     "heartbeat": ("POST", PREFIX + "/leases/{lease}/heartbeat"),
     "submit": ("POST", PREFIX + "/leases/{lease}/result"),
+    "submit_next": ("POST", PREFIX + "/leases/{lease}/result?next=1"),
     "manifest": ("GET", "/earth/node-app"),
 }
 
@@ -162,17 +163,7 @@ class Client:
 
     async def lease(self, facts: dict[str, Any] | None = None) -> Lease | NoWork:
         status, doc, headers = await self.call("lease", facts or {})
-        if status != 204 and doc is not None and not isinstance(doc, dict):
-            raise Refused("lease: the coordinator's answer is not a JSON object")
-        if status == 204 or not doc or doc.get("job") is None:
-            return NoWork(_retry_after(headers))
-        lease = doc.get("lease") if isinstance(doc.get("lease"), dict) else {}
-        lease_id = lease.get("leaseId")
-        if not lease_id:
-            raise Refused("lease: the coordinator's answer has a job but no lease id")
-        beat = lease.get("heartbeatS")
-        return Lease(str(lease_id), doc["job"], lease.get("expiresAt"),
-                     float(beat) if isinstance(beat, (int, float)) and beat > 0 else None)
+        return _lease_from("lease", None if status == 204 else doc, headers)
 
     async def heartbeat(self, lease_id: str, progress: dict[str, Any] | None = None) -> dict[str, Any]:
         _, doc, _ = await self.call("heartbeat", progress or {}, lease=lease_id)
@@ -182,9 +173,40 @@ class Client:
         _, doc, _ = await self.call("submit", result, lease=lease_id)
         return doc or {}
 
+    async def submit_and_lease(self, lease_id: str, result: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                                    Lease | NoWork | None]:
+        """Submit, and ask for the next job in the same request (``?next=1``): (the
+        submission's answer, the next lease or NoWork). The second is None when the answer
+        says nothing of a next job (a coordinator without ``next``, or one that would not
+        lease now): then ask with ``lease()``."""
+        _, doc, headers = await self.call("submit_next", result, lease=lease_id)
+        doc = doc if isinstance(doc, dict) else {}
+        if "next" not in doc:
+            return doc, None
+        try:
+            return doc, _lease_from("submit", doc["next"], headers)
+        except Refused as exc:      # the result was taken; only the next lease is unusable
+            log.warning("%s; asking for a job apart", exc.message)
+            return doc, None
+
     async def manifest(self) -> Any:
         _, doc, _ = await self.call("manifest")
         return doc
+
+
+def _lease_from(route: str, doc: Any, headers: Any) -> Lease | NoWork:
+    """A lease as the lease route answers it (and a result's ``next``), or NoWork."""
+    if doc is not None and not isinstance(doc, dict):
+        raise Refused(f"{route}: the coordinator's lease is not a JSON object")
+    if not doc or doc.get("job") is None:
+        return NoWork(_retry_after(headers))
+    lease = doc.get("lease") if isinstance(doc.get("lease"), dict) else {}
+    lease_id = lease.get("leaseId")
+    if not lease_id:
+        raise Refused(f"{route}: the coordinator's answer has a job but no lease id")
+    beat = lease.get("heartbeatS")
+    return Lease(str(lease_id), doc["job"], lease.get("expiresAt"),
+                 float(beat) if isinstance(beat, (int, float)) and beat > 0 else None)
 
 
 def _why(exc: BaseException) -> str:

@@ -26,6 +26,34 @@ async def test_agent_leases_computes_and_submits_every_job(coord, photos, tmp_pa
         assert r.body["nodeId"] == agent.identity.node_id
 
 
+async def test_each_result_asks_for_the_next_job_in_the_same_request(coord, photos, tmp_path, monkeypatch):
+    from coordinator.nodes import handlers
+    calls = {"lease": 0, "result": 0, "result+next": 0}
+    lease_post, result_post = handlers.LeaseHandler.post, handlers.ResultHandler.post
+
+    async def lease(self):
+        calls["lease"] += 1
+        await lease_post(self)
+
+    async def result(self, lease_id):
+        calls["result+next" if self.wants_next else "result"] += 1
+        await result_post(self, lease_id)
+    monkeypatch.setattr(handlers.LeaseHandler, "post", lease)
+    monkeypatch.setattr(handlers.ResultHandler, "post", result)
+    await request_sweep(coord)
+    jobs = len((await db_counts(coord))["jobs"])
+    assert jobs >= 2
+    agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
+    task = asyncio.create_task(agent.run())
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
+    agent.request_stop()
+    assert await asyncio.wait_for(task, 10) == 0
+    # One lease asked for alone, then every result brings the next (the last: none left).
+    assert calls == {"lease": 1, "result": 0, "result+next": jobs}
+    assert agent.leases_taken == jobs
+    assert [r.state for r in (await db_counts(coord))["results"]] == ["pending"] * jobs
+
+
 async def test_max_jobs_stops_the_agent_after_that_many_jobs(coord, photos, tmp_path):
     await request_sweep(coord)
     jobs = len((await db_counts(coord))["jobs"])
