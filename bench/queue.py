@@ -16,7 +16,8 @@ trusted nodes, so one lease and one submit finish a job):
   on this machine.
 
 The http nodes use the node agent's own protocol client, which keeps its connection
-alive between requests as an agent does.
+alive between requests as an agent does, and, as the agent does, asks for its next job
+with each result (``?next=1``): one request per job after the first lease.
 
 Beside jobs/s, each line gives two figures that load on a shared machine does not
 disturb much: SQL statements per job (BEGIN and COMMIT not counted; an executemany counts
@@ -172,12 +173,10 @@ async def node_client(base: str, nodes: list[list[str]]) -> tuple[int, float]:
     async def work(node_id: str, token: str) -> None:
         nonlocal done
         async with Client(base, token=token) as client:
-            while True:
-                lease = await client.lease()
-                if isinstance(lease, NoWork):
-                    return
-                answer = await client.submit(lease.lease_id, honest_result(lease.job, node_id))
-                assert answer.get("accepted"), answer
+            lease = await client.lease()
+            while not isinstance(lease, NoWork):
+                answer, lease = await client.submit_and_lease(lease.lease_id, honest_result(lease.job, node_id))
+                assert answer.get("accepted") and lease is not None, answer
                 done += 1
 
     t0, cpu = time.perf_counter(), time.process_time()
@@ -190,29 +189,32 @@ async def http_loop(services, nodes) -> tuple[int, float]:
     return await _serve_nodes(make_app(services), [[n.id, t] for n, t in nodes])
 
 
-class _CannedLease(tornado.web.RequestHandler):
+class _Canned(tornado.web.RequestHandler):
+    """A lease, or a result's answer with the next lease in it (``null`` once ``left`` is spent)."""
+
     def initialize(self, state: dict) -> None:
         self.state = state
 
-    def post(self) -> None:
+    def _next(self) -> bytes:
         if self.state["left"] <= 0:
+            return b"null"
+        self.state["left"] -= 1
+        return self.state["lease"]
+
+    def post(self, lease: str | None = None) -> None:
+        nxt = self._next()
+        if lease is None and nxt == b"null":
             self.set_status(204)
             return
-        self.state["left"] -= 1
         self.set_header("Content-Type", "application/json")
-        self.finish(self.state["lease"])
-
-
-class _CannedResult(tornado.web.RequestHandler):
-    def post(self, _lease: str) -> None:
-        self.set_header("Content-Type", "application/json")
-        self.finish(b'{"accepted":true,"resultState":"accepted","jobState":"in_review","reasons":[],'
-                    b'"duplicate":false}')
+        self.finish(nxt if lease is None else
+                    b'{"accepted":true,"resultState":"accepted","jobState":"in_review","reasons":[],'
+                    b'"duplicate":false,"next":' + nxt + b"}")
 
 
 async def http_floor(jobs: int, workers: int) -> None:
     """The same node client against a bare Tornado app that answers a lease and a result
-    with canned bodies of the real size and does nothing else: what this machine's HTTP
+    (with the next lease in it) with canned bodies of the real size and does nothing else: what this machine's HTTP
     costs two processes before the coordinator does any work (the ceiling of the http
     figures)."""
     photo = {"id": "syn-0", "lon": CENTRE[1], "lat": CENTRE[0], "capturedAt": "2026-06-01T08:00:00+00:00",
@@ -222,8 +224,9 @@ async def http_floor(jobs: int, workers: int) -> None:
                           "job": {"schemaVersion": 1, "jobId": "job-1", "sweepId": "sw_0", "photos": [photo],
                                   "area": {"type": "Polygon", "coordinates": []}, "centerLon": CENTRE[1],
                                   "centerLat": CENTRE[0], "radiusM": 80.0, "params": {}}})
-    app = tornado.web.Application([(r"/node/v1/lease", _CannedLease, {"state": {"left": jobs, "lease": lease}}),
-                                   (r"/node/v1/leases/([^/]+)/result", _CannedResult)])
+    state = {"left": jobs, "lease": lease}
+    app = tornado.web.Application([(r"/node/v1/lease", _Canned, {"state": state}),
+                                   (r"/node/v1/leases/([^/]+)/result", _Canned, {"state": state})])
     cpu = time.process_time()
     done, secs = await _serve_nodes(app, [[f"nd_{i}", "token"] for i in range(workers)])
     print(f"{'http floor':21} {done:6d} jobs in {secs:6.2f} s = {done / secs:8.1f} jobs/s ({workers} concurrent; "
