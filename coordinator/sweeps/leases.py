@@ -115,7 +115,7 @@ async def claim_batch(sweeps, who: list[Node | Bearer]) -> list[Claim | None | E
 
     async def run() -> list[Claim | None | Exception]:
         now = tr.utcnow()
-        async with db.write() as s:
+        async with db.write_core() as s:
             resolved = await tokens.resolve(s, who)
             nodes = [n for n in resolved if not isinstance(n, Exception)]
             if not nodes:

@@ -87,7 +87,7 @@ async def submit_batch(sweeps, subs: list[Submission]) -> list[SubmitOutcome | E
     the error to raise) per submission, in order."""
     async def run() -> list[SubmitOutcome | Exception]:
         now = tr.utcnow()
-        async with sweeps.db.write() as s:
+        async with sweeps.db.write_core() as s:
             batch = _Batch(sweeps, now)
             await batch.load(s, subs)
             outcomes = [batch.decide(sub) for sub in subs]

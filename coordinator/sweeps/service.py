@@ -34,14 +34,22 @@ class SerialWrites:
     def read(self):
         return self.inner.read()
 
+    def write(self):
+        """A write transaction in an ORM session (``Database.write``)."""
+        return self._serial(self.inner.write)
+
+    def write_core(self):
+        """A write transaction on a bare connection, for Core statements (``Database.write_core``)."""
+        return self._serial(self.inner.write_core)
+
     @contextlib.asynccontextmanager
-    async def write(self) -> AsyncIterator[Any]:
+    async def _serial(self, begin) -> AsyncIterator[Any]:
         if self._lock is None:
-            async with self.inner.write() as s:
+            async with begin() as s:
                 yield s
             return
         async with self._lock:
-            async with self.inner.write() as s:
+            async with begin() as s:
                 yield s
 
 
