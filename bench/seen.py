@@ -12,8 +12,8 @@ stores them (``--layout jobs``): an approved job's 50 facts together, within
 120 m of each other, jobs in random places one after another; ``--layout uniform``
 puts every fact anywhere in random order instead, the worst case for locality in
 the tables. They are bulk loaded (executemany on SQLite, COPY then VACUUM ANALYZE
-on PostgreSQL) after the schema is migrated, straight into the tables the
-coordinator reads.
+on PostgreSQL) after the schema is migrated, straight into ``seen_facts``, and their
+tiles are made from it as migration 0007 makes them (``seen.tiles.rebuild``).
 
 The coordinator under test is a real ``sis serve`` in a subprocess; the client sends
 requests for random points in the square over keep-alive HTTP/1.1 connections from
@@ -49,12 +49,14 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 sys.path.insert(0, os.path.dirname(_HERE))
 
 import h3  # noqa: E402
+from sqlalchemy import create_engine  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 
 from bench.speed import machine_speed  # noqa: E402
 from coordinator.db import migrate as migrations  # noqa: E402
 from coordinator.db.scratch import create_scratch_database, drop_scratch_database  # noqa: E402
+from coordinator.seen import tiles  # noqa: E402
 from coordinator.seen.publish import fact_doc  # noqa: E402
 from coordinator.sweeps.coverage import RESOLUTION  # noqa: E402
 from sweep_engine.schema import FACT_KINDS, PRIMARY_KEY  # noqa: E402
@@ -125,8 +127,12 @@ def load_sqlite(path: str, n: int, layout: str) -> None:
     con.executemany("INSERT INTO coverage_cells (cell, state, request_id, updated_at, covered_at) "
                     "VALUES (?, 'covered', NULL, ?, ?)", [(c, at, at) for c in square_cells()])
     con.commit()
-    con.execute("ANALYZE")
     con.close()
+    eng = create_engine(make_url(f"sqlite:///{path}"))
+    with eng.begin() as conn:
+        tiles.rebuild(conn)
+        conn.exec_driver_sql("ANALYZE")
+    eng.dispose()
 
 
 async def load_postgres(url: str, n: int, layout: str) -> None:
@@ -140,8 +146,19 @@ async def load_postgres(url: str, n: int, layout: str) -> None:
         at = datetime(2026, 11, 1, tzinfo=timezone.utc)
         await con.copy_records_to_table("coverage_cells", records=[(c, "covered", None, at, at) for c in square_cells()],
                                         columns=["cell", "state", "request_id", "updated_at", "covered_at"])
+    finally:
+        await con.close()
+    eng = create_async_engine(url)
+    try:
+        async with eng.begin() as conn:
+            await conn.run_sync(tiles.rebuild)
+    finally:
+        await eng.dispose()
+    con = await asyncpg.connect(user=u.username, password=u.password, host=u.host, port=u.port or 5432,
+                                database=u.database)
+    try:
         # What autovacuum gives a live database: statistics, and the visibility map that
-        # lets the circle read pick ids by an index-only scan.
+        # lets index scans be index-only.
         await con.execute("VACUUM ANALYZE")
     finally:
         await con.close()

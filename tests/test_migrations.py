@@ -74,6 +74,46 @@ async def test_facts_live_before_0006_are_encoded_as_the_service_encodes_them(db
         await db.close()
 
 
+async def test_facts_live_before_0007_are_packed_into_the_tiles_of_their_cells(db_url, monkeypatch):
+    """Migration 0007 makes the tiles of facts already live (``tiles.rebuild``), reading
+    ``seen_facts`` in (cell, id) order a batch at a time; a cell whose facts straddle two
+    batches still gets one whole tile."""
+    from datetime import datetime, timezone
+
+    from sqlalchemy import insert
+
+    from coordinator.db.models import SeenFact, SeenTile
+    from coordinator.seen import tiles
+
+    if not db_url.startswith("sqlite"):
+        from tests.conftest import reset_postgres
+        await reset_postgres(db_url)
+    monkeypatch.setattr(tiles, "REBUILD_ROWS", 7)          # batches end inside cells
+    db = Database(db_url)
+    cells = [622236750694711295 + k for k in range(5)]
+    rows = [{"cell": cells[i % 5], "kind": "pole", "lat": -6.9 + i * 1e-5, "lon": 107.6, "value": None,
+             "unit": "m", "confidence": "unknown", "basis": "measured", "photos": [f"p{i}"],
+             "provider": "panoramax", "license": "CC-BY-SA-4.0", "observed_at": "2026-06-01T08:00:00Z",
+             "sweep_id": "sr_old", "job_id": 1, "approved_at": datetime(2026, 11, 1, tzinfo=timezone.utc),
+             "doc": f'"kind":"pole","n":{i}'} for i in range(53)]
+    try:
+        await migrate.upgrade_async(db.write_engine, db_url, "0006")
+        async with db.write() as s:
+            await s.execute(insert(SeenFact), rows)
+        await migrate.upgrade_async(db.write_engine, db_url)
+        async with db.engine.connect() as conn:
+            got = await conn.run_sync(lambda c: {
+                cell: tiles.read(c, [cell]) for cell in c.execute(select(SeenTile.cell)).scalars()})
+        assert sorted(got) == cells
+        for k, cell in enumerate(cells):
+            p, mine = got[cell], [(i + 1, r) for i, r in enumerate(rows) if i % 5 == k]   # ids from 1
+            assert p.ids.tolist() == [i for i, _ in mine]
+            assert p.lats.tolist() == [r["lat"] for _, r in mine]
+            assert [p.docs[s:e].decode() for s, e in zip(p.starts, p.ends)] == [r["doc"] for _, r in mine]
+    finally:
+        await db.close()
+
+
 async def test_sqlite_applies_pending_migrations_itself(sqlite_url):
     db = Database(sqlite_url)
     try:

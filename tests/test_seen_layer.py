@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import String, insert
 
 from coordinator.db.models import CoverageCell, SeenFact
-from coordinator.seen.publish import fact_doc
+from coordinator.seen import tiles
+from coordinator.seen.publish import fact_doc, insert_facts
 from coordinator.seen.spatial import Disc, distance_m
 from coordinator.sweeps import coverage
 from sweep_engine.schema import FACT_KINDS, PRIMARY_KEY
@@ -45,7 +46,7 @@ async def seeded(db_url, photos, rows: list[dict], covered: set[int] = frozenset
     c = await start_coordinator(sweep_settings(db_url, photos, **kw))
     async with c.services.db.write() as s:
         if rows:
-            await s.execute(insert(SeenFact), [{**r, "doc": fact_doc(r)} for r in rows])
+            await insert_facts(s, [{**r, "doc": fact_doc(r)} for r in rows])
         if covered:
             await s.execute(insert(CoverageCell), [{"cell": x, "state": "covered", "request_id": None,
                                                     "updated_at": AT, "covered_at": AT} for x in covered])
@@ -127,6 +128,7 @@ async def test_a_large_circle_read_by_annuli_is_the_nearest_whatever_the_cap(db_
         # nothing near the centre: the inner disc is empty and the ring holds all
         async with c.services.db.write() as s:
             await s.execute(SeenFact.__table__.delete().where(SeenFact.photos.cast(String).not_like("%hole-%")))
+            await s.run_sync(lambda ss: tiles.rebuild(ss.connection()))
         for cap in (1, 10, len(hole), 1000):
             _, facts, truncated = await both(1500, cap)
             check(facts, truncated, hole, 1500, cap)
@@ -168,8 +170,51 @@ async def test_facts_served_are_exactly_those_within_the_radius_on_each_database
         await stop_coordinator(c)
 
 
+async def tile_facts(conn) -> dict[int, list[tuple]]:
+    """Each tile's facts as (id, lat, lon, doc), as ``tiles.read`` unpacks them."""
+    from sqlalchemy import select as sel
+
+    from coordinator.db.models import SeenTile
+
+    def read(sync):
+        out = {}
+        for cell in sync.execute(sel(SeenTile.cell)).scalars():
+            p = tiles.read(sync, [cell])
+            out[cell] = [(int(i), float(la), float(lo), p.docs[s:e].decode())
+                         for i, la, lo, s, e in zip(p.ids, p.lats, p.lons, p.starts, p.ends)]
+        return out
+    return await conn.run_sync(read)
+
+
+async def test_tiles_hold_exactly_the_live_facts_after_approvals_in_the_same_cells(db_url, photos):
+    """Approvals add their facts to the tiles of their cells (``tiles.append``), to tiles
+    made by earlier approvals too; the tiles then hold what a rebuild from ``seen_facts``
+    makes, and a circle is served from them."""
+    first, second = fact_rows(150, 250, seed=11), fact_rows(150, 250, seed=12)
+    for i, r in enumerate(second):
+        r["photos"] = [f"second-{i}"]
+    c = await seeded(db_url, photos, first)
+    try:
+        async with c.services.db.write() as s:
+            await insert_facts(s, [{**r, "doc": fact_doc(r)} for r in second])
+        async with c.services.db.engine.connect() as conn:
+            appended = await tile_facts(conn)
+        cells = {r["cell"] for r in first} & {r["cell"] for r in second}
+        assert len(cells) > 5 and set(appended) == {r["cell"] for r in first + second}
+        assert sum(len(v) for v in appended.values()) == 300
+        async with c.services.db.write() as s:
+            assert await s.run_sync(lambda ss: tiles.rebuild(ss.connection())) == 300
+        async with c.services.db.engine.connect() as conn:
+            assert await tile_facts(conn) == appended
+        body = (await c.get(f"/earth/seen?lat={LAT}&lon={LON}&radius=300")).json()
+        want = {r["photos"][0] for r in first + second if distance_m(LAT, LON, r["lat"], r["lon"]) <= 300}
+        assert {f["photos"][0] for f in body["facts"]} == want and body["count"] == len(want)
+    finally:
+        await stop_coordinator(c)
+
+
 async def test_the_mcp_face_serves_the_same_facts_as_rest(db_url, photos):
-    """Facts are served pre-encoded (``query.served_fact``): the MCP face, read by the official
+    """Facts are served pre-encoded (``query.served_facts``): the MCP face, read by the official
     SDK client, must carry them as the REST face does, in the text and the structured content."""
     import json
 

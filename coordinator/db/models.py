@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # BigInteger ids that still autoincrement on SQLite (where only INTEGER PRIMARY KEY does).
@@ -287,6 +287,22 @@ class SeenFact(Base):
     # The fact as served, encoded at approval from the columns above (``publish.fact_doc``,
     # migration 0006): a read of a thousand facts fetches one column and joins text.
     doc: Mapped[str] = mapped_column(Text)
+
+
+class SeenTile(Base):
+    """The live facts of one H3 cell (resolution 10) packed together, as circle reads use
+    them (``seen.tiles``, migration 0007): a 1500 m circle reads some 170 tiles instead of
+    some 2,000 index entries and 1,000 rows. Made only from ``seen_facts``, which stays the
+    record, and appended to at approval in the same transaction."""
+
+    __tablename__ = "seen_tiles"
+    cell: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)   # the rowid on SQLite
+    facts: Mapped[int] = mapped_column(Integer)
+    ids: Mapped[bytes] = mapped_column(LargeBinary)      # int64 little-endian, one per fact
+    lats: Mapped[bytes] = mapped_column(LargeBinary)     # float64 little-endian
+    lons: Mapped[bytes] = mapped_column(LargeBinary)     # float64 little-endian
+    lens: Mapped[bytes] = mapped_column(LargeBinary)     # int32 little-endian: each fact's length in docs
+    docs: Mapped[bytes] = mapped_column(LargeBinary)     # the facts' ``doc`` (UTF-8), one after another
 
 
 class SeenMeasurement(Base):

@@ -11,6 +11,7 @@ from sweep_engine.schema import Result
 
 from ..db.models import SeenFact, SeenMeasurement, SweepJob
 from ..sweeps import coverage
+from . import tiles
 
 
 def _license(licenses: set[str]) -> str:
@@ -23,7 +24,7 @@ def fact_doc(row: dict) -> str:
     """The members of a fact's answer object that never change once it is live, encoded
     once here at approval and stored with it (``SeenFact.doc``): ``"kind":...,
     "sweepId":...`` without the braces, the ``id`` (known only once inserted) or the
-    ``distanceM`` (which depends on the question). ``query.served_fact`` completes it.
+    ``distanceM`` (which depends on the question). ``query.served_facts`` completes it.
     ``row`` holds the table's columns; the answer's keys keep this order."""
     photos = row["photos"]
     return orjson.dumps({
@@ -31,6 +32,15 @@ def fact_doc(row: dict) -> str:
         "value": row["value"], "unit": row["unit"], "confidence": row["confidence"], "basis": row["basis"],
         "source": row["provider"] + ":" + ",".join(photos), "photos": photos, "timestamp": row["observed_at"],
         "license": row["license"], "sweepId": row["sweep_id"]})[1:-1].decode()
+
+
+async def insert_facts(session, facts: list[dict]) -> None:
+    """Make facts live: insert their rows (``seen_facts``, with ``doc``) and add them to
+    their cells' tiles (``tiles.append``), in the session's transaction."""
+    ids = (await session.execute(insert(SeenFact).returning(SeenFact.id, sort_by_parameter_order=True),
+                                 facts)).scalars().all()
+    live = [{**f, "id": i} for f, i in zip(facts, ids, strict=True)]
+    await session.run_sync(lambda s: tiles.append(s.connection(), live))
 
 
 async def publish(session, job: SweepJob, result: Result, at: datetime) -> tuple[int, int]:
@@ -60,7 +70,7 @@ async def publish(session, job: SweepJob, result: Result, at: datetime) -> tuple
             "road_width": d["roadWidth"], "calibration": d["calibration"], "objects": d["objects"],
             "job_id": job.id, "approved_at": at})
     if facts:
-        await session.execute(insert(SeenFact), facts)
+        await insert_facts(session, facts)
     if measurements:
         await session.execute(insert(SeenMeasurement), measurements)
     return len(facts), len(measurements)

@@ -7,21 +7,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import h3
+import numpy as np
 import orjson
-from sqlalchemy import BigInteger, Text, TypeDecorator, any_, bindparam, func, select
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import bindparam, func, select
 
-from ..db.models import CoverageCell, SeenFact, SeenMeasurement
+from ..db.models import CoverageCell, SeenMeasurement
 from ..sweeps import coverage
 from ..sweeps import transitions as tr
-from .spatial import EARTH_R, Disc, bearing_deg, distance_m
+from . import tiles
+from .spatial import EARTH_R, Disc, bearing_deg, distance_m, distances_m, in_cells
 
 M_PER_DEG = EARTH_R * math.pi / 180     # the haversine's sphere, so planar and exact distances agree
-
-# A fact is served from its ``doc``, encoded once at approval (``publish.fact_doc``);
-# ``lat`` and ``lon`` are read for the exact distance of facts near the circle's edge.
-FACT_COLUMNS = (SeenFact.id, SeenFact.lat, SeenFact.lon, SeenFact.doc)
-
 
 @dataclass
 class Coverage:
@@ -39,31 +35,6 @@ class Coverage:
     def as_json(self) -> dict[str, Any]:
         return {"h3Resolution": coverage.RESOLUTION, "cells": self.cells, "coveredCells": self.covered,
                 "fraction": round(self.fraction, 4)}
-
-
-def in_cells(col, postgres: bool):
-    """``col`` is one of the cells bound as ``cells``, with the list as one parameter, so
-    the statement's text is the same whatever the number of cells: compiled once, and
-    prepared once by the driver. On PostgreSQL ``= ANY(:cells)``, an array (PostgreSQL
-    then keeps a generic plan, the same index scan, instead of planning a list of
-    hundreds of parameters at each read, about 1.3 ms at 1500 m); on SQLite
-    ``IN (SELECT value FROM json_each(:cells))``, a JSON array, which SQLite probes the
-    index with as it does an ``IN`` list (rendering an ``IN`` list of 500 parameters
-    for each read cost SQLAlchemy about as much as a tenth of the read)."""
-    if postgres:
-        return col == any_(bindparam("cells", type_=ARRAY(BigInteger)))
-    listed = func.json_each(bindparam("cells", type_=_CellList)).table_valued("value")
-    return col.in_(select(listed.c.value).scalar_subquery())
-
-
-class _CellList(TypeDecorator):
-    """A list of cell ids bound as one JSON array (SQLite's ``json_each`` reads it)."""
-
-    impl = Text
-    cache_ok = True
-
-    def process_bind_param(self, value, dialect):  # noqa: ANN001
-        return orjson.dumps(value).decode()
 
 
 _COVERED = {pg: (select(func.count()).select_from(CoverageCell)
@@ -183,23 +154,73 @@ def _first(x):
     return x[0]
 
 
-def served_fact(d: float, r: Any) -> orjson.Fragment:
-    """One fact as served, already encoded: its stored ``doc`` between its ``id`` and its
-    ``distanceM`` (``round(d, 1)`` written as orjson writes it). ``r`` is a row of
-    ``FACT_COLUMNS``. Joining text is about ten times cheaper per fact than decoding the
-    stored JSON into objects and encoding them again; orjson writes a ``Fragment`` into
-    the answer as it is, on every face (REST and MCP both encode with orjson)."""
-    return orjson.Fragment('{"id":%d,%s,"distanceM":%.1f}' % (r[0], r[3], d))
+@dataclass
+class Band:
+    """Facts of one band of a circle, nearest first: indexes into ``packed`` and their distances."""
+
+    index: np.ndarray
+    dist: np.ndarray
+    packed: tiles.Packed
+
+
+@dataclass
+class FoundFacts:
+    bands: list[Band] = field(default_factory=list)     # the bands read, nearest first
+    truncated: bool = False
+
+
+def _nearest_facts(conn, disc: Disc, lat: float, lon: float, radius_m: float, cap: int) -> FoundFacts:
+    """Facts within ``radius_m`` of the point, nearest first, at most ``cap``, read from their
+    cells' tiles (``tiles``). A large circle is read by annuli as ``_nearest`` reads rows:
+    the inner disc's tiles first, and the outer ring's only when the disc holds no more
+    than ``cap`` facts. Every distance is the exact (haversine) one, computed for all of a
+    band's facts at once; ties in distance go to the older fact (the smaller id), so the
+    answer is the same however the circle was read."""
+    kept: list[Band] = []
+    inner, total = -1.0, 0         # the exclusive lower bound of the next band (the centre included)
+    for outer in _stages(radius_m):
+        packed = tiles.read(conn, disc.reach if inner < 0 and outer >= radius_m
+                            else disc.reach_between(max(inner, 0.0), outer))
+        d = distances_m(lat, lon, packed.lats, packed.lons)
+        band = np.nonzero((d > inner) & (d <= outer))[0]
+        band = band[np.lexsort((packed.ids[band], d[band]))]
+        kept.append(Band(band, d[band], packed))
+        total += len(band)
+        if total > cap:
+            break
+        inner = outer
+    out = FoundFacts(truncated=total > cap)
+    left = cap
+    for b in kept:
+        take = min(left, len(b.index))
+        out.bands.append(Band(b.index[:take], b.dist[:take], b.packed))
+        left -= take
+    return out
+
+
+def served_facts(found: FoundFacts) -> list[orjson.Fragment]:
+    """The facts as served, already encoded: each tile's stored ``doc`` between the fact's
+    ``id`` and its ``distanceM`` (``round(d, 1)`` written as orjson writes it). Joining
+    bytes is about ten times cheaper per fact than decoding the stored JSON into objects
+    and encoding them again; orjson writes a ``Fragment`` into the answer as it is, on
+    every face (REST and MCP both encode with orjson)."""
+    out = []
+    for b in found.bands:
+        docs, index = b.packed.docs, b.index
+        for i, s, e, d in zip(b.packed.ids[index].tolist(), b.packed.starts[index].tolist(),
+                              b.packed.ends[index].tolist(), b.dist.tolist()):
+            out.append(orjson.Fragment(b'{"id":%d,%b,"distanceM":%.1f}' % (i, docs[s:e], d)))
+    return out
 
 
 async def seen_facts(reader, lat: float, lon: float, radius_m: float,
                      cap: int) -> tuple[Coverage, list[orjson.Fragment], bool]:
-    """(coverage, facts as served and already encoded (``served_fact``), truncated)."""
+    """(coverage, facts as served and already encoded (``served_facts``), truncated)."""
     def read(conn):
         disc = Disc.of(lat, lon, radius_m)
         cov = circle_coverage(conn, disc)
-        found = _nearest(conn, SeenFact.__table__, FACT_COLUMNS, disc, lat, lon, radius_m, cap)
-        return cov, [served_fact(d, r) for d, r in found.rows], found.truncated
+        found = _nearest_facts(conn, disc, lat, lon, radius_m, cap)
+        return cov, served_facts(found), found.truncated
     return await reader.run(read)
 
 
