@@ -76,8 +76,7 @@ async def test_facts_live_before_0006_are_encoded_as_the_service_encodes_them(db
 
 async def test_facts_live_before_0007_are_packed_into_the_tiles_of_their_cells(db_url, monkeypatch):
     """Migration 0007 makes the tiles of facts already live (``tiles.rebuild``), reading
-    ``seen_facts`` in (cell, id) order a batch at a time; a cell whose facts straddle two
-    batches still gets one whole tile."""
+    ``seen_facts`` a batch of cells at a time, each tile in id order."""
     from datetime import datetime, timezone
 
     from sqlalchemy import insert
@@ -88,7 +87,7 @@ async def test_facts_live_before_0007_are_packed_into_the_tiles_of_their_cells(d
     if not db_url.startswith("sqlite"):
         from tests.conftest import reset_postgres
         await reset_postgres(db_url)
-    monkeypatch.setattr(tiles, "REBUILD_ROWS", 7)          # batches end inside cells
+    monkeypatch.setattr(tiles, "REBUILD_CELLS", 2)         # three batches
     db = Database(db_url)
     cells = [622236750694711295 + k for k in range(5)]
     rows = [{"cell": cells[i % 5], "kind": "pole", "lat": -6.9 + i * 1e-5, "lon": 107.6, "value": None,
