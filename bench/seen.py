@@ -152,16 +152,13 @@ async def load_postgres(url: str, n: int, layout: str) -> None:
     try:
         async with eng.begin() as conn:
             await conn.run_sync(tiles.rebuild)
+        async with eng.connect() as conn:
+            # What autovacuum gives a live database: statistics, and the visibility map that
+            # lets index scans be index-only.
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.exec_driver_sql("VACUUM ANALYZE")
     finally:
         await eng.dispose()
-    con = await asyncpg.connect(user=u.username, password=u.password, host=u.host, port=u.port or 5432,
-                                database=u.database)
-    try:
-        # What autovacuum gives a live database: statistics, and the visibility map that
-        # lets index scans be index-only.
-        await con.execute("VACUUM ANALYZE")
-    finally:
-        await con.close()
 
 
 async def migrate(url: str) -> None:

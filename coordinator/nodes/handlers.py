@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 from typing import Any
 
 import tornado.web
@@ -22,6 +23,7 @@ from ..sweeps.validation import accepted_builds
 from . import registry
 from .tokens import Bearer, bearer
 
+log = logging.getLogger("sis.nodes")
 PREFIX = "/node/v1"
 MAX_SMALL_BODY = 16 * 1024
 STREAM_CEILING = 64 * 1024 * 1024
@@ -183,10 +185,10 @@ class ResultHandler(NodeHandler):
         if self.wants_next:
             try:
                 answer["next"] = await self.next_lease(presented)
-            except ServiceError:
+            except ServiceError as exc:
                 # The result is taken all the same. Without "next" the node asks the lease
                 # route, which answers the refusal (a node revoked meanwhile, say) itself.
-                pass
+                log.info("result on lease %s taken; its next lease was refused: %s", lease_id, exc.message)
         self.send_json(answer, 200)
 
 

@@ -17,11 +17,11 @@ only from it:
   or nothing on conflict) and then read locked (``FOR UPDATE`` on PostgreSQL; on
   SQLite the write transaction holds the database), so two approvals in one cell
   take turns instead of losing one's facts.
-- ``rebuild``: the tiles again from ``seen_facts``, all of them or some cells'
-  (migration 0007, the benches' bulk loads, and tests that write facts directly).
+- ``rebuild``: every tile again from ``seen_facts`` (migration 0007, the benches'
+  bulk loads, and tests that write facts directly).
 
 Facts are never removed from the seen layer today; a change that removes them must
-rebuild their cells' tiles in the same transaction.
+remake their cells' tiles in the same transaction.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from sqlalchemy import Connection, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..db.models import SeenFact, SeenTile
+from ..sweeps.coverage import chunks
 from .spatial import in_cells
 
 TILES = SeenTile.__table__
@@ -41,7 +42,6 @@ FACTS = SeenFact.__table__
 ID, POS, LEN = np.dtype("<i8"), np.dtype("<f8"), np.dtype("<i4")
 BLOBS = ("ids", "lats", "lons", "lens", "docs")
 EMPTY = {"facts": 0, **{k: b"" for k in BLOBS}}
-CHUNK = 500          # cells per statement when writing
 REBUILD_CELLS = 2_000     # cells per batch of a whole rebuild (some 15,000 facts in a dense city)
 
 Fact = tuple[int, float, float, str]      # id, lat, lon, doc
@@ -56,11 +56,6 @@ def pack(facts: Sequence[Fact]) -> dict:
             "lens": np.array([len(d) for d in docs], LEN).tobytes(), "docs": b"".join(docs)}
 
 
-def _chunks(items: list, size: int = CHUNK) -> Iterable[list]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
-
-
 _SET = (update(TILES).where(TILES.c.cell == bindparam("b_cell"))
         .values(facts=bindparam("b_facts"), **{k: bindparam(f"b_{k}") for k in BLOBS}))
 
@@ -73,7 +68,7 @@ def append(conn: Connection, facts: Iterable[dict]) -> int:
         by_cell[f["cell"]].append((f["id"], f["lat"], f["lon"], f["doc"]))
     pg = conn.dialect.name == "postgresql"
     make = (postgresql.insert if pg else sqlite.insert)(TILES).on_conflict_do_nothing(index_elements=["cell"])
-    for cells in _chunks(sorted(by_cell)):
+    for cells in chunks(sorted(by_cell)):
         conn.execute(make, [{"cell": c, **EMPTY} for c in cells])
         q = select(TILES).where(TILES.c.cell.in_(cells)).order_by(TILES.c.cell)
         rows = conn.execute(q.with_for_update() if pg else q).all()
@@ -86,25 +81,18 @@ def append(conn: Connection, facts: Iterable[dict]) -> int:
     return len(by_cell)
 
 
-def rebuild(conn: Connection, cells: Iterable[int] | None = None) -> int:
-    """Make the tiles again from ``seen_facts``: every tile (``cells`` None) or those of
-    ``cells``, in the caller's transaction. Returns how many facts were packed. The whole
-    table is read a batch of ``REBUILD_CELLS`` cells at a time, each batch a range of the
-    ``(cell, lat, lon)`` index, so the work grows with the facts and no batch ends inside
-    a cell."""
+def rebuild(conn: Connection) -> int:
+    """Make every tile again from ``seen_facts``, in the caller's transaction. Returns how
+    many facts were packed. The table is read a batch of ``REBUILD_CELLS`` cells at a time,
+    each batch a range of the ``(cell, lat, lon)`` index, so the work grows with the facts
+    and no batch ends inside a cell."""
     cols = (FACTS.c.cell, FACTS.c.id, FACTS.c.lat, FACTS.c.lon, FACTS.c.doc)
-    by_cell = (FACTS.c.cell, FACTS.c.id)
-    done = 0
-    if cells is not None:
-        for chunk in _chunks(sorted(set(cells))):
-            conn.execute(delete(TILES).where(TILES.c.cell.in_(chunk)))
-            done += _write(conn, conn.execute(select(*cols).where(FACTS.c.cell.in_(chunk)).order_by(*by_cell)).all())
-        return done
-    conn.execute(delete(TILES))
     next_cells = (select(FACTS.c.cell).where(FACTS.c.cell > bindparam("after")).distinct()
                   .order_by(FACTS.c.cell).limit(REBUILD_CELLS))
-    in_range = select(*cols).where(FACTS.c.cell.between(bindparam("first"), bindparam("last"))).order_by(*by_cell)
-    after = -1                    # cell ids are positive
+    in_range = (select(*cols).where(FACTS.c.cell.between(bindparam("first"), bindparam("last")))
+                .order_by(FACTS.c.cell, FACTS.c.id))
+    conn.execute(delete(TILES))
+    done, after = 0, -1           # cell ids are positive
     while batch := conn.execute(next_cells, {"after": after}).scalars().all():
         done += _write(conn, conn.execute(in_range, {"first": batch[0], "last": batch[-1]}).all())
         after = batch[-1]
@@ -120,7 +108,7 @@ def _write(conn: Connection, rows: list) -> int:
             j += 1
         tiles.append({"cell": rows[i].cell, **pack([tuple(r)[1:] for r in rows[i:j]])})
         i = j
-    for batch in _chunks(tiles):
+    for batch in chunks(tiles):
         conn.execute(insert(TILES), batch)
     return len(rows)
 
