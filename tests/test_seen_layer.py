@@ -96,7 +96,8 @@ async def test_a_large_circle_read_by_annuli_is_the_nearest_whatever_the_cap(db_
     hole = [r for r in fact_rows(300, 1500, seed=9) if distance_m(LAT, LON, r["lat"], r["lon"]) > 1100]
     for i, r in enumerate(hole):
         r["photos"] = [f"hole-{i}"]
-    c = await seeded(db_url, photos, rows + hole)
+    marked = set(sorted(coverage.circle_cells(LAT, LON, 1500))[::3])
+    c = await seeded(db_url, photos, rows + hole, covered=marked)
     reader = reader_of(c.services)
 
     async def both(radius, cap):
@@ -105,7 +106,9 @@ async def test_a_large_circle_read_by_annuli_is_the_nearest_whatever_the_cap(db_
         whole = await query.seen_facts(reader, LAT, LON, radius, cap)
         monkeypatch.undo()
         staged = staged[0], orjson.loads(orjson.dumps(staged[1])), staged[2]     # facts come encoded
-        assert staged[1:] == (orjson.loads(orjson.dumps(whole[1])), whole[2]), (radius, cap)
+        assert staged == (whole[0], orjson.loads(orjson.dumps(whole[1])), whole[2]), (radius, cap)
+        ground = coverage.circle_cells(LAT, LON, radius)     # the coverage comes with the first read
+        assert staged[0] == query.Coverage(len(ground), len(ground & marked)), (radius, cap)
         return staged
 
     def check(facts, truncated, pool, radius, cap):
