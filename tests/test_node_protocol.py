@@ -195,6 +195,43 @@ async def test_a_node_that_stops_heartbeating_loses_its_job_after_the_ttl(db_url
         await stop_coordinator(c)
 
 
+async def test_a_lease_given_back_is_queued_again_at_once_with_no_failure_counted(db_url, photos):
+    photos.scatter(*CENTRE, radius_m=100, n=1, seed=1)
+    c = await start(db_url, photos, job_max_failures=1)      # one lapse would park the job
+    try:
+        await request_sweep(c, radius=200)
+        stopping, other = await enrolled(c, 2, trusted=True)
+        first = await stopping.lease()
+        assert await other.lease() is None                    # the only job is held
+        lid = first["lease"]["leaseId"]
+        assert (await other.release(lid)).status == 404       # not its lease
+        for bad in ({"reason": ""}, {"reason": "x" * 201}, {"why": "no"}, {"reason": 3}, "[1]", "{"):
+            r = await stopping.release(lid, bad)
+            assert r.status == 400, bad
+            assert_error_shape(r.json(), "bad_parameter")
+        r = await stopping.release(lid)
+        assert r.status == 200 and r.json() == {"leaseId": lid, "state": "cancelled"}
+        again = await stopping.release(lid, {"reason": "sent twice"})
+        assert again.status == 200 and again.json() == {"leaseId": lid, "state": "cancelled"}
+        second = await other.lease()                          # at once, not after the TTL
+        assert second is not None and second["job"]["jobId"] == first["job"]["jobId"]
+        assert (await stopping.heartbeat(lid)).json() == {"action": "cancel", "reason": "the lease is cancelled"}
+        assert (await stopping.submit(lid, stopping.honest(first))).status == 409
+        r = await other.submit(second["lease"]["leaseId"], other.honest(second))
+        assert r.status == 200 and r.json()["jobState"] == "in_review"
+        async with c.services.db.read() as s:
+            job = (await s.execute(select(SweepJob))).scalar_one()
+            log = (await s.execute(select(SweepTransition).where(SweepTransition.subject == "lease",
+                                                                 SweepTransition.subject_id == lid))).scalars().all()
+        assert job.failures == 0
+        actor = f"node:{stopping.node_id}"
+        assert [(t.from_state, t.to_state, t.actor) for t in log] == [(None, "active", actor),
+                                                                      ("active", "cancelled", actor)]
+        assert log[1].reason == "given back by its node: the node is stopping"
+    finally:
+        await stop_coordinator(c)
+
+
 async def test_a_job_that_fails_too_often_is_parked_with_its_reason(sqlite_url, photos):
     photos.scatter(*CENTRE, radius_m=100, n=1, seed=1)
     c = await start(sqlite_url, photos, lease_ttl_s=0.05, job_max_failures=3)
@@ -283,7 +320,8 @@ async def test_node_routes_are_in_the_openapi_document_but_not_tools(sweeps_sqli
     assert "/earth/sweep-request" in doc["paths"] and "post" in doc["paths"]["/earth/sweep-request"]
     registry = sweeps_sqlite.services.registry
     assert not any("/node/" in path for t in registry for path in t.routes.values())
-    assert not {"node_enrol", "node_lease", "node_heartbeat", "node_result"} & {t.name for t in registry}
+    assert "/node/v1/leases/{leaseId}/release" in doc["paths"]
+    assert not {"node_enrol", "node_lease", "node_heartbeat", "node_result", "node_release"} & {t.name for t in registry}
 
 
 def test_the_protocol_document_names_every_route_and_sweep_setting():
@@ -348,7 +386,7 @@ async def test_a_revoked_node_is_refused_on_every_route(sweeps_sqlite, photos):
     sw = sweeps_of(sweeps_sqlite.services)
     assert await registry.revoke(sw.db, node.node_id, "test", "operator:test", 5) == 1
     lid = doc["lease"]["leaseId"]
-    for r in (await node.heartbeat(lid), await node.submit(lid, node.honest(doc)),
+    for r in (await node.heartbeat(lid), await node.submit(lid, node.honest(doc)), await node.release(lid),
               await sweeps_sqlite.get("/node/v1/me", headers=node.auth),
               await sweeps_sqlite.post("/node/v1/lease", {}, headers=node.auth)):
         assert r.status == 403

@@ -101,6 +101,11 @@ class SimNode:
     async def heartbeat(self, lease_id: str) -> Response:
         return await self.c.post(f"/node/v1/leases/{lease_id}/heartbeat", {}, headers=self.auth)
 
+    async def release(self, lease_id: str, body: Any = None) -> Response:
+        data = b"" if body is None else body if isinstance(body, (bytes, str)) else json.dumps(body)
+        return await self.c.post(f"/node/v1/leases/{lease_id}/release", data,
+                                 headers={**self.auth, "Content-Type": "application/json"})
+
     async def submit(self, lease_id: str, body: Any, next_: str | None = None) -> Response:
         data = body if isinstance(body, (bytes, str)) else json.dumps(body)
         query = f"?next={next_}" if next_ is not None else ""

@@ -29,6 +29,7 @@ MAX_SMALL_BODY = 16 * 1024
 STREAM_CEILING = 64 * 1024 * 1024
 NEXT_VALUES = {"1": True, "true": True, "0": False, "false": False}
 TEXT_FIELDS = {"platform": 200, "gpu": 200, "engineVersion": 60, "engineBuild": 128, "name": 120}
+MAX_REASON = 200
 
 
 class InvalidResult(ServiceError):
@@ -145,6 +146,24 @@ class HeartbeatHandler(NodeHandler):
         self.send_json(body)
 
 
+class ReleaseHandler(NodeHandler):
+    """Give a lease back unworked: its replica is queued again at once, with no failure
+    counted. Answers the lease's state; a lease already ended stays as it is, so a
+    release sent again answers the same."""
+
+    async def post(self, lease_id: str) -> None:
+        node = await self.node()
+        doc = self.json_body()
+        why = doc.get("reason", "the node is stopping")
+        if set(doc) - {"reason"} or not isinstance(why, str) or not why.strip() or len(why) > MAX_REASON:
+            raise BadParameter(f"the body may hold only 'reason', text of at most {MAX_REASON} characters",
+                               {"parameter": "reason", "maxLength": MAX_REASON})
+        state = await leases.give_back(self.sweeps, node, lease_id, why.strip())
+        if state is None:
+            raise NotFound("no such lease for this node", {"leaseId": lease_id})
+        self.send_json({"leaseId": lease_id, "state": state})
+
+
 @tornado.web.stream_request_body
 class ResultHandler(NodeHandler):
     """The body streams in and is kept only up to ``result_max_bytes``; past that it is
@@ -199,6 +218,7 @@ def node_routes() -> list[tuple[str, type, dict]]:
         (rf"{PREFIX}/lease", LeaseHandler, {}),
         (rf"{PREFIX}/leases/([A-Za-z0-9_]+)/heartbeat", HeartbeatHandler, {}),
         (rf"{PREFIX}/leases/([A-Za-z0-9_]+)/result", ResultHandler, {}),
+        (rf"{PREFIX}/leases/([A-Za-z0-9_]+)/release", ReleaseHandler, {}),
     ]
 
 
@@ -238,9 +258,16 @@ NODE_PATHS: dict[str, Any] = {
          "400": "next is not 1 or 0", "409": "Lease lapsed, or a different result already",
          "413": "Body too large (recorded as invalid)", "422": "Rejected, with every reason"},
         body="A Result of sweep_engine.schema"),
+    f"{PREFIX}/leases/{{leaseId}}/release": _op(
+        "node_release", "Give a lease back unworked: the job is queued again at once, with no failure counted",
+        {"200": "The lease's state: cancelled when it was active, else as it was (a release sent again "
+                "answers the same)", "400": "Bad body", "404": "Not this node's lease"},
+        body="Optional: reason, text of at most 200 characters (default: the node is stopping)"),
 }
-for _path in (f"{PREFIX}/leases/{{leaseId}}/heartbeat", f"{PREFIX}/leases/{{leaseId}}/result"):
+for _path in (f"{PREFIX}/leases/{{leaseId}}/heartbeat", f"{PREFIX}/leases/{{leaseId}}/result",
+              f"{PREFIX}/leases/{{leaseId}}/release"):
     NODE_PATHS[_path]["post"]["parameters"] = lease_param()
 NODE_PATHS[f"{PREFIX}/leases/{{leaseId}}/result"]["post"]["parameters"].append(
     {"name": "next", "in": "query", "required": False, "schema": {"type": "string", "enum": sorted(NEXT_VALUES)},
      "description": "1 or true: also lease the node's next job, in the same answer (default 0)"})
+NODE_PATHS[f"{PREFIX}/leases/{{leaseId}}/release"]["post"]["requestBody"]["required"] = False

@@ -13,7 +13,8 @@ A heartbeat extends an active lease by the TTL from now, or answers ``cancel``
 when the lease is no longer wanted (it lapsed, was revoked, or the job was
 parked). The sweeper returns leases past their expiry to the queue and counts a
 failure on the job; a job that failed ``job_max_failures`` times is parked as
-``failed`` with its reason.
+``failed`` with its reason. A node may give a lease back unworked (``give_back``):
+the replica is queued again at once, and nothing is counted against the job.
 """
 from __future__ import annotations
 
@@ -243,6 +244,32 @@ async def heartbeat(sweeps, node: Node, lease_id: str) -> Beat | None:
             lease.heartbeat_at = now
             await s.execute(update(Node).where(Node.id == node.id).values(last_seen_at=now))
             return Beat("continue", expires_at=lease.expires_at)
+
+    return await retrying(run)
+
+
+async def give_back(sweeps, node: Node, lease_id: str, why: str) -> str | None:
+    """A node hands back a lease it will not work (its agent is stopping with a job it
+    was given in advance): an active lease ends as ``cancelled`` and its replica goes
+    back to the queue at once, with no failure counted on the job, instead of waiting
+    out the TTL and counting as a lapse. Any other lease is left as it is. Returns the
+    lease's state afterwards, or None when it is not this node's lease (answered 404)."""
+    db, settings = sweeps.db, sweeps.settings
+
+    async def run() -> str | None:
+        now = tr.utcnow()
+        async with db.write() as s:
+            q = select(SweepLease).where(SweepLease.id == lease_id)
+            lease = (await s.execute(q if db.is_sqlite else q.with_for_update())).scalar_one_or_none()
+            if lease is None or lease.node_id != node.id:
+                return None
+            if lease.state == tr.LEASE_ACTIVE:
+                job = await s.get(SweepJob, lease.job_id, with_for_update=for_update(db))
+                await tr.record(s, *await release(s, lease, job, tr.LEASE_CANCELLED, f"node:{node.id}",
+                                                  f"given back by its node: {why}", now,
+                                                  settings.job_max_failures, count_failure=False))
+                await s.execute(update(Node).where(Node.id == node.id).values(last_seen_at=now))
+            return lease.state
 
     return await retrying(run)
 
