@@ -15,7 +15,8 @@ Stopping: the first SIGINT/SIGTERM finishes the current job (its result is
 spooled and, if the coordinator answers, submitted) and leases nothing more;
 a second one stops at once, leaving the lease to lapse so the coordinator
 re-leases the job (or this node resumes it on its next start, if in time).
-The node protocol has no call to hand a lease back early.
+A job leased with the last result and not yet started is given back
+(``release``): the coordinator queues it again at once, counting no failure.
 """
 from __future__ import annotations
 
@@ -217,6 +218,8 @@ class Agent:
                     log.exception("unexpected fault in the job loop; going on after a pause")
                     self.status.update(lastError="unexpected fault in the job loop (see the log)")
                     await self._sleep(self.backoff.next())
+            if isinstance(self._next, Lease):     # taken with the last result before the stop
+                await self._give_back(self._next)
         except Fatal as exc:
             log.error("%s", exc)
             self.status.update(state="stopped", lastError=str(exc))
@@ -249,13 +252,14 @@ class Agent:
             return
         if not self._recovered and not await self._recover():
             return
-        got, self._next = self._next, None
-        if isinstance(got, Lease):
+        if isinstance(self._next, Lease):
             # Leased with the last result, when the policy allowed work: taken as a lease
             # asked for a moment ago is, unless the agent is stopping.
             if self.stopping:
-                log.info("stopping: lease %s, taken with the last result, is left to lapse", got.lease_id)
+                await self._give_back(self._next)
                 return
+        got, self._next = self._next, None
+        if isinstance(got, Lease):
             self.leases_taken += 1
             await self._work(got)
             return
@@ -286,6 +290,18 @@ class Agent:
             return
         self.leases_taken += 1
         await self._work(got)
+
+    async def _give_back(self, lease: Lease) -> None:
+        """Hand back a lease taken with the last result that this agent, stopping, will not
+        work, so its job goes back to the queue now and no failure is counted on it. If the
+        coordinator cannot be told, the lease lapses after its TTL instead."""
+        self._next = None
+        try:
+            await self.client.release(lease.lease_id, "the node agent is stopping")
+            log.info("stopping: lease %s, taken with the last result, is given back", lease.lease_id)
+        except (Unreachable, Refused) as exc:
+            log.warning("stopping: lease %s, taken with the last result, could not be given back (%s); "
+                        "it lapses after its TTL", lease.lease_id, exc)
 
     async def _refused(self, what: str, exc: Refused) -> None:
         if exc.status == 401:

@@ -40,6 +40,7 @@ ROUTES = {
     "heartbeat": ("POST", PREFIX + "/leases/{lease}/heartbeat"),
     "submit": ("POST", PREFIX + "/leases/{lease}/result"),
     "submit_next": ("POST", PREFIX + "/leases/{lease}/result?next=1"),
+    "release": ("POST", PREFIX + "/leases/{lease}/release"),
     "manifest": ("GET", "/earth/node-app"),
 }
 
@@ -168,6 +169,11 @@ class Client:
     async def heartbeat(self, lease_id: str, progress: dict[str, Any] | None = None) -> dict[str, Any]:
         _, doc, _ = await self.call("heartbeat", progress or {}, lease=lease_id)
         return doc or {}
+
+    async def release(self, lease_id: str, reason: str) -> dict[str, Any]:
+        """Give a lease back unworked: the coordinator queues its job again at once."""
+        _, doc, _ = await self.call("release", {"reason": reason}, lease=lease_id)
+        return doc if isinstance(doc, dict) else {}
 
     async def submit(self, lease_id: str, result: dict[str, Any]) -> dict[str, Any]:
         _, doc, _ = await self.call("submit", result, lease=lease_id)

@@ -54,6 +54,33 @@ async def test_each_result_asks_for_the_next_job_in_the_same_request(coord, phot
     assert [r.state for r in (await db_counts(coord))["results"]] == ["pending"] * jobs
 
 
+async def test_a_next_job_taken_just_before_a_stop_is_given_back_not_left_to_lapse(coord, photos, tmp_path,
+                                                                                    monkeypatch):
+    from sqlalchemy import select
+
+    from coordinator.db.models import SweepLease
+    from coordinator.nodes import handlers
+    agent = None
+    result_post = handlers.ResultHandler.post
+
+    async def result(self, lease_id):
+        await result_post(self, lease_id)
+        agent.request_stop()         # the stop arrives once the answer holds the next job
+    monkeypatch.setattr(handlers.ResultHandler, "post", result)
+    await request_sweep(coord)
+    jobs = len((await db_counts(coord))["jobs"])
+    assert jobs >= 2
+    agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
+    assert await asyncio.wait_for(agent.run(), 60) == 0
+    assert agent.contribution.read()["jobs"] == 1 and agent.leases_taken == 1
+    async with coord.services.db.read() as s:
+        leases = (await s.execute(select(SweepLease.state).order_by(SweepLease.leased_at))).scalars().all()
+    assert leases == ["submitted", "cancelled"]            # the next job's lease, given back
+    counts = await db_counts(coord)
+    # every job waits in the queue again (the first for its other replicas), none counted as failed
+    assert [(state, failures) for _, state, failures in counts["jobs"]] == [("queued", 0)] * jobs
+
+
 async def test_max_jobs_stops_the_agent_after_that_many_jobs(coord, photos, tmp_path):
     await request_sweep(coord)
     jobs = len((await db_counts(coord))["jobs"])
