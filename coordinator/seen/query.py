@@ -9,7 +9,7 @@ from typing import Any
 import h3
 import numpy as np
 import orjson
-from sqlalchemy import BigInteger, LargeBinary, bindparam, cast, func, null, select, union_all
+from sqlalchemy import bindparam, func, select
 
 from ..db.models import CoverageCell, SeenMeasurement
 from ..sweeps import coverage
@@ -50,28 +50,6 @@ def circle_coverage(conn, disc: Disc) -> Coverage:
     """How many of the circle's cells (as ``sweep_request`` counts them) are covered:
     swept, and the sweep approved by a reviewer. One statement (at most about 520 cells)."""
     return Coverage(len(disc.ground), conn.execute(_COVERED[_is_pg(conn)], {"cells": disc.ground}).scalar_one())
-
-
-# A circle's coverage and its first tiles in one statement, one round trip to the server
-# instead of two: a first row with the count of covered ground cells (its other columns
-# NULL), then a row per tile, whose count column is NULL.
-_COVERED_AND_TILES = {
-    pg: union_all(
-        select(func.count(), *(cast(null(), LargeBinary) for _ in tiles.BLOBS)).select_from(CoverageCell)
-        .where(in_cells(CoverageCell.cell, pg, "ground"), CoverageCell.state == tr.CELL_COVERED),
-        select(cast(null(), BigInteger), *tiles.columns()).where(in_cells(tiles.TILES.c.cell, pg)))
-    for pg in (False, True)}
-
-
-def _covered_and_tiles(conn, disc: Disc, cells: list[int]) -> tuple[Coverage, tiles.Packed]:
-    """``circle_coverage(conn, disc)`` and ``tiles.read(conn, cells)``, in one statement."""
-    covered, rows = 0, []
-    for row in conn.execute(_COVERED_AND_TILES[_is_pg(conn)], {"ground": disc.ground, "cells": cells}).all():
-        if row[0] is None:
-            rows.append(row[1:])
-        else:
-            covered = row[0]
-    return Coverage(len(disc.ground), covered), tiles.unpack(rows)
 
 
 @dataclass
@@ -191,24 +169,18 @@ class FoundFacts:
     truncated: bool = False
 
 
-def _nearest_facts(conn, disc: Disc, lat: float, lon: float, radius_m: float,
-                   cap: int) -> tuple[Coverage, FoundFacts]:
-    """The circle's coverage, and the facts within ``radius_m`` of the point, nearest first,
-    at most ``cap``, read from their cells' tiles (``tiles``). A large circle is read by
-    annuli as ``_nearest`` reads rows: the inner disc's tiles first, and the outer ring's
-    only when the disc holds no more than ``cap`` facts. The coverage comes with the first
-    read (``_covered_and_tiles``). Every distance is the exact (haversine) one, computed
-    for all of a band's facts at once; ties in distance go to the older fact (the smaller
-    id), so the answer is the same however the circle was read."""
+def _nearest_facts(conn, disc: Disc, lat: float, lon: float, radius_m: float, cap: int) -> FoundFacts:
+    """Facts within ``radius_m`` of the point, nearest first, at most ``cap``, read from their
+    cells' tiles (``tiles``). A large circle is read by annuli as ``_nearest`` reads rows:
+    the inner disc's tiles first, and the outer ring's only when the disc holds no more
+    than ``cap`` facts. Every distance is the exact (haversine) one, computed for all of a
+    band's facts at once; ties in distance go to the older fact (the smaller id), so the
+    answer is the same however the circle was read."""
     kept: list[Band] = []
-    cov = None
     inner, total = -1.0, 0         # the exclusive lower bound of the next band (the centre included)
     for outer in _stages(radius_m):
-        cells = disc.reach if inner < 0 and outer >= radius_m else disc.reach_between(max(inner, 0.0), outer)
-        if cov is None:
-            cov, packed = _covered_and_tiles(conn, disc, cells)
-        else:
-            packed = tiles.read(conn, cells)
+        packed = tiles.read(conn, disc.reach if inner < 0 and outer >= radius_m
+                            else disc.reach_between(max(inner, 0.0), outer))
         d = distances_m(lat, lon, packed.lats, packed.lons)
         band = np.nonzero((d > inner) & (d <= outer))[0]
         band = band[np.lexsort((packed.ids[band], d[band]))]
@@ -223,7 +195,7 @@ def _nearest_facts(conn, disc: Disc, lat: float, lon: float, radius_m: float,
         take = min(left, len(b.index))
         out.bands.append(Band(b.index[:take], b.dist[:take], b.packed))
         left -= take
-    return cov, out
+    return out
 
 
 def served_facts(found: FoundFacts) -> list[orjson.Fragment]:
@@ -246,7 +218,8 @@ async def seen_facts(reader, lat: float, lon: float, radius_m: float,
     """(coverage, facts as served and already encoded (``served_facts``), truncated)."""
     def read(conn):
         disc = Disc.of(lat, lon, radius_m)
-        cov, found = _nearest_facts(conn, disc, lat, lon, radius_m, cap)
+        cov = circle_coverage(conn, disc)
+        found = _nearest_facts(conn, disc, lat, lon, radius_m, cap)
         return cov, served_facts(found), found.truncated
     return await reader.run(read)
 

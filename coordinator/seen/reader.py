@@ -34,7 +34,6 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 T = TypeVar("T")
 MMAP_BYTES = 1 << 30      # address space, not memory: pages stay the OS's file cache
-NO_PARALLEL = {"max_parallel_workers_per_gather": "0"}
 
 
 class Reader:
@@ -43,12 +42,7 @@ class Reader:
         self.sync = None
         self.engine = None
         if not db.is_sqlite:
-            # No parallel workers: a read is a millisecond of index lookups, and starting workers
-            # costs more than that (the planner picks them for a circle's first statement, a
-            # UNION ALL, when it plans it with the values bound, as it does a connection's first
-            # five runs of a prepared statement).
-            self.engine = create_async_engine(db.url, pool_size=4, max_overflow=4, isolation_level="AUTOCOMMIT",
-                                              connect_args={"server_settings": NO_PARALLEL})
+            self.engine = create_async_engine(db.url, pool_size=4, max_overflow=4, isolation_level="AUTOCOMMIT")
         else:
             url = make_url(db.url).set(drivername="sqlite")
             self.sync = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},

@@ -104,8 +104,8 @@ class Disc:
         return self.cells[keep].tolist()
 
 
-def in_cells(col, postgres: bool, name: str = "cells"):
-    """``col`` is one of the cells bound as ``name``, with the list as one parameter, so
+def in_cells(col, postgres: bool):
+    """``col`` is one of the cells bound as ``cells``, with the list as one parameter, so
     the statement's text is the same whatever the number of cells: compiled once, and
     prepared once by the driver. On PostgreSQL ``= ANY(:cells)``, an array (PostgreSQL
     then keeps a generic plan, the same index scan, instead of planning a list of
@@ -114,8 +114,8 @@ def in_cells(col, postgres: bool, name: str = "cells"):
     index with as it does an ``IN`` list (rendering an ``IN`` list of 500 parameters
     for each read cost SQLAlchemy about as much as a tenth of the read)."""
     if postgres:
-        return col == any_(bindparam(name, type_=ARRAY(BigInteger)))
-    listed = func.json_each(bindparam(name, type_=_CellList)).table_valued("value")
+        return col == any_(bindparam("cells", type_=ARRAY(BigInteger)))
+    listed = func.json_each(bindparam("cells", type_=_CellList)).table_valued("value")
     return col.in_(select(listed.c.value).scalar_subquery())
 
 

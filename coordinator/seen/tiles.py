@@ -125,21 +125,12 @@ class Packed:
     docs: bytes
 
 
-def columns() -> list:
-    """The columns a read takes from ``seen_tiles``, in the order ``unpack`` reads them."""
-    return [TILES.c[k] for k in BLOBS]
-
-
-_READ = {pg: select(*columns()).where(in_cells(TILES.c.cell, pg)) for pg in (False, True)}
+_READ = {pg: select(*(TILES.c[k] for k in BLOBS)).where(in_cells(TILES.c.cell, pg)) for pg in (False, True)}
 
 
 def read(conn: Connection, cells: list[int]) -> Packed:
     """The facts of the tiles of ``cells`` (one statement; the cell list is one parameter)."""
-    return unpack(conn.execute(_READ[conn.dialect.name == "postgresql"], {"cells": cells}).all())
-
-
-def unpack(rows: Sequence[Sequence[bytes]]) -> Packed:
-    """The facts of tiles read as ``columns()``, one row per tile."""
+    rows = conn.execute(_READ[conn.dialect.name == "postgresql"], {"cells": cells}).all()
     if not rows:
         nothing = np.zeros(0, ID)
         return Packed(nothing, np.zeros(0, POS), np.zeros(0, POS), nothing, nothing, b"")
