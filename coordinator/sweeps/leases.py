@@ -220,6 +220,13 @@ class Beat:
     reason: str | None = None
 
 
+async def _own_lease(s, db, node: Node, lease_id: str) -> SweepLease | None:
+    """The lease, locked for this transaction, if it is this node's; else None."""
+    q = select(SweepLease).where(SweepLease.id == lease_id)
+    lease = (await s.execute(q if db.is_sqlite else q.with_for_update())).scalar_one_or_none()
+    return lease if lease is not None and lease.node_id == node.id else None
+
+
 async def heartbeat(sweeps, node: Node, lease_id: str) -> Beat | None:
     """None when the lease is not this node's (answered 404)."""
     db, settings = sweeps.db, sweeps.settings
@@ -227,9 +234,8 @@ async def heartbeat(sweeps, node: Node, lease_id: str) -> Beat | None:
     async def run() -> Beat | None:
         now = tr.utcnow()
         async with db.write() as s:
-            q = select(SweepLease).where(SweepLease.id == lease_id)
-            lease = (await s.execute(q if db.is_sqlite else q.with_for_update())).scalar_one_or_none()
-            if lease is None or lease.node_id != node.id:
+            lease = await _own_lease(s, db, node, lease_id)
+            if lease is None:
                 return None
             if lease.state != tr.LEASE_ACTIVE:
                 return Beat("cancel", reason=f"the lease is {lease.state}")
@@ -259,9 +265,8 @@ async def give_back(sweeps, node: Node, lease_id: str, why: str) -> str | None:
     async def run() -> str | None:
         now = tr.utcnow()
         async with db.write() as s:
-            q = select(SweepLease).where(SweepLease.id == lease_id)
-            lease = (await s.execute(q if db.is_sqlite else q.with_for_update())).scalar_one_or_none()
-            if lease is None or lease.node_id != node.id:
+            lease = await _own_lease(s, db, node, lease_id)
+            if lease is None:
                 return None
             if lease.state == tr.LEASE_ACTIVE:
                 job = await s.get(SweepJob, lease.job_id, with_for_update=for_update(db))
