@@ -218,8 +218,9 @@ class Agent:
                     log.exception("unexpected fault in the job loop; going on after a pause")
                     self.status.update(lastError="unexpected fault in the job loop (see the log)")
                     await self._sleep(self.backoff.next())
-            if isinstance(self._next, Lease):     # taken with the last result before the stop
-                await self._give_back(self._next)
+            got, self._next = self._next, None
+            if isinstance(got, Lease):     # taken with the last result before the stop
+                await self._give_back(got)
         except Fatal as exc:
             log.error("%s", exc)
             self.status.update(state="stopped", lastError=str(exc))
@@ -252,14 +253,13 @@ class Agent:
             return
         if not self._recovered and not await self._recover():
             return
-        if isinstance(self._next, Lease):
-            # Leased with the last result, when the policy allowed work: taken as a lease
-            # asked for a moment ago is, unless the agent is stopping.
-            if self.stopping:
-                await self._give_back(self._next)
-                return
         got, self._next = self._next, None
         if isinstance(got, Lease):
+            # Leased with the last result, when the policy allowed work: worked as a lease
+            # asked for now would be, unless the agent is stopping meanwhile.
+            if self.stopping:
+                await self._give_back(got)
+                return
             self.leases_taken += 1
             await self._work(got)
             return
@@ -295,7 +295,6 @@ class Agent:
         """Hand back a lease taken with the last result that this agent, stopping, will not
         work, so its job goes back to the queue now and no failure is counted on it. If the
         coordinator cannot be told, the lease lapses after its TTL instead."""
-        self._next = None
         try:
             await self.client.release(lease.lease_id, "the node agent is stopping")
             log.info("stopping: lease %s, taken with the last result, is given back", lease.lease_id)
