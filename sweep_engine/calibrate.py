@@ -179,7 +179,9 @@ def _log(x: np.ndarray, penalty: float = 1.0) -> np.ndarray:
 
 
 def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact", "ground"),
-           depth_sigma: float = 0.0) -> np.ndarray:
+           depth_sigma: float = 0.0, fixed: tuple[bool, bool, bool] = (False, False, False)) -> np.ndarray:
+    """Focal (log), camera height (log) and pitch (radians) fitting the cues; ``fixed`` holds any of the
+    three at the metadata's value (one given as measured: the scene may doubt it, never move it)."""
     prior_p = np.array([math.log(base.fx), math.log(base.height_m), math.radians(base.pitch_deg)])
     prior_s = np.array([priors[0], priors[1], math.radians(priors[2])])
     prior_h = np.array([SIZE_PRIORS[v.label][2] for v in vehicles])
@@ -215,7 +217,7 @@ def _solve(base: Camera, vehicles, rows, depths, priors, use=("depth", "contact"
         for k, step in enumerate((1e-5, 1e-5, 1e-6)):
             dp = np.zeros(3)
             dp[k] = step
-            jac[:, k] = (residuals(p + dp) - r) / step
+            jac[:, k] = 0.0 if fixed[k] else (residuals(p + dp) - r) / step
         delta = np.linalg.lstsq(jac, -r, rcond=None)[0]
         delta = np.clip(delta, -0.5, 0.5)
         p = np.clip(p + delta, lo, hi)
@@ -230,7 +232,12 @@ def _robust_height(cam: Camera, vehicles: list[_Vehicle], rows: np.ndarray, dept
 
     ``prior``: the metadata's (log height, sigma).  Each cue is one reading: the vehicles' median, good to
     ``CONTACT_SIGMA`` / sqrt(n) but never better than their shared fleet; the ground rows' median.
+    A height given as measured is returned as it is: a tape or the provider's rig beats a depth network's
+    ground (whose scale is what is in doubt in an unfamiliar street); the cues' disagreement with it is
+    the verdict's business, not a reason to move it.
     """
+    if cam.height_basis == "measured":
+        return cam.height_m
     logs, weights = [prior[0]], [1.0 / prior[1] ** 2]
     contact = None
     if vehicles:
@@ -259,6 +266,23 @@ def _robust_height(cam: Camera, vehicles: list[_Vehicle], rows: np.ndarray, dept
     return float(min(max(h, HEIGHT_RANGE_M[0]), HEIGHT_RANGE_M[1]))
 
 
+def _measured_checks(cam: Camera, ev: dict) -> dict:
+    """For each of focal length and camera height given as measured (and so kept), what the scene's own
+    cues make of it and how far (log units) the farthest of them is: ``{"cameraHeightM": {"given",
+    "fromGround", "fromVehicles", "offBy"}, "focalPx": {"given", "fromVehicles", "offBy"}}``. A
+    disagreement is reported here and lowers the verdict; it does not move the measured value."""
+    out: dict = {}
+    for key, basis, given, cues in (("focalPx", cam.focal_basis, cam.fx, ("fromVehicles",)),
+                                    ("cameraHeightM", cam.height_basis, cam.height_m,
+                                     ("fromVehicles", "fromGround"))):
+        if basis != "measured":
+            continue
+        seen = {k: ev[key][k] for k in cues if k in ev[key] and ev[key][k] > 0}
+        off = max((abs(math.log(v / given)) for v in seen.values()), default=0.0)
+        out[key] = {"given": given, **seen, "offBy": off}
+    return out
+
+
 def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections, *,
               min_score: float = 0.5, depth_sigma: float | None = None) -> Calibrated:
     """Solve focal, camera height and pitch for one photo; return the corrected camera and the verdict.
@@ -272,17 +296,23 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
     rows, depths = _ground_rows(cam, depth, seg)
     reasons: list[str] = []
 
-    p = _solve(cam, vehicles, rows, depths, priors, depth_sigma=ds)
+    # Metadata given as measured is kept: the solve holds it and reads only what it leaves free.
+    fixed = (cam.focal_basis == "measured", cam.height_basis == "measured", False)
+    p = _solve(cam, vehicles, rows, depths, priors, depth_sigma=ds, fixed=fixed)
     rejected = 0
     if len(vehicles) >= 3:  # drop vehicles far off the consensus (a mislabelled truck, a toy car) once
         hd, _ = _vehicle_heights(_camera(cam, p), vehicles)
-        off = np.abs(_log(hd) - np.log([SIZE_PRIORS[v.label][2] for v in vehicles]))
-        keep = [v for v, o in zip(vehicles, off) if o <= max(0.25, 3 * robust_spread(off))]
+        # far off the others, not off the prior: with a measured focal held, all of them may be off together
+        dev = _log(hd) - np.log([SIZE_PRIORS[v.label][2] for v in vehicles])
+        off = np.abs(dev - np.median(dev))
+        keep = [v for v, o in zip(vehicles, off) if o <= max(0.25, 3 * robust_spread(dev))]
         rejected = len(vehicles) - len(keep)
         if rejected:
             vehicles = keep
-            p = _solve(cam, vehicles, rows, depths, priors, depth_sigma=ds)
+            p = _solve(cam, vehicles, rows, depths, priors, depth_sigma=ds, fixed=fixed)
     solved = _camera(cam, p)
+    if fixed[0]:  # exactly as given, not as exp(log(given))
+        solved = solved.with_(fx=cam.fx, fy=cam.fy)
     solved = solved.with_(height_m=_robust_height(
         solved, vehicles, rows, depths, (math.log(cam.height_m), priors[1]),
         NETWORK_GROUND_SIGMA if depth_sigma else EXACT_GROUND_SIGMA))
@@ -316,9 +346,9 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
     ev["cueDeviations"] = dev
     ev["disagreement"] = disagreement
     # What the scene alone says, against metadata given as measured: the solution itself is held by them.
-    focal_override = abs(math.log(ev["focalPx"].get("fromVehicles", solved.fx) / cam.fx))
-    scene_heights = [ev["cameraHeightM"][k] for k in ("fromVehicles", "fromGround") if k in ev["cameraHeightM"]]
-    height_override = abs(math.log(float(np.median(scene_heights or [solved.height_m])) / cam.height_m))
+    ev["measured"] = _measured_checks(cam, ev)
+    focal_override = ev["measured"].get("focalPx", {}).get("offBy", 0.0)
+    height_override = ev["measured"].get("cameraHeightM", {}).get("offBy", 0.0)
 
     if not vehicles and len(rows) < 3:
         trust = "unknown"

@@ -43,15 +43,18 @@ SCALE_CORRECT = 0.20
 
 
 def _scale_error(evidence: dict) -> float:
-    """How far (log units) the ground, read by the depth model, puts the camera from where the vehicles'
-    contacts put it (which no depth enters): a measure of the depth model's scale error in this photo,
-    positive where it reads too far (0 when either is missing). Its size is the doubt; where it is beyond
+    """How far (log units) the ground, read by the depth model, puts the camera from a camera height given
+    as measured, or else from where the vehicles' contacts put it (which no depth enters): a measure of
+    the depth model's scale error in this photo, positive where it reads too far (0 when either is missing). Its size is the doubt; where it is beyond
     ``SCALE_CORRECT``, ``exp(-error)`` rescales the model's depths: an object read by depth alone (a sign,
     a gate, an entrance) is otherwise as far off as the model's scale (on the end-to-end test's street,
     read 21-39 % too far, they were 1.29-1.42 x too far)."""
     h = evidence.get("cameraHeightM", {})
-    if "fromGround" in h and "fromVehicles" in h and h["fromGround"] > 0 and h["fromVehicles"] > 0:
-        return math.log(h["fromGround"] / h["fromVehicles"])
+    # A camera height given as measured is kept by the calibration and is the better reference: the
+    # ground's disagreement with it is then the depth model's scale error, vehicles or none.
+    ref = h.get("prior") if h.get("priorBasis") == "measured" else h.get("fromVehicles")
+    if "fromGround" in h and ref and h["fromGround"] > 0 and ref > 0:
+        return math.log(h["fromGround"] / ref)
     return 0.0
 
 

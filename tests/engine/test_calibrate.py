@@ -169,3 +169,31 @@ def test_a_camera_above_the_roofs_reads_the_vehicles_to_their_far_edge():
                  for i, v in enumerate(vehicles) if v.label == "car"]
     assert len(cars) >= 12 and abs(np.median(cars)) < 0.03
     assert np.median(focal) < 0.03 and np.median(height) < 0.03
+
+
+@pytest.mark.parametrize("seed", SEEDS[:3])
+def test_a_measured_camera_height_is_kept_when_the_network_ground_disagrees(seed):
+    """No vehicles, the camera height given as measured, and a depth map whose scale is 30 % off: the
+    ground alone would put the camera 30 % higher. The measured height stays; the disagreement is
+    reported (``evidence["measured"]``) and the verdict is low."""
+    from sweep_engine.geometry import MODEL_DEPTH_SIGMA
+
+    f = frame(seed, n_vehicles=0, furniture=False)
+    true_h = f.camera.height_m
+    cam = f.camera.with_(height_basis="measured", focal_basis="measured")
+    c = calibrate(cam, (f.depth * 1.3).astype(np.float32), f.seg, [], depth_sigma=MODEL_DEPTH_SIGMA)
+    assert c.camera.height_m == true_h and c.camera.fx == f.camera.fx
+    checked = c.evidence["measured"]["cameraHeightM"]
+    # (the pitch, free within a degree of the given one, takes up a little of it)
+    assert checked["given"] == true_h and 1.2 * true_h < checked["fromGround"] < 1.32 * true_h
+    assert checked["offBy"] > 0.18
+    assert c.scale_trust == "low"
+    assert any("given height" in r for r in c.evidence["reasons"])
+
+
+@pytest.mark.parametrize("seed", SEEDS[:3])
+def test_a_measured_focal_length_is_kept_against_oversized_vehicles(seed):
+    f = frame(seed, vehicle_scale=1.3)
+    c = run(f, focal_basis="measured")
+    assert c.camera.fx == f.camera.fx
+    assert c.evidence["measured"]["focalPx"]["offBy"] > 0.10 and c.scale_trust == "low"
