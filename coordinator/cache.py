@@ -1,30 +1,87 @@
-"""One cache for slow answers: keyed by tool and normalised parameters, with
-the TTL the tool declares, and single flight (concurrent cold requests for the
-same key share one computation). A degraded answer is never stored."""
+"""The answer cache behind every tool that declares a cache TTL (DESIGN.md §11).
+
+Keyed by tool, family and normalised parameters, it keeps healthy answers for the
+declared TTL and runs each cold computation once however many requests want it
+(single flight). The computation runs as a task of its own, so a request that stops
+waiting (its cold bound passed, its client went away, or its tool answers 202 at
+once) does not stop it: the result lands in the cache for the next request. A
+degraded answer is never stored; the last outcome of a computation that ended
+degraded or in error is handed over to the requests that were waiting for it, and
+once to the next request of an ``accepted`` tool (so a client polling the URL sees
+the outcome instead of a new 202), then forgotten.
+
+``AnswerCache`` is one coordinator's, in process. ``RedisAnswerCache`` is shared by
+several coordinators through Redis (``SIS_REDIS_URL``): entries, the single-flight
+lock and the hand-over live there, so two processes computing the same key run
+one computation between them.
+"""
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import time
 from collections import OrderedDict
-from typing import Any, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Union
 
-from .honesty import Answer
+import orjson
+
+from .errors import ServiceError
+from .honesty import Answer, Health, SourceReport
+
+log = logging.getLogger("sis.cache")
+
+Compute = Callable[[], Awaitable[Answer]]
 
 
 def cache_key(tool: str, family: str, params: dict[str, Any]) -> str:
     return f"{tool}|{family}|" + json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
 
 
+@dataclass(frozen=True)
+class Pending:
+    """The computation is still running: the caller answers 202 or a degraded cut-short
+    answer, and the same request is answered from the cache once it is done."""
+
+    started_s: float       # how long it has been running
+
+
+@dataclass
+class _Failed:
+    """An outcome that is not a cacheable answer: a degraded answer or an error."""
+
+    answer: Answer | None = None
+    error: BaseException | None = None
+
+    def give(self) -> Answer:
+        if self.error is not None:
+            raise self.error
+        assert self.answer is not None
+        return self.answer
+
+
+Outcome = Union[Answer, Pending]
+
+
 class AnswerCache:
-    def __init__(self, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+    """One process's cache: an LRU of healthy answers, the computations in flight, and
+    the outcomes handed over once."""
+
+    shared = False
+
+    def __init__(self, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic,
+                 handover_s: float = 300.0) -> None:
         self._entries: OrderedDict[str, tuple[float, Answer]] = OrderedDict()
-        self._inflight: dict[str, asyncio.Future[Answer]] = {}
+        self._inflight: dict[str, tuple[float, asyncio.Task[Answer]]] = {}
+        self._handover: dict[str, tuple[float, _Failed]] = {}
         self.max_entries = max_entries
         self.clock = clock
+        self.handover_s = handover_s
         self.hits = self.misses = 0
 
-    def get(self, key: str) -> Answer | None:
+    async def get(self, key: str) -> Answer | None:
         hit = self._entries.get(key)
         if hit is None:
             return None
@@ -35,7 +92,7 @@ class AnswerCache:
         self._entries.move_to_end(key)
         return answer
 
-    def put(self, key: str, answer: Answer, ttl_s: float) -> None:
+    async def put(self, key: str, answer: Answer, ttl_s: float) -> None:
         if ttl_s <= 0 or not answer.may_cache:
             return
         self._entries[key] = (self.clock() + ttl_s, answer)
@@ -45,29 +102,221 @@ class AnswerCache:
 
     def clear(self) -> None:
         self._entries.clear()
+        self._handover.clear()
 
-    async def get_or_compute(self, key: str, ttl_s: float, compute: Callable[[], Awaitable[Answer]]) -> Answer:
-        hit = self.get(key)
+    async def close(self) -> None:
+        for _, task in list(self._inflight.values()):
+            task.cancel()
+
+    async def run(self, key: str, ttl_s: float, compute: Compute, *, bound_s: float | None = None,
+                  accepted: bool = False) -> Outcome:
+        """The cached answer, else the outcome of the one computation for ``key``: awaited up
+        to ``bound_s`` (None: as long as it takes), or not at all when ``accepted``."""
+        hit = await self.get(key)
         if hit is not None:
             self.hits += 1
             return hit
-        pending = self._inflight.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        self.misses += 1
-        fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = fut
+        handed = self._take_handover(key) if accepted else None
+        if handed is not None:
+            return handed.give()
+        flight = self._inflight.get(key)
+        if flight is None:
+            self.misses += 1
+            task = asyncio.create_task(self._compute(key, ttl_s, compute, accepted))
+            task.add_done_callback(_retrieve)
+            flight = self._inflight[key] = (self.clock(), task)
+        started, task = flight
+        if accepted:
+            return Pending(self.clock() - started)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), bound_s)
+        except asyncio.TimeoutError:
+            return Pending(self.clock() - started)
+
+    async def _compute(self, key: str, ttl_s: float, compute: Compute, accepted: bool) -> Answer:
+        try:
+            try:
+                answer = await compute()
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                if accepted:
+                    self._handover[key] = (self.clock() + self.handover_s, _Failed(error=exc))
+                raise
+            if answer.may_cache:
+                await self.put(key, answer, ttl_s)
+            elif accepted:
+                self._handover[key] = (self.clock() + self.handover_s, _Failed(answer=answer))
+            return answer
+        finally:
+            self._inflight.pop(key, None)
+
+    def _take_handover(self, key: str) -> _Failed | None:
+        hit = self._handover.pop(key, None)
+        if hit is None or hit[0] <= self.clock():
+            return None
+        return hit[1]
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    """Mark a computation's error as seen: the requests that awaited it re-raise it
+    themselves, and one that nobody awaited (an accepted tool's) is handed over."""
+    if not task.cancelled():
+        exc = task.exception()
+        if exc is not None and not isinstance(exc, ServiceError):
+            log.error("a cached computation failed", exc_info=exc)
+
+
+# ---- shared through Redis ----------------------------------------------------------------
+
+def answer_to_bytes(answer: Answer) -> bytes:
+    health = None if answer.health is None else [
+        {"name": s.name, "license": s.license, "ok": s.ok, "error": s.error, "records": s.records, "demo": s.demo}
+        for s in answer.health.sources]
+    return orjson.dumps({"data": answer.data, "caveats": answer.caveats, "health": health,
+                         "cacheable": answer.cacheable, "status": answer.status, "headers": answer.headers})
+
+
+def answer_from_bytes(raw: bytes) -> Answer:
+    d = orjson.loads(raw)
+    health = None if d["health"] is None else Health([SourceReport(**s) for s in d["health"]])
+    return Answer(d["data"], caveats=d["caveats"], health=health, cacheable=d["cacheable"], status=d["status"],
+                  headers=d["headers"])
+
+
+def _failed_to_bytes(failed: _Failed) -> bytes:
+    if failed.answer is not None:
+        return b"A" + answer_to_bytes(failed.answer)
+    exc = failed.error
+    if isinstance(exc, ServiceError):
+        return b"E" + orjson.dumps({"code": exc.code, "message": exc.message, "details": exc.details})
+    return b"E" + orjson.dumps({"code": "internal_error", "message": "the computation failed; it has been logged",
+                                "details": {}})
+
+
+def _failed_from_bytes(raw: bytes) -> _Failed:
+    if raw[:1] == b"A":
+        return _Failed(answer=answer_from_bytes(raw[1:]))
+    d = orjson.loads(raw[1:])
+    exc = ServiceError(d["message"], d["details"])
+    exc.code = d["code"]
+    return _Failed(error=exc)
+
+
+class RedisAnswerCache(AnswerCache):
+    """Several coordinators' cache in one Redis. Within a process the in-flight table of
+    ``AnswerCache`` still joins concurrent requests; across processes a lock key
+    (``SET NX`` with a lease) elects the one that computes, and the others poll for its
+    entry or its hand-over. Entries expire in Redis by their TTL."""
+
+    shared = True
+    POLL_S = 0.02
+
+    def __init__(self, url: str, prefix: str = "sis", *, handover_s: float = 300.0, lock_s: float = 120.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(clock=clock, handover_s=handover_s)
+        from redis.asyncio import Redis
+
+        self.redis = Redis.from_url(url)
+        self.prefix = f"{prefix}:cache"
+        self.lock_s = lock_s
+
+    def _k(self, kind: str, key: str) -> str:
+        return f"{self.prefix}:{kind}:{key}"
+
+    async def get(self, key: str) -> Answer | None:
+        raw = await self.redis.get(self._k("c", key))
+        return None if raw is None else answer_from_bytes(raw)
+
+    async def put(self, key: str, answer: Answer, ttl_s: float) -> None:
+        if ttl_s <= 0 or not answer.may_cache:
+            return
+        await self.redis.set(self._k("c", key), answer_to_bytes(answer), px=max(1, int(ttl_s * 1000)))
+
+    def clear(self) -> None:  # entries expire by themselves; tests use their own prefix
+        super().clear()
+
+    async def close(self) -> None:
+        await super().close()
+        await self.redis.aclose()
+
+    def _take_handover(self, key: str) -> _Failed | None:
+        return None   # read in run(), asynchronously
+
+    async def run(self, key: str, ttl_s: float, compute: Compute, *, bound_s: float | None = None,
+                  accepted: bool = False) -> Outcome:
+        if accepted:
+            raw = await self.redis.getdel(self._k("hk", key))
+            if raw is not None:
+                return _failed_from_bytes(raw).give()
+        return await super().run(key, ttl_s, compute, bound_s=bound_s, accepted=accepted)
+
+    async def _compute(self, key: str, ttl_s: float, compute: Compute, accepted: bool) -> Answer:
+        """This process's one task for ``key``: compute if this process holds the lock, else
+        wait for the process that does."""
+        try:
+            token = os.urandom(8).hex()
+            lock = self._k("lock", key)
+            while True:
+                if await self.redis.set(lock, token, nx=True, px=int(self.lock_s * 1000)):
+                    return await self._compute_locked(key, ttl_s, compute, accepted, token)
+                holder = await self.redis.get(lock)
+                outcome = await self._await_holder(key, lock, holder)
+                if outcome is not None:
+                    return outcome.give() if isinstance(outcome, _Failed) else outcome
+                # the holder vanished without an outcome (killed): try to take the lock ourselves
+        finally:
+            self._inflight.pop(key, None)
+
+    async def _await_holder(self, key: str, lock: str, holder: bytes | None) -> Answer | _Failed | None:
+        while True:
+            hit = await self.get(key)
+            if hit is not None:
+                return hit
+            now = await self.redis.get(lock)
+            if now != holder or now is None:
+                hit = await self.get(key)
+                if hit is not None:
+                    return hit
+                if holder is not None:
+                    raw = await self.redis.get(self._k("h", holder.decode()))
+                    if raw is not None:
+                        return _failed_from_bytes(raw)
+                return None
+            await asyncio.sleep(self.POLL_S)
+
+    async def _compute_locked(self, key: str, ttl_s: float, compute: Compute, accepted: bool,
+                              token: str) -> Answer:
+        lock = self._k("lock", key)
         try:
             answer = await compute()
         except asyncio.CancelledError:
-            fut.cancel()
             raise
         except BaseException as exc:
-            fut.set_exception(exc)
-            fut.exception()  # mark retrieved: waiters, if any, re-raise it themselves
+            await self._hand_over(key, token, _Failed(error=exc), accepted)
             raise
+        else:
+            if answer.may_cache:
+                await self.put(key, answer, ttl_s)
+            else:
+                await self._hand_over(key, token, _Failed(answer=answer), accepted)
+            return answer
         finally:
-            self._inflight.pop(key, None)
-        fut.set_result(answer)
-        self.put(key, answer, ttl_s)
-        return answer
+            await self._release(lock, token)
+
+    async def _hand_over(self, key: str, token: str, failed: _Failed, accepted: bool) -> None:
+        raw = _failed_to_bytes(failed)
+        pipe = self.redis.pipeline()
+        pipe.set(self._k("h", token), raw, px=30_000)            # for the requests waiting now
+        if accepted:
+            pipe.set(self._k("hk", key), raw, px=int(self.handover_s * 1000))   # for the next poll
+        await pipe.execute()
+
+    async def _release(self, lock: str, token: str) -> None:
+        """Delete the lock only if it is still ours (a lease that lapsed may be another's now)."""
+        await self.redis.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
+                              "end return 0", 1, lock, token)
+
+
+def make_cache(redis_url: str, prefix: str) -> AnswerCache:
+    return RedisAnswerCache(redis_url, prefix) if redis_url else AnswerCache()

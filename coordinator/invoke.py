@@ -1,12 +1,14 @@
-"""The one call path every face uses (REST of each family, MCP):
-identify the caller, validate the parameters, apply the caps, count the
-request, run the tool.
+"""The pipeline: the one call path every face uses (REST of each family, MCP).
+It runs everything a tool's declaration says, in order: identify the caller,
+validate the parameters, apply the caps, count the request, then the server
+cache with single flight and the declared cold behaviour, then the handler.
 
 Faces differ only in how raw parameters and the request's facts reach
 ``call_tool`` and in how the ``Answer`` or ``ServiceError`` is written back, so a
 tool cannot drift between its REST route and its MCP face. Access runs before
-the tool and so before any server cache lookup inside it: a revoked caller
-never reaches a cached answer.
+the cache: a revoked caller never reaches a cached answer. No tool touches the
+cache itself; a tool that declares a TTL computes from its family and
+parameters alone (the cache key), never from who is calling.
 """
 from __future__ import annotations
 
@@ -16,10 +18,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from .access import caps
 from .access.policy import embed_headers
+from .cache import Pending, cache_key
 from .context import ToolContext
 from .errors import ServiceError
-from .honesty import Answer
-from .registry import Tool
+from .families import FAMILIES
+from .honesty import Answer, Health, SourceReport
+from .registry import COLD_ACCEPTED, Tool
 
 if TYPE_CHECKING:  # pragma: no cover
     from .services import Services
@@ -41,17 +45,51 @@ class RequestFacts:
 async def call_tool(services: "Services", tool: Tool, family: str, raw: Mapping[str, Any],
                     facts: RequestFacts) -> tuple[Answer, ToolContext]:
     access = services.access
+    capped = FAMILIES[family].capped
     caller = await access.identify(tool, family, facts)
     browser = embed_headers(caller)
     try:
         params = tool.validate(raw)
-        caveats = caps.check_params(tool, caller, params, raw) if family == "public" else []
+        caveats = caps.check_params(tool, caller, params, raw) if capped else []
         limit_headers = await access.admit(family, caller)
         ctx = ToolContext(services, family, caller, base_url=facts.base_url)
-        answer = await tool.handler(ctx, params)
+        answer = await (run_cached(services, tool, ctx, params) if tool.cached else tool.handler(ctx, params))
     except ServiceError as exc:
         exc.headers = {**browser, **exc.headers}
         raise
-    if family == "public":
+    if capped:
         answer = caps.cap_rows(answer, caller, caveats)
     return dataclasses.replace(answer, headers={**limit_headers, **browser, **answer.headers}), ctx
+
+
+async def run_cached(services: "Services", tool: Tool, ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    """The declared cache policy: a hit within the TTL, else the one computation for this
+    key, met as the tool's cold behaviour says."""
+    accepted = tool.cold == COLD_ACCEPTED
+    bound = None if accepted else tool.cold_bound_for(ctx.family)
+    outcome = await services.cache.run(cache_key(tool.name, ctx.family, params), tool.ttl_for(services.settings),
+                                       lambda: tool.handler(ctx, params), bound_s=bound, accepted=accepted)
+    if isinstance(outcome, Pending):
+        return accepted_answer(tool, outcome) if accepted else cut_short_answer(tool, params, bound, outcome)
+    return outcome
+
+
+def accepted_answer(tool: Tool, pending: Pending) -> Answer:
+    wait = tool.retry_after_s
+    return Answer({"accepted": True, "retryAfterS": wait, "computingForS": round(pending.started_s, 1)},
+                  caveats=[f"Accepted: this answer is being computed. Ask the same request again after {wait} s: "
+                           "it answers 200 with the result once it is ready."],
+                  status=202, cacheable=False, headers={"Retry-After": str(wait)})
+
+
+def cut_short_answer(tool: Tool, params: dict[str, Any], bound: float | None, pending: Pending) -> Answer:
+    """The answer when the cold bound passed: degraded (never cached), saying why, with the
+    tool's declared empty body; the computation goes on and the same request is answered
+    from the cache once it is done."""
+    wait = tool.retry_after_s
+    data = {**(tool.cold_fallback(params) if tool.cold_fallback else {}), "pending": True, "retryAfterS": wait}
+    health = Health([SourceReport(tool.name, "n/a", ok=False,
+                                  error=f"not ready within the cold bound of {bound:g} s")])
+    return Answer(data, caveats=[f"Not ready: computing this answer took longer than {bound:g} s. It goes on; ask "
+                                 f"the same request again after {wait} s to get it from the cache."],
+                  health=health, cacheable=False, headers={"Retry-After": str(wait)})

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import __version__
+from .families import FAMILIES
 from .registry import ToolRegistry
 
 ERROR_SCHEMA = {
@@ -32,7 +33,6 @@ HEALTH_SCHEMA = {
     },
 }
 
-FAMILY_PREFIX = {"earth": "/earth", "legacy": "/legacy", "public": "/public/v1/{cred}"}
 STATUS_TEXT = {"400": "Bad parameter", "401": "Invalid credential", "403": "Missing scope",
                "404": "Not found", "429": "Rate limited", "500": "Internal error"}
 
@@ -41,9 +41,10 @@ def openapi_document(registry: ToolRegistry, extra_paths: dict[str, Any] | None 
     paths: dict[str, Any] = {}
     for tool in registry:
         for fam in tool.families:
-            path = FAMILY_PREFIX[fam] + tool.routes[fam]
+            family = FAMILIES[fam]
+            path = family.path(tool.routes[fam])
             params = []
-            if fam == "public":
+            if family.credential_in_path:
                 params.append({"name": "cred", "in": "path", "required": True,
                                "description": "The credential ('anon' for the anonymous credential)",
                                "schema": {"type": "string"}})
@@ -54,7 +55,7 @@ def openapi_document(registry: ToolRegistry, extra_paths: dict[str, Any] | None 
             responses: dict[str, Any] = {
                 "200": {"description": tool.title, "content": {"application/json": {"schema": schema}}},
             }
-            for code in ("400", "404", "500") + (("401", "403") if fam == "public" else ()):
+            for code in ("400", "404", "500") + (("401", "403") if family.credential_in_path else ()):
                 responses[code] = {"description": STATUS_TEXT[code],
                                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
             op = {
@@ -66,7 +67,7 @@ def openapi_document(registry: ToolRegistry, extra_paths: dict[str, Any] | None 
                 "responses": responses,
                 "x-tool": tool.name,
             }
-            if fam == "public" and tool.scopes:
+            if family.credential_in_path and tool.scopes:
                 op["x-scopes"] = list(tool.scopes)
             paths.setdefault(path, {})[tool.method.lower()] = op
     for path, item in (extra_paths or {}).items():

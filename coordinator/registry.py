@@ -12,20 +12,20 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
+from .access import plans
 from .errors import BadParameter
+from .families import FAMILIES as FAMILY_TABLE, LEGACY_ABSENT_TOOLS, LEGACY_PATHS, NAMES as FAMILIES
 from .honesty import Answer
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import ToolContext
 
-FAMILIES = ("earth", "legacy", "public")
+__all__ = ["FAMILIES", "LEGACY_ABSENT_TOOLS", "LEGACY_PATHS", "Param", "Tool", "ToolRegistry", "tool"]
 
-# The legacy family has exactly these paths (SPEC.md, Legacy family); the
-# sweep-side tools are absent from it. ``ToolRegistry.add`` refuses anything else.
-LEGACY_PATHS = ("/events", "/event-brief", "/event-changes", "/site-intel", "/site-scan", "/places",
-                "/infrastructure", "/w/twin_earth", "/place-trends", "/fingerprint")
-LEGACY_ABSENT_TOOLS = ("street_measure", "sweep_request", "node_app", "seen_layer", "environment_features",
-                       "road_geometry")
+# How a cold computation is met (DESIGN.md §11): ``wait`` up to the cold bound, then answer
+# degraded while the computation goes on; ``accepted``: 202 with Retry-After at once, and the
+# same request answers 200 once the computation is done.
+COLD_WAIT, COLD_ACCEPTED = "wait", "accepted"
 
 NUMBER, INTEGER, STRING, BBOX, LONLAT_LIST = "number", "integer", "string", "bbox", "lonlat_list"
 
@@ -208,6 +208,10 @@ Handler = Callable[["ToolContext", dict[str, Any]], Awaitable[Answer]]
 
 @dataclass(frozen=True)
 class Tool:
+    """Everything about a tool that the faces and the pipeline act on. The handler only
+    computes its answer: validation, access, caps, the server cache with single flight and
+    the cold behaviour are run by ``invoke.call_tool`` from these fields."""
+
     name: str
     title: str
     description: str
@@ -216,12 +220,17 @@ class Tool:
     routes: Mapping[str, str] = field(default_factory=dict)   # family -> path under the family prefix
     method: str = "GET"
     scopes: tuple[str, ...] = ()              # scopes needed on the credentialed family
-    cache_ttl_s: int = 0                      # server cache for a healthy answer; 0 = none
+    bbox_ceiling_deg: float | None = None     # credentialed bbox ceiling that binds every plan
+    cache_ttl_s: float | str = 0              # server cache of a healthy answer, in s or a setting's name; 0: none
+    cold: str = COLD_WAIT                     # COLD_WAIT or COLD_ACCEPTED
+    cold_bound_s: float | None = None         # longest a cold computation is waited for (COLD_WAIT)
+    retry_after_s: int = 5                    # Retry-After of a 202 or of an answer the cold bound cut short
+    cold_fallback: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # body of that answer
     http_max_age_s: int = 60                  # Cache-Control max-age for a healthy keyless answer
-    cold_bound_s: float | None = None         # longest a cold computation is waited for
     output_schema: dict[str, Any] | None = None
     mcp: bool = True                          # exposed as an MCP tool
-    keyless: bool = True
+    keyless: bool = True                      # answered without a key; on the credentialed family the
+                                              # anonymous credential holds its scopes (SPEC.md, Auth 4)
     tags: tuple[str, ...] = ()
     family_descriptions: Mapping[str, str] = field(default_factory=dict)   # family -> description there
     family_cold_bound_s: Mapping[str, float] = field(default_factory=dict)  # family -> cold bound there
@@ -237,6 +246,21 @@ class Tool:
 
     def cold_bound_for(self, family: str) -> float | None:
         return self.family_cold_bound_s.get(family, self.cold_bound_s)
+
+    def ttl_for(self, settings: Any) -> float:
+        """The declared cache lifetime; a setting's name reads that setting (an operator may
+        shorten the hazard feed's cache without touching the declaration)."""
+        ttl = self.cache_ttl_s
+        return float(getattr(settings, ttl) if isinstance(ttl, str) else ttl)
+
+    @property
+    def cached(self) -> bool:
+        return bool(self.cache_ttl_s)
+
+    @property
+    def endpoint(self) -> str:
+        """The credentialed route's name, as the limits contract names endpoints (``places``)."""
+        return self.routes.get("public", "").strip("/")
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
@@ -275,16 +299,12 @@ class ToolRegistry:
             self.add(t)
 
     def add(self, tool: Tool) -> Tool:
+        """Register a declaration, refusing one that breaks the contract's family rules or
+        disagrees with the published limits, so a wrong declaration fails at start-up."""
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} declared twice")
-        for fam in (*tool.routes, *tool.family_descriptions, *tool.family_cold_bound_s):
-            if fam not in FAMILIES:
-                raise ValueError(f"tool {tool.name!r}: unknown family {fam!r}")
-        if "legacy" in tool.routes:
-            if tool.name in LEGACY_ABSENT_TOOLS:
-                raise ValueError(f"tool {tool.name!r} is absent from the legacy family")
-            if tool.routes["legacy"] not in LEGACY_PATHS:
-                raise ValueError(f"tool {tool.name!r}: {tool.routes['legacy']!r} is not a legacy path")
+        for problem in _problems(tool):
+            raise ValueError(f"tool {tool.name!r}: {problem}")
         self._tools[tool.name] = tool
         return tool
 
@@ -299,6 +319,33 @@ class ToolRegistry:
 
     def in_family(self, family: str) -> list[Tool]:
         return [t for t in self._tools.values() if family in t.routes]
+
+
+def _problems(tool: Tool) -> Iterable[str]:
+    for fam in (*tool.routes, *tool.family_descriptions, *tool.family_cold_bound_s):
+        if fam not in FAMILY_TABLE:
+            yield f"unknown family {fam!r}"
+    for fam, path in tool.routes.items():
+        table = FAMILY_TABLE[fam]
+        if tool.name in table.absent_tools:
+            yield f"it is absent from the {fam} family"
+        if table.paths is not None and path not in table.paths:
+            yield f"{path!r} is not a {fam} path"
+    if tool.cold not in (COLD_WAIT, COLD_ACCEPTED):
+        yield f"cold must be {COLD_WAIT!r} or {COLD_ACCEPTED!r}"
+    if tool.cold == COLD_ACCEPTED and not tool.cached:
+        yield "an accepted (202) tool must declare a cache TTL: its result is fetched from the cache"
+    bounded = tool.cold_bound_s is not None or bool(tool.family_cold_bound_s)
+    required = set((tool.output_schema or {}).get("required", ())) - {"caveats", "health"}
+    if bounded and required and tool.cold_fallback is None:
+        yield "a cold bound with a tighter output schema needs a cold_fallback body for the cut-short answer"
+    published = plans.ENDPOINT_BBOX_DEG.get(tool.endpoint) if "public" in tool.routes else None
+    if tool.bbox_ceiling_deg != published:
+        yield (f"its bbox ceiling {tool.bbox_ceiling_deg} differs from the published limits' "
+               f"{published} for /{tool.endpoint} (access/plans.py ENDPOINT_BBOX_DEG)")
+    if "public" in tool.routes and tool.keyless and not all(s in plans.ANON_SCOPES for s in tool.scopes):
+        yield (f"it is keyless but its scopes {list(tool.scopes)} are not all anonymous scopes "
+               "(access/plans.py ANON_SCOPES): declare keyless=False")
 
 
 def tool(registry_list: list[Tool], **decl: Any) -> Callable[[Handler], Handler]:

@@ -15,13 +15,13 @@ import orjson
 import tornado.web
 
 from .errors import CODE_BY_STATUS, BadParameter, ServiceError, error_body
+from .families import FAMILIES
 from .honesty import Answer
 from .invoke import RequestFacts, call_tool
 from .registry import Tool, ToolRegistry
 
 log = logging.getLogger("sis.http")
 
-FAMILY_PREFIX = {"earth": "/earth", "legacy": "/legacy", "public": r"/public/v1/([^/]+)"}
 MAX_JSON_BODY = 64 * 1024
 
 # Request ids: unique per process start and cheap (no random draw per request).
@@ -152,8 +152,9 @@ class ToolHandler(BaseHandler):
                             base_url=f"{self.request.protocol}://{self.request.host}")
 
     async def _serve(self, *args: str) -> None:
-        credential = args[0] if self.family == "public" else None
-        path_args = args[1:] if self.family == "public" else args
+        in_path = FAMILIES[self.family].credential_in_path
+        credential = args[0] if in_path else None
+        path_args = args[1:] if in_path else args
         path_params = [p.name for p in self.tool.params if p.location == "path"]
         raw = self.raw_params(dict(zip(path_params, path_args)))
         answer, ctx = await call_tool(self.application.services, self.tool, self.family,  # type: ignore[attr-defined]
@@ -165,7 +166,7 @@ class ToolHandler(BaseHandler):
     def cache_control(self, answer: Answer, keyless: bool) -> str:
         if not answer.may_cache or self.tool.http_max_age_s <= 0:
             return "no-store"
-        if keyless and self.family != "public":
+        if keyless and not FAMILIES[self.family].credential_in_path:
             return f"public, max-age={self.tool.http_max_age_s}"
         return f"private, max-age={self.tool.http_max_age_s}"
 
@@ -182,7 +183,7 @@ def tool_path(tool: Tool, family: str) -> str:
     for p in tool.params:
         if p.location == "path":
             path = path.replace("{" + p.name + "}", r"([^/]+)")
-    return FAMILY_PREFIX[family] + path
+    return FAMILIES[family].pattern + path
 
 
 def tool_routes(registry: ToolRegistry) -> list[tuple[str, type, dict]]:

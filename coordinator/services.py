@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .access.policy import Access
-from .cache import AnswerCache
+from .cache import AnswerCache, make_cache
 from .db import Database
 from .db import migrate as migrations
 from .hazards.history import Poller
@@ -40,6 +40,7 @@ class Services:
             await self.access.close()
         for closer in reversed(self._closers):
             await closer()
+        await self.cache.close()
         await self.db.close()
 
 
@@ -86,7 +87,8 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
         await db.close()
         raise
     services = Services(settings=settings, db=db, sources=sources,
-                        registry=registry or default_registry(), cache=AnswerCache(),
+                        registry=registry or default_registry(),
+                        cache=make_cache(settings.redis_url, settings.rate_limit_prefix),
                         poller=Poller(db, sources, settings.poll_interval_s, settings.polls_kept),
                         access=Access(settings, db), _closers=closers)
     from .sweeps.service import attach as attach_sweeps

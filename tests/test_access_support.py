@@ -92,7 +92,7 @@ SITE_INTEL_STANDIN = Tool(
 
 PLACES_STANDIN = Tool(
     name="places_standin", title="Stand-in for places", description="test only: the places bbox ceiling",
-    handler=_echo_rows, routes={"public": "/places"}, scopes=("earth.places",),
+    handler=_echo_rows, routes={"public": "/places"}, scopes=("earth.places",), bbox_ceiling_deg=0.6,
     params=(Param("bbox", BBOX, "bbox", required=True),))
 
 AREA_PROBE = Tool(

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from openapi_spec_validator import validate
 
-from coordinator.openapi import FAMILY_PREFIX
+from coordinator.families import FAMILIES
 
 
 async def test_openapi_validates_and_lists_every_route(coordinator):
@@ -12,7 +12,7 @@ async def test_openapi_validates_and_lists_every_route(coordinator):
     doc = r.json()
     validate(doc)  # raises on an invalid OpenAPI 3.1 document
     assert doc["openapi"] == "3.1.0"
-    expected = {FAMILY_PREFIX[f] + t.routes[f]
+    expected = {FAMILIES[f].path(t.routes[f])
                 for t in coordinator.services.registry for f in t.families}
     assert expected <= set(doc["paths"])
     assert {"/earth/events", "/earth/event-changes", "/earth/limits", "/healthz"} <= set(doc["paths"])

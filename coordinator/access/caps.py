@@ -1,8 +1,8 @@
 """Caps of the credentialed family, applied generically from parameter kinds.
 
 - A ``bbox`` parameter: each side at most the plan's ``bboxDeg`` and, where the
-  tool's route has one, the per-endpoint ceiling (places 0.6, infrastructure 2,
-  traffic-tiles 0.6), which binds every plan.
+  tool declares one (``Tool.bbox_ceiling_deg``: places 0.6, infrastructure 2,
+  traffic-tiles 0.6), the per-endpoint ceiling, which binds every plan.
 - A ``radius`` parameter: at most the plan's ``radiusM``.
 
 A parameter the caller sent over a cap is refused (400 naming the cap): a
@@ -31,13 +31,15 @@ def caps_for(caller: Caller) -> plans.Caps:
 
 
 def endpoint_name(tool: Tool) -> str:
-    return tool.routes.get("public", "").strip("/")
+    return tool.endpoint
 
 
 def bbox_ceiling(tool: Tool, plan: str) -> tuple[float, str]:
-    """The largest bbox side this plan may ask of this tool, and which cap sets it."""
+    """The largest bbox side this plan may ask of this tool, and which cap sets it: the
+    plan's, or the tool's declared ceiling (checked against the published limits when the
+    registry is built)."""
     caps = plans.CAPS[plan]
-    ceiling = plans.ENDPOINT_BBOX_DEG.get(endpoint_name(tool))
+    ceiling = tool.bbox_ceiling_deg
     if ceiling is not None and ceiling < caps.bbox_deg:
         return ceiling, "perEndpointBbox"
     return caps.bbox_deg, "bboxDeg"

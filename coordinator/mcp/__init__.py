@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .contract import ToolContractHandler, contract_path
+from ..families import MCP_FAMILIES
+from .contract import ToolContractHandler
 from .endpoint import McpHandler
-
-FAMILIES = ("earth", "legacy")
-MCP_PATHS = {"earth": "/mcp", "legacy": "/legacy/mcp"}
 
 
 def mcp_routes() -> list[tuple[str, type, dict]]:
     routes: list[tuple[str, type, dict]] = []
-    for fam in FAMILIES:
-        routes.append((MCP_PATHS[fam] + "/?", McpHandler, {"family": fam}))
-        routes.append((contract_path(fam), ToolContractHandler, {"family": fam}))
+    for fam in MCP_FAMILIES:
+        routes.append((f"{fam.mcp_path}/?", McpHandler, {"family": fam.name}))
+        routes.append((fam.contract_path, ToolContractHandler, {"family": fam.name}))
     return routes
 
 
@@ -26,16 +24,17 @@ def _error(description: str) -> dict[str, Any]:
 def openapi_paths() -> dict[str, Any]:
     """The OpenAPI entries of these routes (the MCP endpoints speak JSON-RPC, described, not schematised)."""
     paths: dict[str, Any] = {}
-    for fam in FAMILIES:
-        paths[contract_path(fam)] = {"get": {
+    for family in MCP_FAMILIES:
+        fam = family.name
+        paths[family.contract_path] = {"get": {
             "operationId": f"{fam}_tool_contract", "summary": "Tool contract document (version 1)",
             "tags": [fam], "responses": {"200": {"description": "The family's tools, parameters and schemas",
                                                  "content": {"application/json": {"schema": {"type": "object"}}}}}}}
-        paths[MCP_PATHS[fam]] = {"post": {
+        paths[family.mcp_path] = {"post": {
             "operationId": f"{fam}_mcp", "summary": "Model Context Protocol endpoint (streamable HTTP, stateless)",
             "description": "One JSON-RPC message per POST. Protocol 2026-07-28 (server/discover) and the "
                            "2025-11-25 initialize handshake, routed by the MCP-Protocol-Version header. Tools are "
-                           f"those of {contract_path(fam)} marked mcp.",
+                           f"those of {family.contract_path} marked mcp.",
             "tags": [fam, "mcp"],
             "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}},
             "responses": {"200": _error("JSON-RPC response"), "202": {"description": "Notification accepted"},

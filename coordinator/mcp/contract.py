@@ -11,21 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import LEGACY_ABSENT_TOOLS, ToolRegistry
+from ..families import FAMILIES
+from ..registry import ToolRegistry
 from ..rest import BaseHandler
 from .protocol import HANDSHAKE_VERSIONS, MODERN_VERSIONS
 from .tools import output_schema
 
 CONTRACT_VERSION = 1
-FAMILY_BASE = {"earth": "/earth", "legacy": "/legacy"}
-MCP_PATH = {"earth": "/mcp", "legacy": "/legacy/mcp"}
 
 
 def contract_path(family: str) -> str:
-    return f"{FAMILY_BASE[family]}/tools.json"
+    return FAMILIES[family].contract_path or ""
 
 
-def tool_contract(registry: ToolRegistry, family: str) -> dict[str, Any]:
+def tool_contract(registry: ToolRegistry, family: str, settings: Any = None) -> dict[str, Any]:
+    table = FAMILIES[family]
     tools = []
     for t in registry.in_family(family):
         entry: dict[str, Any] = {
@@ -33,7 +33,7 @@ def tool_contract(registry: ToolRegistry, family: str) -> dict[str, Any]:
             "title": t.title,
             "description": t.description_for(family),
             "method": t.method,
-            "path": FAMILY_BASE[family] + t.routes[family],
+            "path": table.path(t.routes[family]),
             "inputSchema": t.input_schema(),
             "outputSchema": output_schema(t),
             "mcp": t.mcp,
@@ -42,16 +42,17 @@ def tool_contract(registry: ToolRegistry, family: str) -> dict[str, Any]:
         cold = t.cold_bound_for(family)
         if cold is not None:
             entry["coldBoundS"] = cold
-        if t.cache_ttl_s:
-            entry["cacheTtlS"] = t.cache_ttl_s
+        if t.cached:
+            entry["cacheTtlS"] = t.ttl_for(settings) if settings is not None else t.cache_ttl_s
+            entry["cold"] = t.cold
         tools.append(entry)
     doc: dict[str, Any] = {
         "version": CONTRACT_VERSION,
         "family": family,
-        "basePath": FAMILY_BASE[family],
+        "basePath": table.prefix,
         "tools": tools,
         "mcp": {
-            "endpoint": MCP_PATH[family],
+            "endpoint": table.mcp_path,
             "transport": "streamable-http",
             "stateless": True,
             "responses": "application/json",
@@ -60,8 +61,8 @@ def tool_contract(registry: ToolRegistry, family: str) -> dict[str, Any]:
         },
         "auth": {"keyless": True, "keyHeader": "X-Api-Key", "keyQueryParameter": "key"},
     }
-    if family == "legacy":
-        doc["absentTools"] = list(LEGACY_ABSENT_TOOLS)
+    if table.absent_tools:
+        doc["absentTools"] = list(table.absent_tools)
     return doc
 
 
@@ -70,5 +71,6 @@ class ToolContractHandler(BaseHandler):
         self.family = family
 
     def get(self) -> None:
-        registry = self.application.services.registry  # type: ignore[attr-defined]
-        self.send_json(tool_contract(registry, self.family), cache_control="public, max-age=300")
+        services = self.application.services  # type: ignore[attr-defined]
+        self.send_json(tool_contract(services.registry, self.family, services.settings),
+                       cache_control="public, max-age=300")

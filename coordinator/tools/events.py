@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cache import cache_key
 from ..context import ToolContext
 from ..hazards.feed import event_json, read_feed
 from ..hazards.history import history_status, recent_changes
@@ -53,20 +52,16 @@ EVENT_OUTPUT = {
                                      "alert feed (posQuality 'modeled-bbox'; bboxKind says whether the upstream "
                                      "gave an extent or a fixed square stands in), provenance and license."},
       routes={"earth": "/events", "legacy": "/events", "public": "/events"},
-      scopes=("earth.events",), http_max_age_s=60, output_schema=EVENT_OUTPUT, tags=("events",))
+      scopes=("earth.events",), cache_ttl_s="events_cache_s", http_max_age_s=60, output_schema=EVENT_OUTPUT,
+      tags=("events",))
 async def hazard_events(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     settings = ctx.services.settings
     legacy = ctx.family == "legacy"
-
-    async def compute() -> Answer:
-        feed = await read_feed(ctx.services.sources)
-        events = [event_json(e, square_deg=settings.event_square_deg, extent_bbox=legacy) for e in feed.events]
-        events.sort(key=lambda e: (e["from"] or "", e["id"]), reverse=True)
-        caveats = list(EVENTS_CAVEATS_LEGACY if legacy else EVENTS_CAVEATS_DIRECT) + list(EVENTS_CAVEATS)
-        return Answer({"count": len(events), "events": events}, caveats=caveats, health=feed.health)
-
-    key = cache_key("hazard_events", ctx.family, {})
-    return await ctx.services.cache.get_or_compute(key, settings.events_cache_s, compute)
+    feed = await read_feed(ctx.services.sources)
+    events = [event_json(e, square_deg=settings.event_square_deg, extent_bbox=legacy) for e in feed.events]
+    events.sort(key=lambda e: (e["from"] or "", e["id"]), reverse=True)
+    caveats = list(EVENTS_CAVEATS_LEGACY if legacy else EVENTS_CAVEATS_DIRECT) + list(EVENTS_CAVEATS)
+    return Answer({"count": len(events), "events": events}, caveats=caveats, health=feed.health)
 
 
 @tool(TOOLS, name="event_changes", title="Hazard event changes",

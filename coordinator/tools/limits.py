@@ -30,12 +30,8 @@ def operation_bounds(ctx: ToolContext) -> dict[str, dict[str, Any]]:
 @tool(TOOLS, name="limits", title="Limits contract",
       description="The limits contract: per-IP and keyed rates of the direct family, plan quotas and caps of the "
                   "credentialed family, per-endpoint ceilings and per-operation bounds.",
-      routes={"earth": "/limits"}, http_max_age_s=300, tags=("meta",))
+      routes={"earth": "/limits"}, cache_ttl_s=3600, http_max_age_s=300, tags=("meta",))
 async def limits(ctx: ToolContext, params: dict[str, Any]) -> Answer:
-    return await ctx.services.cache.get_or_compute("limits", 3600, lambda: _limits(ctx))
-
-
-async def _limits(ctx: ToolContext) -> Answer:
     data = {
         "version": 1,
         "direct": {
