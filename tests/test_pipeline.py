@@ -1,0 +1,250 @@
+"""The pipeline runs the cache policy a tool declares: a TTL, single flight, the cold
+behaviour (wait up to a bound, or 202 accepted), never caching a degraded answer, in
+process and shared through Redis by several coordinators."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import uuid
+from typing import Any
+
+import pytest
+import tornado.web
+from tornado.httpclient import AsyncHTTPClient
+
+from coordinator.honesty import Answer, Health, SourceReport
+from coordinator.registry import COLD_ACCEPTED, Param, STRING, Tool, ToolRegistry
+from coordinator.sources.base import fetch
+from coordinator.tools import all_tools, default_registry
+from tests.support import free_port, make_settings, start_coordinator, stop_coordinator
+
+REDIS_URL = os.environ.get("SIS_TEST_REDIS_URL", "")
+needs_redis = pytest.mark.skipif(not REDIS_URL, reason="Redis tests: set SIS_TEST_REDIS_URL")
+
+
+class SlowUpstream:
+    """A loopback upstream that counts its requests and answers after a delay."""
+
+    def __init__(self, delay_s: float = 0.3) -> None:
+        self.hits = 0
+        self.delay_s = delay_s
+        self.ok = True
+
+    async def start(self) -> "SlowUpstream":
+        outer = self
+
+        class H(tornado.web.RequestHandler):
+            async def get(self) -> None:
+                outer.hits += 1
+                await asyncio.sleep(outer.delay_s)
+                if not outer.ok:
+                    self.set_status(503)
+                self.finish({"value": outer.hits})
+
+        self.port = free_port()
+        self.server = tornado.web.Application([(r"/v", H)]).listen(self.port, "127.0.0.1")
+        return self
+
+    async def read(self) -> Answer:
+        code, body = await fetch(f"http://127.0.0.1:{self.port}/v", 5)
+        ok = code == 200
+        return Answer({"upstreamHits": self.hits}, health=Health([SourceReport("slow", "CC0-1.0", ok=ok,
+                                                                              error=None if ok else f"HTTP {code}")]))
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def probe(name: str, upstream: SlowUpstream, **decl: Any) -> Tool:
+    async def handler(ctx, params) -> Answer:  # noqa: ANN001
+        return await upstream.read()
+    return Tool(name=name, title=name, description="test only", handler=handler, routes={"earth": f"/{name}"},
+                params=(Param("q", STRING, "any text"),), **decl)
+
+
+@pytest.fixture
+async def slow():
+    up = await SlowUpstream().start()
+    yield up
+    up.stop()
+
+
+async def many(c, paths: list[str]) -> list[tuple[int, bytes]]:
+    """Concurrent GETs on a client of their own (the shared client's ten slots would queue
+    the coordinator's own upstream request behind them: both live in this process)."""
+    client = AsyncHTTPClient(force_instance=True, max_clients=64)
+    try:
+        rs = await asyncio.gather(*(client.fetch(c.base_url + p, raise_error=False) for c, p in paths))
+        return [(r.code, r.body) for r in rs]
+    finally:
+        client.close()
+
+
+async def serve(sqlite_url, upstream, *tools: Tool, **settings: Any):
+    return await start_coordinator(make_settings(sqlite_url, upstream, **settings),
+                                   ToolRegistry([*all_tools(), *tools]))
+
+
+async def test_a_hit_within_the_ttl_and_a_miss_after_it(sqlite_url, upstream, slow):
+    c = await serve(sqlite_url, upstream, probe("cached_probe", slow, cache_ttl_s=60))
+    now = [1000.0]
+    c.services.cache.clock = lambda: now[0]
+    try:
+        first = await c.get("/earth/cached_probe?q=a")
+        assert first.status == 200 and slow.hits == 1
+        now[0] += 59
+        assert (await c.get("/earth/cached_probe?q=a")).body == first.body and slow.hits == 1
+        assert (await c.get("/earth/cached_probe?q=b")).status == 200 and slow.hits == 2   # another key
+        now[0] += 2
+        assert (await c.get("/earth/cached_probe?q=a")).status == 200 and slow.hits == 3
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_twenty_concurrent_cold_requests_reach_the_upstream_once(sqlite_url, upstream, slow):
+    c = await serve(sqlite_url, upstream, probe("cached_probe", slow, cache_ttl_s=60))
+    try:
+        answers = await many(c, [(c, "/earth/cached_probe?q=x")] * 20)
+        assert {code for code, _ in answers} == {200}
+        assert slow.hits == 1
+        assert len({body for _, body in answers}) == 1
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_a_degraded_answer_is_never_cached(sqlite_url, upstream, slow):
+    slow.ok = False
+    c = await serve(sqlite_url, upstream, probe("cached_probe", slow, cache_ttl_s=60))
+    try:
+        for n in (1, 2):
+            r = await c.get("/earth/cached_probe?q=x")
+            assert r.status == 200 and r.json()["health"]["degraded"] is True
+            assert r.headers["Cache-Control"] == "no-store"
+            assert slow.hits == n
+        slow.ok = True
+        await c.get("/earth/cached_probe?q=x")
+        await c.get("/earth/cached_probe?q=x")
+        assert slow.hits == 3
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_a_passed_cold_bound_answers_degraded_uncached_and_the_result_lands_later(sqlite_url, upstream, slow):
+    slow.delay_s = 0.8
+    tool = probe("bounded_probe", slow, cache_ttl_s=60, cold_bound_s=0.1, family_cold_bound_s={"earth": 0.1})
+    c = await serve(sqlite_url, upstream, tool)
+    try:
+        r = await c.get("/earth/bounded_probe?q=x")
+        body = r.json()
+        assert r.status == 200 and body["pending"] is True and body["health"]["degraded"] is True
+        assert r.headers["Cache-Control"] == "no-store" and r.headers["Retry-After"] == "5"
+        assert body["caveats"][0].startswith("Degraded") and any("Not ready" in cv for cv in body["caveats"])
+        again = await c.get("/earth/bounded_probe?q=x")      # the one computation is still running
+        assert again.json()["pending"] is True and slow.hits == 1
+        await asyncio.sleep(1.0)
+        done = await c.get("/earth/bounded_probe?q=x")
+        assert done.status == 200 and "pending" not in done.json() and done.json()["upstreamHits"] == 1
+        assert slow.hits == 1
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_accepted_answers_202_then_200_on_the_same_url(sqlite_url, upstream, slow):
+    slow.delay_s = 0.4
+    c = await serve(sqlite_url, upstream, probe("accepted_probe", slow, cache_ttl_s=60, cold=COLD_ACCEPTED,
+                                                retry_after_s=2))
+    try:
+        first = await asyncio.gather(*(c.get("/earth/accepted_probe?q=x") for _ in range(5)))
+        for r in first:
+            assert r.status == 202 and r.headers["Retry-After"] == "2" and r.json()["accepted"] is True
+            assert r.headers["Cache-Control"] == "no-store"
+        await asyncio.sleep(0.7)
+        r = await c.get("/earth/accepted_probe?q=x")
+        assert r.status == 200 and r.json()["upstreamHits"] == 1 and slow.hits == 1
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_an_accepted_computation_that_ends_degraded_is_handed_to_the_next_poll_once(sqlite_url, upstream,
+                                                                                          slow):
+    slow.ok, slow.delay_s = False, 0.1
+    c = await serve(sqlite_url, upstream, probe("accepted_probe", slow, cache_ttl_s=60, cold=COLD_ACCEPTED))
+    try:
+        assert (await c.get("/earth/accepted_probe?q=x")).status == 202
+        await asyncio.sleep(0.4)
+        r = await c.get("/earth/accepted_probe?q=x")
+        assert r.status == 200 and r.json()["health"]["degraded"] is True
+        assert r.headers["Cache-Control"] == "no-store"
+        assert (await c.get("/earth/accepted_probe?q=x")).status == 202      # not cached: computed anew
+        await asyncio.sleep(0.3)
+        assert slow.hits == 2
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_every_registered_tool_that_declares_a_cache_is_served_from_it(sqlite_url, upstream):
+    """Wraps each declared-cached tool of the default registry with a counter: a second
+    identical request must not run the handler again. Fails for any tool whose declared
+    policy the pipeline does not apply (or that caches by hand and declares nothing)."""
+    counts: dict[str, int] = {}
+
+    def counted(t: Tool) -> Tool:
+        async def handler(ctx, params):  # noqa: ANN001
+            counts[t.name] = counts.get(t.name, 0) + 1
+            return await t.handler(ctx, params)
+        return dataclasses.replace(t, handler=handler)
+
+    declared = [t for t in default_registry() if t.cached]
+    assert {"hazard_events", "limits"} <= {t.name for t in declared}
+    c = await start_coordinator(make_settings(sqlite_url, upstream),
+                                ToolRegistry([counted(t) if t.cached else t for t in default_registry()]))
+    try:
+        for t in declared:
+            fam = t.families[0]
+            path = c.services.registry.get(t.name).routes[fam]
+            url = ("/public/v1/anon" if fam == "public" else f"/{fam}") + path
+            for _ in range(2):
+                assert (await c.get(url)).status == 200, url
+            assert counts[t.name] == 1, f"{t.name}: the declared cache was not applied"
+    finally:
+        await stop_coordinator(c)
+
+
+@needs_redis
+async def test_two_coordinators_sharing_redis_share_one_entry_and_one_computation(sqlite_url, tmp_path,
+                                                                                  upstream, slow):
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    tool = probe("cached_probe", slow, cache_ttl_s=60)
+    a = await serve(sqlite_url, upstream, tool, redis_url=REDIS_URL, rate_limit_prefix=prefix)
+    b = await serve(f"sqlite+aiosqlite:///{tmp_path}/b.db", upstream, tool, redis_url=REDIS_URL,
+                    rate_limit_prefix=prefix)
+    try:
+        answers = await many(a, [(x, "/earth/cached_probe?q=x") for x in [a, b] * 10])
+        assert {code for code, _ in answers} == {200} and slow.hits == 1
+        assert len({body for _, body in answers}) == 1
+        assert (await b.get("/earth/cached_probe?q=x")).status == 200 and slow.hits == 1
+        assert a.services.cache.shared and b.services.cache.shared
+    finally:
+        await stop_coordinator(a)
+        await stop_coordinator(b)
+
+
+@needs_redis
+async def test_on_redis_an_accepted_tool_answers_202_on_one_coordinator_and_200_on_the_other(sqlite_url, tmp_path,
+                                                                                            upstream, slow):
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    tool = probe("accepted_probe", slow, cache_ttl_s=60, cold=COLD_ACCEPTED)
+    a = await serve(sqlite_url, upstream, tool, redis_url=REDIS_URL, rate_limit_prefix=prefix)
+    b = await serve(f"sqlite+aiosqlite:///{tmp_path}/b.db", upstream, tool, redis_url=REDIS_URL,
+                    rate_limit_prefix=prefix)
+    try:
+        assert (await a.get("/earth/accepted_probe?q=x")).status == 202
+        await asyncio.sleep(0.05)
+        assert (await b.get("/earth/accepted_probe?q=x")).status == 202
+        await asyncio.sleep(0.6)
+        r = await b.get("/earth/accepted_probe?q=x")
+        assert r.status == 200 and slow.hits == 1
+    finally:
+        await stop_coordinator(a)
+        await stop_coordinator(b)
