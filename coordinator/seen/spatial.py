@@ -19,9 +19,10 @@ costs, the index entries walked, distances computed and rows sorted are, and
 coarse cells walk more of them.
 
 The candidate cells and their centres are computed once per request with numpy
-(``Disc``): the cells whose hexagon may reach into the circle (for facts), and the
-cells whose centre lies in the circle's 64-gon, exactly as
-``coverage.circle_cells`` counts a sweep request's ground (for ``covered``).
+(``Disc``, from ``coverage.near``): the cells whose hexagon may reach into the circle
+(for facts), and the cells whose centre lies in the circle, counted by the one
+function that counts a sweep request's ground (``coverage.Near.ground``, for
+``covered``).
 """
 from __future__ import annotations
 
@@ -30,17 +31,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import orjson
-import shapely
-from h3.api import basic_int as h3i
-from h3.api import numpy_int as h3n
 from sqlalchemy import BigInteger, Text, TypeDecorator, any_, bindparam, func, select
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from ..sweeps import coverage
 
-EDGE_M = h3i.average_hexagon_edge_length(coverage.RESOLUTION, "m")
-SPACING_M = EDGE_M * math.sqrt(3)      # centre to centre of neighbouring cells
-EARTH_R = 6_371_008.8
+EDGE_M = coverage.EDGE_M
+EARTH_R = coverage.EARTH_R
+distances_m = coverage.distances_m
 
 
 def distance_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
@@ -49,13 +47,6 @@ def distance_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     dp, dl = p2 - p1, math.radians(lon2 - lon1)
     a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
     return 2 * EARTH_R * math.asin(min(1.0, math.sqrt(a)))
-
-
-def distances_m(lat: float, lon: float, lats: np.ndarray, lons: np.ndarray) -> np.ndarray:
-    p1, p2 = math.radians(lat), np.radians(lats)
-    dp, dl = p2 - p1, np.radians(lons - lon)
-    a = np.sin(dp / 2) ** 2 + math.cos(p1) * np.cos(p2) * np.sin(dl / 2) ** 2
-    return 2 * EARTH_R * np.arcsin(np.minimum(1.0, np.sqrt(a)))
 
 
 def bearing_deg(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
@@ -81,18 +72,8 @@ class Disc:
 
     @classmethod
     def of(cls, lat: float, lon: float, radius_m: float) -> "Disc":
-        centre = h3i.latlng_to_cell(lat, lon, coverage.RESOLUTION)
-        k = int(math.ceil((radius_m + cls.MARGIN_M) / (SPACING_M * 0.8))) + 1
-        cells = np.asarray(h3n.grid_disk(centre, k), dtype=np.uint64)     # numpy in, no Python ints
-        ll = np.array(list(map(h3i.cell_to_latlng, cells.tolist())))
-        d = distances_m(lat, lon, ll[:, 0], ll[:, 1])
-        near = d <= radius_m + cls.MARGIN_M
-        cells, ll, d = cells[near], ll[near], d[near]
-        ring = coverage.circle_ring(lat, lon, radius_m)
-        inside = shapely.contains_xy(shapely.Polygon(ring), ll[:, 1], ll[:, 0])
-        ground = set(cells[inside].tolist())
-        ground.add(int(centre))
-        return cls(cells.tolist(), sorted(ground), cells, d)
+        near = coverage.near(lat, lon, radius_m + cls.MARGIN_M)
+        return cls(near.cells.tolist(), sorted(near.ground(radius_m)), near.cells, near.dist)
 
     def reach_between(self, inner_m: float, outer_m: float) -> list[int]:
         """The cells that may hold a point at a distance in (inner_m, outer_m] of the centre

@@ -18,10 +18,14 @@ request whose sweepable cells are now all covered to ``covered``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable
 
 import h3
+import numpy as np
+from h3.api import basic_int as h3i
+from h3.api import numpy_int as h3n
 from shapely.geometry import Polygon
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -32,6 +36,10 @@ from . import transitions as tr
 RESOLUTION = 10
 M_PER_DEG = 111_320.0
 CHUNK = 500
+EARTH_R = 6_371_008.8
+EDGE_M = h3.average_hexagon_edge_length(RESOLUTION, "m")
+SPACING_M = EDGE_M * math.sqrt(3)      # centre to centre of neighbouring cells
+_CLEAR_M = 2 * EDGE_M                  # more than any res-10 cell's centre-to-corner distance
 
 
 def offset(lat: float, lon: float, east_m: float, north_m: float) -> tuple[float, float]:
@@ -40,22 +48,61 @@ def offset(lat: float, lon: float, east_m: float, north_m: float) -> tuple[float
             lon + east_m / (M_PER_DEG * max(math.cos(math.radians(lat)), 1e-6)))
 
 
-def circle_ring(lat: float, lon: float, radius_m: float, n: int = 64) -> list[tuple[float, float]]:
-    """The circle as (lon, lat) vertices."""
-    out = []
-    for i in range(n):
-        a = 2 * math.pi * i / n
-        la, lo = offset(lat, lon, radius_m * math.sin(a), radius_m * math.cos(a))
-        out.append((lo, la))
-    return out
+def distances_m(lat: float, lon: float, lats: np.ndarray, lons: np.ndarray) -> np.ndarray:
+    """Great-circle (haversine) distances in metres from a point. On the sphere, not a
+    local plane: the same at a pole and across the antimeridian as anywhere else."""
+    p1, p2 = math.radians(lat), np.radians(lats)
+    dp, dl = p2 - p1, np.radians(lons - lon)
+    a = np.sin(dp / 2) ** 2 + math.cos(p1) * np.cos(p2) * np.sin(dl / 2) ** 2
+    return 2 * EARTH_R * np.arcsin(np.minimum(1.0, np.sqrt(a)))
+
+
+@dataclass(frozen=True)
+class Near:
+    """The cells whose centres lie within some distance of a point, with those distances.
+
+    A circle's ground (``ground``) is counted from it, by the sweep request
+    (``circle_cells``) and by the seen layer (``seen.spatial.Disc``) alike, so both
+    faces count the same cells for the same circle."""
+
+    centre: int
+    cells: np.ndarray                       # uint64 cell ids
+    dist: np.ndarray                        # their centres' great-circle distances, metres
+
+    def ground(self, radius_m: float) -> set[int]:
+        """The cells whose centres lie in the circle of ``radius_m`` (at most the distance
+        this was made for), and always the point's own cell."""
+        out = set(self.cells[self.dist <= radius_m].tolist())
+        out.add(self.centre)
+        return out
+
+
+def near(lat: float, lon: float, within_m: float) -> Near:
+    """Every cell whose centre is within ``within_m`` of the point, found by walking the
+    grid out from the point's cell rather than by filling a lat/lon polygon: a polygon
+    cannot hold a pole (its ring leaves the valid latitudes) and splits at the
+    antimeridian, the grid has neither edge. The walk is wide enough when every cell of
+    its outermost ring lies beyond ``within_m`` by more than a cell's own size: a cell
+    outside the walk is then farther still (a path to it crosses that ring)."""
+    centre = h3i.latlng_to_cell(lat, lon, RESOLUTION)
+    k = int(math.ceil((within_m + _CLEAR_M) / (SPACING_M * 0.8))) + 1
+    while True:
+        ring = h3i.grid_ring(centre, k)
+        ll = np.array(list(map(h3i.cell_to_latlng, ring)))
+        if distances_m(lat, lon, ll[:, 0], ll[:, 1]).min() > within_m + _CLEAR_M:
+            break
+        k += max(1, k // 4)
+    cells = np.asarray(h3n.grid_disk(centre, k), dtype=np.uint64)
+    ll = np.array(list(map(h3i.cell_to_latlng, cells.tolist())))
+    d = distances_m(lat, lon, ll[:, 0], ll[:, 1])
+    keep = d <= within_m
+    return Near(int(centre), cells[keep], d[keep])
 
 
 def circle_cells(lat: float, lon: float, radius_m: float) -> set[int]:
-    """Cells whose centres lie in the circle, and always the centre's own cell."""
-    ring = [(la, lo) for lo, la in circle_ring(lat, lon, radius_m)]
-    cells = {h3.str_to_int(c) for c in h3.polygon_to_cells(h3.LatLngPoly(ring), RESOLUTION)}
-    cells.add(point_cell(lat, lon))
-    return cells
+    """The circle's ground: cells whose centres lie in the circle, and always the centre's
+    own cell (``Near.ground``)."""
+    return near(lat, lon, radius_m).ground(radius_m)
 
 
 def point_cell(lat: float, lon: float) -> int:
