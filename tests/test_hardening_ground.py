@@ -63,3 +63,16 @@ def test_the_seen_layer_and_a_sweep_request_count_a_circle_by_one_function():
     for lat, lon, r in circles:
         assert set(Disc.of(lat, lon, r).ground) == coverage.circle_cells(lat, lon, r), (lat, lon, r)
 
+
+async def test_a_sweep_requests_ground_is_the_seen_layers_ground_with_photos_at_its_edge(sweeps_db, photos):
+    """Photos inside the circle that stand in edge cells (their centre outside the circle) are
+    swept, but the ground both faces count is the circle's own cells."""
+    for i, (radius, n) in enumerate([(450, 60), (300, 40), (1000, 150)]):
+        lat, lon = coverage.offset(*CENTRE, 4000 * i, 0)
+        photos.scatter(lat, lon, radius_m=radius, n=n, seed=40 + i)
+        edge = {coverage.point_cell(p.lat, p.lon) for p in photos.photos[-n:]} - coverage.circle_cells(lat, lon, radius)
+        assert edge, "the scatter should put photos in edge cells"
+        body = (await request_sweep(sweeps_db, lat, lon, radius)).json()
+        assert body["queued"] is True, body
+        seen = (await sweeps_db.get(f"/earth/seen?lat={lat}&lon={lon}&radius={radius}")).json()
+        assert body["ground"]["cells"] == seen["coverage"]["cells"] == len(coverage.circle_cells(lat, lon, radius))

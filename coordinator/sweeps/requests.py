@@ -184,14 +184,16 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
     db, settings = sweeps.db, sweeps.settings
     at = tr.utcnow()
     # A photo inside the circle may stand in an edge cell whose centre is outside it: that
-    # cell is part of the request's ground too.
+    # cell is swept with the request too. The answer's ground stays the circle's own cells
+    # (``coverage.circle_cells``), the cells the seen layer counts for the same circle.
+    ground = cells
     photo_cells = set(by_cell)
     cells = cells | photo_cells
     async with db.write() as s:
         states = await coverage.cell_states(s, cells)
         covered = {c for c, st in states.items() if st.state == tr.CELL_COVERED}
         pending = {c for c, st in states.items() if st.state == tr.CELL_QUEUED}
-        base = dict(cells=len(cells), covered_cells=len(covered), caveats=caveats)
+        base = dict(cells=len(ground), covered_cells=len(covered & ground), caveats=caveats)
         if not photo_cells - covered - pending:
             if not photo_cells and not pending:
                 return Outcome(False, "no_photos", "the street-photo provider lists no usable photos on this "
