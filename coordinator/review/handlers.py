@@ -13,9 +13,10 @@ from typing import Any
 
 import tornado.web
 
-from ..errors import BadParameter
+from ..errors import BadParameter, NotFound
 from ..registry import BBOX, Param, parse_bbox
 from ..rest import BaseHandler
+from ..sweeps import jobs
 from ..sweeps.service import sweeps_of
 from . import keys, workflow
 
@@ -55,11 +56,15 @@ class ReviewHandler(BaseHandler):
 
 
 def _job_id(text: str) -> int:
-    if text.startswith("job-"):
-        text = text[4:]
-    if not text.isdigit():
-        raise BadParameter("a job id is a number (or job-<number>)", {"jobId": text})
-    return int(text)
+    """The job a route names: 400 when the text is not a job id, 404 when it is one that no
+    row can have (``jobs.parse_job_id``), before the database is asked."""
+    try:
+        job_id = jobs.parse_job_id(text)
+    except ValueError:
+        raise BadParameter("a job id is a number (or job-<number>)", {"jobId": text}) from None
+    if job_id is None:
+        raise NotFound("no such job", {"jobId": text})
+    return job_id
 
 
 class WhoAmIHandler(ReviewHandler):

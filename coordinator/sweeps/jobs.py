@@ -37,10 +37,21 @@ def wire_id(job_id: int) -> str:
     return f"{WIRE_PREFIX}{job_id}"
 
 
-def parse_wire_id(text: str) -> int | None:
-    if not text.startswith(WIRE_PREFIX) or not text[len(WIRE_PREFIX):].isdigit():
+MAX_ID = 2 ** 63 - 1                    # a BIGINT row id, on SQLite and PostgreSQL alike
+
+
+def parse_job_id(text: str) -> int | None:
+    """A job id as a route takes it, ``job-<n>`` or ``<n>``: ValueError when it is not one
+    (ASCII digits only), None when no row can have it (0, or past a 64-bit row id, which
+    the databases refuse to compare with rather than find nothing), so that the route
+    answers 404 and never hands the database a number it overflows on."""
+    digits = text[len(WIRE_PREFIX):] if text.startswith(WIRE_PREFIX) else text
+    if not digits or not digits.isascii() or not digits.isdigit():
+        raise ValueError(f"{text!r} is not a job id")
+    if len(digits.lstrip("0")) > len(str(MAX_ID)):
         return None
-    return int(text[len(WIRE_PREFIX):])
+    n = int(digits)
+    return n if 1 <= n <= MAX_ID else None
 
 
 def _plan(cells: list[int], photos: list[PhotoRef]) -> JobPlan:
