@@ -2,6 +2,7 @@
 
     sis-engine measure PHOTO [--focal-px F] [--camera-height H] [--lat --lon --heading --pitch]
     sis-engine init-weights DIR [--seed N]
+    sis-engine pin MANIFEST NAME PATH --architecture A --license L --provenance P
     sis-engine synth DIR [--seed N] [--count K]
     sis-engine settings
 
@@ -20,7 +21,8 @@ from .config import SETTINGS, EngineConfig
 def _config(args) -> EngineConfig:
     overrides = {k: v for k, v in (("weights_manifest", args.weights), ("backbone", args.backbone),
                                    ("detector", args.detector), ("device", args.device),
-                                   ("min_score", args.min_score)) if v is not None}
+                                   ("min_score", args.min_score), ("depth_model", args.depth_model),
+                                   ("segmenter", args.segmenter)) if v is not None}
     return EngineConfig.from_env(**overrides)
 
 
@@ -60,8 +62,20 @@ def _measure(args) -> int:
         focal_px = exif["focal_35mm"] * max(w, h) / 36.0
     outs, _ = engine.infer([image])
     pm, evidence = engine.measure(photo, (w, h), outs[0], camera_height_m=args.camera_height, focal_px=focal_px)
-    print(json.dumps(to_schema(pm, evidence).to_dict(), indent=2))
+    print(json.dumps(in_photo_pixels(to_schema(pm, evidence).to_dict(), (w, h), engine.frame), indent=2))
     return 0
+
+
+def in_photo_pixels(measurement: dict, photo_size: tuple[int, int], frame: tuple[int, int]) -> dict:
+    """The measurement with ``calibration.focalPx`` in the photo's own pixels, as a photographer or EXIF gives
+    it, rather than in the frame the geometry read (``EngineConfig.input_width`` x ``input_height``); the
+    evidence keeps the frame's figures and says which frame (``evidence.frame``)."""
+    cal = measurement["calibration"]
+    cal["focalPx"] = round(cal["focalPx"] * photo_size[0] / frame[0], 3)
+    cal["evidence"]["frame"] = {"widthPx": frame[0], "heightPx": frame[1], "photoWidthPx": photo_size[0],
+                                "photoHeightPx": photo_size[1],
+                                "note": "focal lengths in this evidence are in the frame's pixels"}
+    return measurement
 
 
 def _init_weights(args) -> int:
@@ -69,6 +83,19 @@ def _init_weights(args) -> int:
 
     path = random_weights(_config(args), args.dir, seed=args.seed)
     print(f"{path}: UNTRAINED weights (seeded random init); facts from them are not meaningful")
+    return 0
+
+
+def _pin(args) -> int:
+    from .weights import WeightsError, pin
+
+    try:
+        entry = pin(args.manifest, args.name, args.path, args.architecture, license=args.license,
+                    provenance=args.provenance)
+    except WeightsError as exc:
+        print(f"sis-engine: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.manifest}: '{entry.name}' -> {entry.file} ({entry.architecture}), sha256 {entry.sha256}")
     return 0
 
 
@@ -99,7 +126,10 @@ def parser() -> argparse.ArgumentParser:
     def model_options(sp):
         sp.add_argument("--weights", help="weights manifest (else SIS_ENGINE_WEIGHTS_MANIFEST)")
         sp.add_argument("--backbone", help="timm encoder architecture")
-        sp.add_argument("--detector", help="detector architecture (sis-centres, or a torchvision one)")
+        sp.add_argument("--detector", help="detector architecture (sis-centres, a torchvision one, or "
+                                           "coco/<torchvision builder>)")
+        sp.add_argument("--depth-model", help="depth slot: sis-dense or depth-anything-v2-metric-vits")
+        sp.add_argument("--segmenter", help="segmentation slot: sis-dense or segformer-cityscapes")
         sp.add_argument("--device", help="auto, cpu, cuda")
         sp.add_argument("--min-score", type=float, help="ignore detections below this score")
 
@@ -119,6 +149,15 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--seed", type=int, default=0)
     model_options(w)
     w.set_defaults(run=_init_weights)
+
+    pn = sub.add_parser("pin", help="pin an operator's weights file or folder in a manifest by its sha256")
+    pn.add_argument("manifest", help="the manifest (created when missing); the weights lie in its folder or below")
+    pn.add_argument("name", help="entry: dense, depth, segmenter or detector")
+    pn.add_argument("path", help="the file (a state dict) or folder (a transformers model)")
+    pn.add_argument("--architecture", required=True, help="as docs/engine.md lists for the slot")
+    pn.add_argument("--license", required=True)
+    pn.add_argument("--provenance", required=True, help="where the file came from (URL, version)")
+    pn.set_defaults(run=_pin)
 
     s = sub.add_parser("synth", help="write synthetic street photos (JPEG with EXIF) and their truth")
     s.add_argument("dir")

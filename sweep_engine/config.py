@@ -23,15 +23,26 @@ class EngineConfig:
     backbone: str = _s("mobilenetv3_small_100",
                        "timm architecture of the dense network's encoder (built with pretrained=False)")
     detector: str = _s("sis-centres",
-                       "detection architecture: sis-centres (centre heatmap on the backbone; the shipped weights) "
-                       "or torchvision's fasterrcnn_* / ssdlite320_mobilenet_v3_large")
+                       "detection architecture: sis-centres (centre heatmap on the backbone; the shipped weights), "
+                       "torchvision's fasterrcnn_* / ssdlite320_mobilenet_v3_large on the engine's classes, or "
+                       "coco/<torchvision builder> (a published COCO detector, 91 classes; docs/engine.md)")
+    depth_model: str = _s("sis-dense", "depth slot: sis-dense (the dense network's depth head; the shipped weights) "
+                          "or depth-anything-v2-metric-vits (-vitb, -vitl): Depth Anything V2 metric, manifest "
+                          "entry 'depth'")
+    depth_input_side: int = _s(518, "shorter side, pixels, that a Depth Anything V2 depth slot reads photos at "
+                               "(aspect kept, multiples of 14; 518 is its native size)")
+    segmenter: str = _s("sis-dense", "segmentation slot: sis-dense (the dense network's class head; the shipped "
+                        "weights) or segformer-cityscapes (a transformers SegFormer folder, manifest entry "
+                        "'segmenter')")
     weights_manifest: str | None = _s(DEFAULT_WEIGHTS_MANIFEST, "path of the weights manifest (JSON) naming the "
                                       "dense and detector weight files with their sha256; default: the shipped "
                                       "weights (docs/weights.md); empty: none, the engine refuses to run")
-    input_height: int = _s(192, "height in pixels photos are resized to before the models")
-    input_width: int = _s(256, "width in pixels photos are resized to before the models")
+    input_height: int = _s(192, "height in pixels of the frame the geometry reads (and the sis-* networks' "
+                            "input); other slots read the photo at their own size, their outputs resized to it")
+    input_width: int = _s(256, "width in pixels of that frame")
     decoder_channels: int = _s(64, "channels of the dense network's decoder")
-    max_depth_m: float = _s(80.0, "largest depth the depth head can output, metres")
+    max_depth_m: float = _s(80.0, "largest depth the depth head can output, metres (Depth Anything V2 metric: "
+                            "80 for its outdoor models, 20 for the indoor ones)")
     device: str = _s("auto", "torch device: auto (CUDA when present, else CPU), cpu, cuda, cuda:N")
     batch_size: int = _s(8, "photos per forward pass")
     bf16: bool = _s(True, "bf16 autocast on CUDA (ignored on the CPU, which runs float32)")

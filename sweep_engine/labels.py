@@ -30,3 +30,27 @@ DET_FACT_KIND: dict[str, str] = {
 SEG_FACT_KIND: dict[str, str] = {
     "road": "roadway", "kerb": "kerbs", "fence": "fences", "wires": "wires", "vegetation": "vegetation",
 }
+
+# Published models' classes onto the engine's (docs/engine.md, "Model slots").
+# Cityscapes' 19 evaluation classes, in the trainId order its models output.  Cityscapes has no kerb (its
+# sidewalk takes the kerb), no wires, gates, entrances or drains: a Cityscapes segmenter never outputs those.
+CITYSCAPES_CLASSES: tuple[str, ...] = (
+    "road", "sidewalk", "building", "wall", "fence", "pole", "traffic light", "traffic sign", "vegetation",
+    "terrain", "sky", "person", "rider", "car", "truck", "bus", "train", "motorcycle", "bicycle",
+)
+CITYSCAPES_TO_SEG: dict[str, str] = {
+    "road": "road", "sidewalk": "sidewalk", "building": "building",
+    "wall": "fence",            # a free-standing wall bounds the street as a fence does (the "fences" fact)
+    "fence": "fence", "pole": "pole",
+    "traffic light": "sign",    # mounted signal heads: for depth they are read as signs are (thin, on poles)
+    "traffic sign": "sign", "vegetation": "vegetation", "terrain": "terrain", "sky": "sky",
+    "person": "person", "rider": "person",
+    "car": "vehicle", "truck": "vehicle", "bus": "vehicle", "train": "vehicle", "motorcycle": "vehicle",
+    "bicycle": "vehicle",
+}
+# COCO's detection classes (torchvision's 91-entry list, index = the label a COCO detector outputs) that the
+# engine uses.  Left out: bicycle and motorcycle (no size prior to calibrate on, and a car's would be wrong),
+# train, traffic light (a signal, not the signage fact), fire hydrant, parking meter, bench, and the rest.
+COCO_TO_DET: dict[str, str] = {
+    "person": "person", "car": "car", "truck": "truck", "bus": "bus", "stop sign": "sign",
+}

@@ -6,7 +6,9 @@ head: small and quick to train from random init on a CPU) or a torchvision one.
 
 Architectures are chosen by configuration and built with ``pretrained=False``
 / ``weights=None``: weights come only from files in the weights manifest
-(``weights.py``).  Both take photos resized to the configured input size, so
+(``weights.py``).  The published models the engine can also load (Depth
+Anything V2, a Cityscapes SegFormer, torchvision's COCO detectors) are in
+``slots/``, which loads every configured slot.  Both take photos resized to the configured input size, so
 depth, classes and boxes share one pixel frame, the one the geometry reads.
 """
 from __future__ import annotations
@@ -19,7 +21,9 @@ from torch.nn import functional as F
 
 from .config import EngineConfig
 from .labels import DET_CLASSES, SEG_CLASSES
-from .weights import WeightsError, load_into, write_weights
+from .slots import SIS_DENSE, build_coco, build_depth, coco_architecture, depth_architecture, segformer
+from .slots.coco import PREFIX as COCO_PREFIX
+from .weights import WeightsError, load_into, pin, write_weights
 
 _MEAN = (0.485, 0.456, 0.406)
 _STD = (0.229, 0.224, 0.225)
@@ -215,13 +219,28 @@ def load_models(cfg: EngineConfig) -> tuple[DenseNet, nn.Module, dict]:
     return dense.eval(), detector.eval(), entries
 
 
-def random_weights(cfg: EngineConfig, out_dir, seed: int = 0):
-    """UNTRAINED weights from a seeded random init, with their manifest: for tests and benchmarks only.
+def random_weights(cfg: EngineConfig, out_dir, seed: int = 0, segmenter_side: int = segformer.DEFAULT_SIDE):
+    """UNTRAINED weights from a seeded random init for every configured slot, in each architecture's published
+    layout, with their manifest: for tests and benchmarks only.
 
     Facts from these are not meaningful; the manifest says ``trained: false``.
     """
+    from pathlib import Path
+
     torch.manual_seed(seed)
-    return write_weights(out_dir, {"dense": (build_dense(cfg), dense_architecture(cfg)),
-                                   "detector": (build_detector(cfg), detector_architecture(cfg))},
-                         provenance=f"random init, torch.manual_seed({seed}); untrained", license="Apache-2.0",
-                         trained=False)
+    modules = {}
+    if SIS_DENSE in (cfg.depth_model, cfg.segmenter):
+        modules["dense"] = (build_dense(cfg), dense_architecture(cfg))
+    if cfg.depth_model != SIS_DENSE:
+        modules["depth"] = (build_depth(cfg), depth_architecture(cfg))
+    if cfg.detector.startswith(COCO_PREFIX):
+        modules["detector"] = (build_coco(cfg), coco_architecture(cfg))
+    else:
+        modules["detector"] = (build_detector(cfg), detector_architecture(cfg))
+    provenance = f"random init, torch.manual_seed({seed}); untrained"
+    path = write_weights(out_dir, modules, provenance=provenance, license="Apache-2.0", trained=False)
+    if cfg.segmenter != SIS_DENSE:
+        folder = segformer.random_folder(Path(out_dir) / "segmenter", side=segmenter_side)
+        pin(path, "segmenter", folder, segformer.ARCHITECTURE, license="Apache-2.0", provenance=provenance,
+            trained=False)
+    return path

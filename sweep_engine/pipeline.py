@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from . import __version__, build_hash, schema
 from .aggregate import PhotoMeasurement, aggregate
@@ -34,7 +33,7 @@ from .camera import camera_for_photo
 from .config import EngineConfig
 from .geometry import MODEL_DEPTH_SIGMA, measure_photo, to_schema
 from .labels import DET_CLASSES
-from .models import load_models
+from .slots import Slot, load_slots, prepare as prepare_slots, run as run_slots
 from .photos import Fetch, PhotoError, decode, fetch_all, http_fetch
 
 
@@ -43,11 +42,23 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ModelOutput:
-    """The networks' reading of one photo, at the configured input size."""
+    """The networks' reading of one photo, at the configured input size (the frame the geometry reads)."""
 
     depth: np.ndarray       # (H, W) float32 metres
     seg: np.ndarray         # (H, W) uint8 indices into labels.SEG_CLASSES
     detections: list        # [(label, (x0, y0, x1, y1), score)]
+    depth_focal_px: float | None = None  # the focal length (frame pixels) the depth's metres assume, if known
+
+
+@dataclass
+class Prepared:
+    """One batch of photos resized for every slot: a float batch per (width, height) a slot reads."""
+
+    tensors: dict
+    n: int
+
+    def __len__(self) -> int:
+        return self.n
 
 
 def resolve_device(name: str) -> torch.device:
@@ -72,8 +83,12 @@ class Engine:
     def __init__(self, config: EngineConfig):
         self.config = config
         self.device = resolve_device(config.device)
-        dense, detector, self.weights = load_models(config)
-        self.dense, self.detector = dense.to(self.device), detector.to(self.device)
+        self.slots: list[Slot] = load_slots(config)
+        for slot in self.slots:
+            slot.module.to(self.device)
+        self.weights = {slot.name: slot.entry for slot in self.slots}
+        by_name = {slot.name: slot.module for slot in self.slots}
+        self.dense, self.detector = by_name.get("dense"), by_name["detector"]  # the sis-dense network, if used
         self.build = build_hash(config.weights_manifest)
         self.depth_sigma = MODEL_DEPTH_SIGMA  # depth from a network, for calibration to weigh (None: exact)
         self.version = __version__
@@ -90,30 +105,38 @@ class Engine:
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def prepare(self, images: list[torch.Tensor]) -> torch.Tensor:
-        """uint8 (3, H, W) images of any size -> one float batch at the input size, on the device."""
-        size = (self.config.input_height, self.config.input_width)
-        return torch.cat([F.interpolate(img.to(self.device)[None].float(), size=size, mode="bilinear",
-                                        antialias=True, align_corners=False) for img in images]) / 255.0
+    @property
+    def frame(self) -> tuple[int, int]:
+        """(width, height) of the frame the geometry reads; each slot's output is brought to it."""
+        return self.config.input_width, self.config.input_height
 
-    def forward(self, batch: torch.Tensor) -> list[ModelOutput]:
-        """Both networks over one prepared batch."""
+    def prepare(self, images: list[torch.Tensor]) -> Prepared:
+        """uint8 (3, H, W) images of any size -> a float batch at each slot's input size, on the device, each
+        resized from the photo itself (a slot that reads more pixels than the frame gets them)."""
+        return Prepared(prepare_slots(images, [s.size for s in self.slots], self.device), len(images))
+
+    def forward(self, batch: Prepared) -> list[ModelOutput]:
+        """Every slot over one prepared batch."""
         with torch.inference_mode(), self._autocast():
-            depth, logits = self.dense(batch)
-            dets = self.detector(list(batch))
-        return self.to_outputs(depth, logits, dets)
+            out = run_slots(self.slots, batch.tensors, self.frame, sync=self._sync)
+        return self.to_outputs(out.depth, out.seg, out.detections, out.depth_focal_px)
 
-    def to_outputs(self, depth: torch.Tensor, logits: torch.Tensor, dets: list[dict]) -> list[ModelOutput]:
-        """The networks' tensors as numpy depth, class indices and labelled boxes, per photo."""
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def to_outputs(self, depth: torch.Tensor, seg: torch.Tensor, dets: list[dict],
+                   depth_focal_px: float | None = None) -> list[ModelOutput]:
+        """The slots' tensors as numpy depth, class indices and labelled boxes, per photo."""
         depth = depth.float().cpu().numpy()
-        seg = logits.argmax(1).to(torch.uint8).cpu().numpy()
+        seg = seg.to(torch.uint8).cpu().numpy()
         out = []
         for i, d in enumerate(dets):
             boxes, labels, scores = (d[k].float().cpu().numpy() if k != "labels" else d[k].cpu().numpy()
                                      for k in ("boxes", "labels", "scores"))
             found = [(DET_CLASSES[int(lab) - 1], tuple(float(c) for c in box), float(sc))
                      for box, lab, sc in zip(boxes, labels, scores) if 1 <= int(lab) <= len(DET_CLASSES)]
-            out.append(ModelOutput(depth=depth[i], seg=seg[i], detections=found))
+            out.append(ModelOutput(depth=depth[i], seg=seg[i], detections=found, depth_focal_px=depth_focal_px))
         return out
 
     def infer(self, images: list[torch.Tensor]) -> tuple[list[ModelOutput], float]:
@@ -135,8 +158,18 @@ class Engine:
         ref = dataclasses.replace(photo, width=w0, height=h0)
         cam = camera_for_photo(ref, self.config.input_width, self.config.input_height, focal_px=focal_px,
                                camera_height_m=camera_height_m or self.config.camera_height_m)
-        return measure_photo(photo.id, photo.captured_at, cam, out.depth, out.seg, out.detections,
-                             min_score=self.config.min_score, depth_sigma=self.depth_sigma)
+        depth, rescale = out.depth, None
+        if out.depth_focal_px and cam.focal_basis == "measured":
+            # A metric depth model's metres assume its training camera's focal length: an object it reads at
+            # Z' is at Z' x f / f_model for a photo of focal length f (both in frame pixels).  An assumed focal
+            # length is left to calibration, which solves it against the depth as the model gives it.
+            rescale = cam.fy / out.depth_focal_px
+            depth = out.depth * np.float32(rescale)
+        pm, evidence = measure_photo(photo.id, photo.captured_at, cam, depth, out.seg, out.detections,
+                                     min_score=self.config.min_score, depth_sigma=self.depth_sigma)
+        if out.depth_focal_px:
+            evidence = {**evidence, "depthModelFocalPx": out.depth_focal_px, "depthRescale": rescale}
+        return pm, evidence
 
     def _process(self, job: schema.Job, photos: list[schema.PhotoRef], raw: dict, skipped: list):
         images, kept = [], []

@@ -8,7 +8,9 @@ Manifest (JSON)::
 
 ``file`` is relative to the manifest.  Loading reads the file once into
 memory, checks its sha256 against the manifest *before* unpickling anything,
-then reads it with ``torch.load(weights_only=True)``.  Nothing is ever fetched
+then reads it with ``torch.load(weights_only=True)``.  ``file`` may also name a
+folder (a ``transformers`` model folder: ``config.json`` and its weights),
+pinned by ``sha256_dir`` and checked before the library reads it.  Nothing is ever fetched
 from a hub.  Every failure is a ``WeightsError`` naming the file and the fault.
 """
 from __future__ import annotations
@@ -69,6 +71,45 @@ def read_manifest(path: str | Path) -> dict[str, WeightsEntry]:
     return entries
 
 
+def sha256_dir(path: str | Path) -> str:
+    """sha256 pinning a directory of weights (a ``transformers`` model folder): the sha256 of the text made of one
+    line ``<sha256 of the file>  <path relative to the folder, '/'-separated>`` per regular file, sorted by path
+    (the output of ``sha256sum`` over the sorted files).  Hidden files and folders (``.cache`` ...) are left out."""
+    path = Path(path)
+    lines = []
+    for f in sorted(q for q in path.rglob("*") if q.is_file()):
+        rel = f.relative_to(path).as_posix()
+        if any(part.startswith(".") for part in rel.split("/")):
+            continue
+        lines.append(f"{sha256_bytes(f.read_bytes())}  {rel}\n")
+    return sha256_bytes("".join(lines).encode())
+
+
+def verified_entry(manifest: str | Path, name: str, architecture: str) -> tuple[Path, WeightsEntry]:
+    """The manifest's entry ``name``, for ``architecture``, and the path of its file or folder, checked against its
+    pinned sha256 (a folder's by ``sha256_dir``).  For a folder loaded by a library: nothing in it has been read
+    as code or tensors yet."""
+    manifest = Path(manifest)
+    entries = read_manifest(manifest)
+    if name not in entries:
+        raise WeightsError(f"weights manifest {manifest} has no entry for '{name}'")
+    entry = entries[name]
+    if entry.architecture != architecture:
+        raise WeightsError(f"weights '{name}' are for {entry.architecture}, but the engine is configured "
+                           f"for {architecture}")
+    path = manifest.parent / entry.file
+    if path.is_dir():
+        digest = sha256_dir(path)
+    elif path.exists():
+        digest = sha256_bytes(path.read_bytes())
+    else:
+        raise WeightsError(f"weights file {path} does not exist")
+    if digest != entry.sha256:
+        raise WeightsError(f"weights {'folder' if path.is_dir() else 'file'} {path} has sha256 {digest}, "
+                           f"the manifest pins {entry.sha256}: refusing it")
+    return path, entry
+
+
 def load_state_dict(manifest: str | Path, name: str, architecture: str) -> tuple[dict, WeightsEntry]:
     """The verified state dict of the manifest's entry ``name``, which must be for ``architecture``."""
     manifest = Path(manifest)
@@ -80,6 +121,8 @@ def load_state_dict(manifest: str | Path, name: str, architecture: str) -> tuple
         raise WeightsError(f"weights '{name}' are for {entry.architecture}, but the engine is configured "
                            f"for {architecture}")
     path = manifest.parent / entry.file
+    if path.is_dir():
+        raise WeightsError(f"weights '{name}' ({path}) are a folder; {architecture} reads one state-dict file")
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -97,12 +140,56 @@ def load_state_dict(manifest: str | Path, name: str, architecture: str) -> tuple
     return state, entry
 
 
+def _names(keys, limit: int = 8) -> str:
+    keys = sorted(keys)
+    return ", ".join(keys[:limit]) + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def key_mismatch(expected, found) -> str | None:
+    """What differs between a model's state-dict keys and a file's, naming the keys; None when they agree."""
+    missing, unexpected = set(expected) - set(found), set(found) - set(expected)
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} missing key(s): {_names(missing)}")
+    if unexpected:
+        parts.append(f"{len(unexpected)} unexpected key(s): {_names(unexpected)}")
+    return "; ".join(parts) or None
+
+
 def load_into(module: torch.nn.Module, manifest: str | Path, name: str, architecture: str) -> WeightsEntry:
     state, entry = load_state_dict(manifest, name, architecture)
+    mismatch = key_mismatch(module.state_dict().keys(), state.keys())
+    if mismatch:
+        raise WeightsError(f"weights '{name}' ({entry.file}) are not in the {architecture} layout: {mismatch}")
     try:
         module.load_state_dict(state, strict=True)
     except RuntimeError as exc:
         raise WeightsError(f"weights '{name}' do not fit the {architecture} model: {str(exc)[:400]}") from None
+    return entry
+
+
+def pin(manifest: str | Path, name: str, path: str | Path, architecture: str, *, license: str, provenance: str,
+        trained: bool = True) -> WeightsEntry:
+    """Add (or replace) the manifest's entry ``name`` for a file or folder an operator provides, pinned by its
+    sha256 as it is now; the manifest is created when missing.  ``path`` is stored relative to the manifest."""
+    manifest, path = Path(manifest).resolve(), Path(path).resolve()
+    if not path.exists():
+        raise WeightsError(f"weights {path} do not exist")
+    doc = {"manifestVersion": MANIFEST_VERSION, "weights": []}
+    if manifest.exists():
+        read_manifest(manifest)  # refuses a malformed one before it is rewritten
+        doc = json.loads(manifest.read_text())
+    try:
+        rel = path.relative_to(manifest.parent).as_posix()
+    except ValueError:
+        raise WeightsError(f"weights {path} must lie in the manifest's folder {manifest.parent} or below it") \
+            from None
+    digest = sha256_dir(path) if path.is_dir() else sha256_bytes(path.read_bytes())
+    entry = WeightsEntry(name=name, file=rel, architecture=architecture, sha256=digest, license=license,
+                         provenance=provenance, trained=trained)
+    doc["weights"] = [w for w in doc["weights"] if w.get("name") != name] + [asdict(entry)]
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text(json.dumps(doc, indent=2))
     return entry
 
 
