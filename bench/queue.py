@@ -85,9 +85,10 @@ async def migrate(url: str) -> None:
 
 async def coordinator(url: str, photos: FakePhotoProvider):
     await migrate(url)
-    settings = Settings(database_url=url, poll_interval_s=0, photo_provider_base_url=photos.api_url,
-                        engine_builds=DEV_ENGINE_BUILD, job_max_photos=1, lease_sweep_interval_s=0,
-                        gdacs_base_url="http://127.0.0.1:9", usgs_base_url="http://127.0.0.1:9")
+    settings = Settings(database_url=url, poll_interval_s=0, engine_builds=DEV_ENGINE_BUILD, job_max_photos=1,
+                        lease_sweep_interval_s=0,
+                        sources={"panoramax": {"base_url": photos.api_url}, "gdacs": {"base_url": "http://127.0.0.1:9"},
+                                 "usgs": {"base_url": "http://127.0.0.1:9"}})
     return await create_services(settings, start_background=False)
 
 

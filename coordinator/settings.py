@@ -2,9 +2,15 @@
 
 Every setting has a default and a help line (the field description). Values
 come from, in order of precedence: command-line flags, environment variables
-with the prefix ``SIS_`` (``SIS_DATABASE_URL``, ``SIS_GDACS_BASE_URL``...), an
-optional TOML file named by ``SIS_CONFIG``, then the defaults below. Secrets
-are never defaults: they come by environment or file.
+with the prefix ``SIS_`` (``SIS_DATABASE_URL``...), an optional TOML file named
+by ``SIS_CONFIG``, then the defaults below. Secrets are never defaults: they
+come by environment or file.
+
+Each upstream source has nested settings under its adapter's name
+(``SIS_SOURCES__GDACS__BASE_URL``, ``__TIMEOUT_S``, ``__API_KEY`` or
+``__API_KEY_FILE``, and the adapter's own options such as
+``SIS_SOURCES__USGS__FEED``); the adapter declares their defaults
+(``coordinator/sources``), so a new upstream adds no line here.
 """
 from __future__ import annotations
 
@@ -12,15 +18,37 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
 
 DEFAULT_DB = "sqlite+aiosqlite:///var/sis.db"
 
+# Flat source settings of earlier releases, now nested (``SIS_SOURCES__<NAME>__...``): named
+# so that a deployment still setting them is told, not silently ignored.
+MOVED = {"SIS_GDACS_BASE_URL": "SIS_SOURCES__GDACS__BASE_URL", "SIS_USGS_BASE_URL": "SIS_SOURCES__USGS__BASE_URL",
+         "SIS_USGS_FEED": "SIS_SOURCES__USGS__FEED",
+         "SIS_PHOTO_PROVIDER_BASE_URL": "SIS_SOURCES__PANORAMAX__BASE_URL",
+         "SIS_PHOTO_PROVIDER_TIMEOUT_S": "SIS_SOURCES__PANORAMAX__TIMEOUT_S"}
+
+
+class SourceSettings(BaseModel):
+    """One upstream's settings. Unset fields take the adapter's declared defaults; other
+    keys are the adapter's own options, checked against what it declares when sources are
+    built. A key comes by indirection: ``api_key`` from the environment, or ``api_key_file``
+    naming a file that holds it (a mounted secret), never from the repository."""
+
+    model_config = ConfigDict(extra="allow")
+
+    base_url: str | None = None
+    timeout_s: float | None = Field(None, gt=0, le=120)
+    api_key: SecretStr | None = None
+    api_key_file: Path | None = None
+
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SIS_", extra="forbid", validate_default=True)
+    model_config = SettingsConfigDict(env_prefix="SIS_", env_nested_delimiter="__", extra="forbid",
+                                      validate_default=True)
 
     host: str = Field("127.0.0.1", description="Address the coordinator listens on.")
     port: int = Field(8080, ge=0, le=65535, description="Port the coordinator listens on (0 picks a free one).")
@@ -29,10 +57,8 @@ class Settings(BaseSettings):
     demo: bool = Field(False, description="Answer sources from bundled recorded samples served by an in-process fake upstream (offline; labelled demo in every answer).")
     log_level: str = Field("INFO", description="Log level of the coordinator.")
 
-    source_timeout_s: float = Field(8.0, gt=0, le=120, description="Timeout of one request to an upstream source.")
-    gdacs_base_url: str = Field("https://www.gdacs.org/gdacsapi/api", description="Base URL of the GDACS API (hazard events).")
-    usgs_base_url: str = Field("https://earthquake.usgs.gov/earthquakes/feed/v1.0/summary", description="Base URL of the USGS earthquake summary feeds.")
-    usgs_feed: str = Field("4.5_week", description="USGS summary feed read for active earthquakes ({significant|4.5|2.5|1.0|all}_{hour|day|week|month}).")
+    source_timeout_s: float = Field(8.0, gt=0, le=120, description="Timeout of one request to an upstream source, where its adapter declares none of its own and SIS_SOURCES__<NAME>__TIMEOUT_S does not set one.")
+    sources: dict[str, SourceSettings] = Field(default_factory=dict, description="Per-source settings by adapter name: SIS_SOURCES__<NAME>__BASE_URL, __TIMEOUT_S, __API_KEY or __API_KEY_FILE, and the adapter's options (`sis settings` lists every source's, with defaults).")
 
     event_square_deg: float = Field(0.5, gt=0, le=10, description="Side of the fixed square served as an event's modeled bbox in the direct family, in degrees.")
     events_cache_s: int = Field(60, ge=0, description="Server cache lifetime of a healthy hazard-event list.")
@@ -50,8 +76,6 @@ class Settings(BaseSettings):
     rate_limit_prefix: str = Field("sis", description="Prefix of rate-limit counter keys in Redis, so that several deployments can share one Redis.")
     bench_unlimited: bool = Field(False, description="Benchmarks only: per-minute windows are counted but never refuse (day, month and budget quotas, scopes and revocation still hold). Never set in production.")
 
-    photo_provider_base_url: str = Field("https://api.panoramax.xyz/api", description="Base URL of the street-photo provider's STAC API (Panoramax-compatible: {base}/search). Only photo references are read; image bytes never pass through the coordinator.")
-    photo_provider_timeout_s: float = Field(15.0, gt=0, le=120, description="Timeout of one page of the photo provider's search.")
     sweep_max_photos: int = Field(3000, ge=1, le=100000, description="Most photos one sweep request discovers; the rest of the ground waits for a later request (said in its caveats).")
     job_max_photos: int = Field(20, ge=1, le=500, description="Most photos in one job (work unit) handed to a node.")
     lease_ttl_s: float = Field(600.0, gt=0, description="Lifetime of a job lease; a heartbeat extends it by this much from now.")
@@ -87,12 +111,20 @@ class Settings(BaseSettings):
 
 
 def load(**overrides: Any) -> Settings:
+    moved = [f"{old} is now {new}" for old, new in MOVED.items() if old in os.environ]
+    if moved:
+        raise ValueError("settings have moved: " + "; ".join(moved))
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 
 def settings_table() -> list[tuple[str, str, str]]:
-    """(env name, default, help) for every setting, for docs and `sis settings`."""
+    """(env name, default, help) for every setting, every source's nested ones included,
+    for docs and `sis settings`."""
+    from .sources.registry import source_settings_rows
+
     rows = []
     for name, f in Settings.model_fields.items():
-        rows.append((f"SIS_{name.upper()}", repr(f.default), f.description or ""))
+        rows.append((f"SIS_{name.upper()}", "{}" if name == "sources" else repr(f.default), f.description or ""))
+        if name == "sources":
+            rows.extend(source_settings_rows())
     return rows

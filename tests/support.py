@@ -69,9 +69,18 @@ async def stop_coordinator(c: Coordinator) -> None:
     await c.services.close()
 
 
-def make_settings(db_url: str, upstream: FakeUpstream | None = None, **kw: Any) -> Settings:
+def make_settings(db_url: str, upstream: FakeUpstream | None = None, *, photos_url: str | None = None,
+                  sources: dict | None = None, **kw: Any) -> Settings:
+    """Settings for a test coordinator: every registered source pointed at the fake upstream
+    (where its recorded samples are served), the photo provider at ``photos_url``."""
+    from coordinator.sources.registry import load_adapters
+
     base = upstream.base_url if upstream else "http://127.0.0.1:9"
-    return Settings(database_url=db_url, gdacs_base_url=f"{base}/gdacs", usgs_base_url=f"{base}/usgs",
-                    source_timeout_s=kw.pop("source_timeout_s", 3), poll_interval_s=0, **kw)
+    nested = {name: {"base_url": f"{base}/{name}"} for name in load_adapters()}
+    nested["panoramax"] = {"base_url": photos_url or "http://127.0.0.1:9", "timeout_s": 5}
+    for name, extra in (sources or {}).items():
+        nested[name] = {**nested.get(name, {}), **extra}
+    return Settings(database_url=db_url, sources=nested, source_timeout_s=kw.pop("source_timeout_s", 3),
+                    poll_interval_s=0, **kw)
 
 

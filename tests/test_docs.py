@@ -26,3 +26,11 @@ def test_every_direct_route_is_documented():
 def test_readme_leads_with_the_two_commands():
     text = (ROOT / "README.md").read_text()
     assert text.index("make run") < text.index("make test") < 1500
+
+
+def test_every_source_setting_is_documented():
+    from coordinator.sources.registry import source_settings_rows
+    text = (ROOT / "docs" / "settings.md").read_text()
+    for env, _default, _help in source_settings_rows():
+        if not env.endswith("__TIMEOUT_S") or "PANORAMAX" in env:   # every source takes TIMEOUT_S: said once
+            assert f"`{env}`" in text, f"{env} is not in docs/settings.md"

@@ -12,7 +12,7 @@ USGS = "/usgs/4.5_week.geojson"
 
 def gdacs_doc(**levels: str) -> dict:
     """The recorded GDACS sample with some events' episode levels changed (by event id)."""
-    doc = copy.deepcopy(sample("gdacs_events4app.json"))
+    doc = copy.deepcopy(sample("gdacs", "events/geteventlist/EVENTS4APP"))
     for f in doc["features"]:
         p = f["properties"]
         key = f"{p['eventtype']}{p['eventid']}"
@@ -75,7 +75,7 @@ async def test_a_source_that_did_not_answer_resolves_nothing(coordinator_db, ups
 async def test_unknown_alert_levels_are_neither_escalated_nor_deescalated(coordinator_db, upstream):
     c = coordinator_db
     await poll(c)
-    doc = copy.deepcopy(sample("usgs_4.5_week.geojson"))
+    doc = copy.deepcopy(sample("usgs", "4.5_week.geojson"))
     for f in doc["features"]:
         if f["id"] == "us7000r1b7":
             f["properties"]["alert"] = "yellow"      # null -> yellow: first rating, not an escalation

@@ -76,7 +76,7 @@ async def test_degraded_answer_is_never_cached(coordinator, upstream):
     assert upstream.hits[GDACS] == hits + 1, "a degraded answer must not be served from the server cache"
     assert len(coordinator.services.cache._entries) == 0
     # Once the source is back, a retry gives the full read.
-    upstream.set_json(GDACS, sample("gdacs_events4app.json"))
+    upstream.set_json(GDACS, sample("gdacs", "events/geteventlist/EVENTS4APP"))
     full = (await coordinator.get("/earth/events")).json()
     assert full["health"]["sourcesUsable"] == 2 and full["count"] == 9
 
@@ -93,7 +93,7 @@ async def test_garbage_and_empty_answers(coordinator, upstream):
 
 
 async def test_gdacs_events_no_longer_current_are_left_out(coordinator, upstream):
-    doc = copy.deepcopy(sample("gdacs_events4app.json"))
+    doc = copy.deepcopy(sample("gdacs", "events/geteventlist/EVENTS4APP"))
     doc["features"][1]["properties"]["iscurrent"] = "false"
     upstream.set_json(GDACS, doc)
     ids = [e["id"] for e in (await coordinator.get("/earth/events")).json()["events"]]
@@ -117,7 +117,7 @@ async def test_unreachable_sources_answer_degraded_within_the_timeout(sqlite_url
 
 
 async def test_slow_source_times_out_and_the_other_still_answers(sqlite_url, upstream):
-    upstream.set_json(GDACS, sample("gdacs_events4app.json"), delay_s=3)
+    upstream.set_json(GDACS, sample("gdacs", "events/geteventlist/EVENTS4APP"), delay_s=3)
     c = await start_coordinator(make_settings(sqlite_url, upstream, source_timeout_s=0.5))
     try:
         body = (await c.get("/earth/events")).json()

@@ -334,9 +334,10 @@ def test_the_protocol_document_names_every_route_and_sweep_setting():
         assert path in doc, path
     for name in ("engine_builds", "fact_margin_m", "object_margin_m", "result_max_bytes", "trust_streak",
                  "quorum_max", "lease_sweep_interval_s", "job_max_failures", "node_enrol_secret",
-                 "photo_provider_base_url", "job_max_photos"):
+                 "job_max_photos"):
         assert name in Settings.model_fields
         assert f"SIS_{name.upper()}" in doc, name
+    assert "SIS_SOURCES__PANORAMAX__BASE_URL" in doc
 
 
 async def test_demo_mode_serves_a_fake_photo_provider_and_accepts_the_development_build(sqlite_url):

@@ -198,11 +198,11 @@ async def test_jobs_hold_a_bounded_number_of_photos_each_photo_once_inside_its_a
 
 
 async def test_the_provider_adapter_reads_stac_pages_and_skips_what_cannot_be_measured(photos):
-    from coordinator.sweeps.photos import PhotoProvider
+    from coordinator.sources.panoramax import PhotoProvider
     good = photos.scatter(*CENTRE, radius_m=200, n=12, seed=9)
     photos.photos[0].panorama = True
     photos.photos[1].license = None
-    found = await PhotoProvider(photos.api_url, 5).search((2.3, 48.8, 2.4, 48.9), max_photos=100)
+    found = await PhotoProvider.at(photos.api_url, 5).search((2.3, 48.8, 2.4, 48.9), max_photos=100)
     assert len(found.photos) == 10 and found.skipped == {"360° panorama": 1, "no license": 1}
     ref = found.photos[0]
     src = next(p for p in good if p.id == ref.id)
@@ -210,11 +210,11 @@ async def test_the_provider_adapter_reads_stac_pages_and_skips_what_cannot_be_me
     assert (ref.camera_make, ref.camera_model, ref.focal_mm) == ("GoPro", "HERO7 Black", 4.936)
     assert ref.url.endswith(f"/{ref.id}/hd.jpg") and ref.sensor_width_mm is None   # Panoramax does not say
     # pages: a small page size makes the adapter follow `next` links
-    from coordinator.sweeps import photos as mod
+    from coordinator.sources import panoramax as mod
     old, mod.PAGE_LIMIT = mod.PAGE_LIMIT, 3
     try:
-        paged = await PhotoProvider(photos.api_url, 5).search((2.3, 48.8, 2.4, 48.9), max_photos=100)
-        capped = await PhotoProvider(photos.api_url, 5).search((2.3, 48.8, 2.4, 48.9), max_photos=4)
+        paged = await PhotoProvider.at(photos.api_url, 5).search((2.3, 48.8, 2.4, 48.9), max_photos=100)
+        capped = await PhotoProvider.at(photos.api_url, 5).search((2.3, 48.8, 2.4, 48.9), max_photos=4)
     finally:
         mod.PAGE_LIMIT = old
     assert [p.id for p in paged.photos] == [p.id for p in found.photos]

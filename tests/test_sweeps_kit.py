@@ -27,7 +27,7 @@ async def photos() -> AsyncIterator[FakePhotoProvider]:
 def sweep_settings(db_url: str, photos: FakePhotoProvider, **kw: Any):
     kw.setdefault("engine_builds", DEV_ENGINE_BUILD)
     kw.setdefault("lease_sweep_interval_s", 0)
-    return make_settings(db_url, None, photo_provider_base_url=photos.api_url, photo_provider_timeout_s=5, **kw)
+    return make_settings(db_url, None, photos_url=photos.api_url, **kw)
 
 
 async def migrate(db_url: str) -> None:

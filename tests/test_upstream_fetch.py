@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from coordinator.sources.base import SourceError, fetch
-from coordinator.sweeps.photos import PhotoProvider
+from coordinator.sources.panoramax import PhotoProvider
 
 
 async def _server(handle) -> tuple[asyncio.AbstractServer, str]:
@@ -39,6 +39,6 @@ async def test_photo_search_against_a_vanished_provider_raises_source_error():
     server, url = await _server(_close_after_request)
     try:
         with pytest.raises(SourceError, match="unreachable"):
-            await PhotoProvider(url + "/api", timeout_s=2).search((2.0, 48.0, 2.01, 48.01), 10)
+            await PhotoProvider.at(url + "/api", timeout_s=2).search((2.0, 48.0, 2.01, 48.01), 10)
     finally:
         server.close()

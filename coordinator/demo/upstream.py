@@ -2,26 +2,52 @@
 
 ``sis serve --demo`` points every source at it so the service can be tried
 offline; tests use the same server and change what it answers between polls.
-Routes: ``/gdacs/events/geteventlist/EVENTS4APP`` and ``/usgs/{feed}.geojson``.
+It serves every registered adapter's samples by convention, with no table to
+extend: the file ``samples/<name>/<path>`` beside the adapter's module answers
+``/<name>/<path>`` (the adapter's base URL is ``{fake}/<name>``). A file's
+suffix says its format and may be left off the path (``EVENTS4APP.json``
+answers ``/gdacs/events/geteventlist/EVENTS4APP``).
 """
 from __future__ import annotations
 
 import abc
 import asyncio
 import json
+import mimetypes
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import tornado.httpserver
 import tornado.web
 
-SAMPLES = Path(__file__).parent / "samples"
+from ..sources.registry import load_adapters
+
+FORMATS = {".json": "application/json", ".geojson": "application/geo+json", ".csv": "text/csv",
+           ".xml": "application/xml", ".txt": "text/plain"}
 
 
-def sample(name: str) -> Any:
-    return json.loads((SAMPLES / name).read_text())
+def recorded() -> Iterator[tuple[str, Path]]:
+    """(request path, file) of every registered adapter's recorded samples."""
+    for name, cls in sorted(load_adapters().items()):
+        root = cls.samples_dir()
+        if not root.is_dir():
+            continue
+        for f in sorted(root.rglob("*")):
+            if f.is_file():
+                rel = f.relative_to(root).as_posix()
+                yield f"/{name}/{rel}", f
+                if f.suffix in FORMATS:
+                    yield f"/{name}/{rel[:-len(f.suffix)]}", f
+
+
+def sample(source: str, path: str) -> Any:
+    """A recorded JSON sample of ``source`` by its request path (for tests that vary it)."""
+    for request_path, f in recorded():
+        if request_path == f"/{source}/{path.lstrip('/')}":
+            return json.loads(f.read_text())
+    raise FileNotFoundError(f"no recorded sample of {source} at {path}")
 
 
 @dataclass
@@ -100,9 +126,9 @@ class FakeUpstream(LoopbackServer):
         self.routes[path] = Canned(status, json.dumps(doc).encode(), "application/json", delay_s)
 
     def load_recorded(self) -> "FakeUpstream":
-        self.set_json("/gdacs/events/geteventlist/EVENTS4APP", sample("gdacs_events4app.json"))
-        for feed in ("4.5_week", "4.5_day", "significant_week", "2.5_day"):
-            self.set_json(f"/usgs/{feed}.geojson", sample("usgs_4.5_week.geojson"))
+        for path, f in recorded():
+            kind = FORMATS.get(f.suffix) or mimetypes.guess_type(f.name)[0] or "application/octet-stream"
+            self.set(path, Canned(200, f.read_bytes(), kind))
         return self
 
     def app(self) -> tornado.web.Application:

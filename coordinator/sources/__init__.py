@@ -1,16 +1,16 @@
-"""Upstream source adapters, registered by name."""
+"""Upstream source adapters, registered by name (``registry``), each with its
+recorded samples beside it (``samples/<name>/``)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import Source, SourceError, SourceRead
-from .gdacs import GdacsSource
-from .usgs import UsgsSource
+from .base import Query, Source, SourceConfig, SourceError, SourceRead
+from .registry import check_settings, load_adapters, make_source
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
 
-__all__ = ["Source", "SourceError", "SourceRead", "Sources", "build_sources"]
+__all__ = ["Query", "Source", "SourceConfig", "SourceError", "SourceRead", "Sources", "build_sources"]
 
 
 class Sources(dict):
@@ -20,14 +20,10 @@ class Sources(dict):
 
 
 def build_sources(settings: "Settings", *, demo_base_url: str | None = None) -> Sources:
-    """Point each adapter at its configured URL, or at the in-process demo upstream."""
-    t = settings.source_timeout_s
-    demo = demo_base_url is not None
-    gdacs = f"{demo_base_url}/gdacs" if demo else settings.gdacs_base_url
-    usgs = f"{demo_base_url}/usgs" if demo else settings.usgs_base_url
-    sources = Sources(
-        gdacs=GdacsSource(gdacs, t, demo=demo),
-        usgs=UsgsSource(usgs, t, feed=settings.usgs_feed, demo=demo),
-    )
-    sources.demo = demo
+    """One adapter of every registered kind, pointed at its configured URL, or at the
+    in-process demo upstream."""
+    check_settings(settings)
+    sources = Sources({name: make_source(cls, settings, demo_base_url=demo_base_url)
+                       for name, cls in load_adapters().items()})
+    sources.demo = demo_base_url is not None
     return sources

@@ -1,18 +1,27 @@
 """The ``Source`` contract: one adapter per upstream.
 
-An adapter has a name, a license, a base URL that configuration can point
-anywhere (tests and ``--demo`` point it at a local fake), a timeout and a
-parser of the upstream's real format. ``read()`` never raises for upstream
-trouble: a timeout, an error status or a body that does not parse becomes an
-unusable ``SourceReport`` and the tool answers with what it has.
+An adapter has a name (its key in the source registry and in settings), a
+license, a base URL that configuration can point anywhere (tests and
+``--demo`` point it at a local fake), a timeout, an API key where the upstream
+needs one, and a parser of the upstream's real format. ``read(query)`` takes
+what the tool asks (a bbox, a point and radius, ids, a limit) and never raises
+for upstream trouble: a timeout, an error status, a missing key or a body that
+does not parse becomes an unusable ``SourceReport`` and the tool answers with
+what it has.
+
+Its recorded samples live beside its module, in ``samples/<name>/``, as the
+paths the upstream answers under its base URL; the demo upstream and the tests'
+fake serve them from there (``coordinator.demo.upstream``).
 """
 from __future__ import annotations
 
 import abc
+import inspect
 import json
 import logging
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Mapping, TypeVar
 from urllib.parse import urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
@@ -47,6 +56,30 @@ async def fetch(url: str, timeout_s: float, accept: str = "application/json") ->
     return resp.code, resp.body or b""
 
 
+@dataclass(frozen=True)
+class Query:
+    """What a tool asks of a source. Global feeds ignore it; area sources read ``bbox``
+    (w, s, e, n) or ``point`` (lat, lon) with ``radius_m``; lookups read ``ids``."""
+
+    bbox: tuple[float, float, float, float] | None = None
+    point: tuple[float, float] | None = None
+    radius_m: float | None = None
+    ids: tuple[str, ...] = ()
+    limit: int | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """An adapter's resolved settings (``sources.registry.config_for``)."""
+
+    base_url: str
+    timeout_s: float
+    api_key: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    key_setting: str = ""          # where the key is set, named when it is missing
+
+
 @dataclass
 class SourceRead(Generic[T]):
     records: list[T]
@@ -54,13 +87,40 @@ class SourceRead(Generic[T]):
 
 
 class Source(abc.ABC, Generic[T]):
-    name = "source"
-    license = "unknown"
+    """Subclasses declare their name, license and defaults, and implement ``fetch``."""
 
-    def __init__(self, base_url: str, timeout_s: float, *, demo: bool = False) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.timeout_s = timeout_s
+    name: ClassVar[str] = "source"                       # registry and settings key, lower case
+    label: ClassVar[str] = ""                            # the name health reports (default: name)
+    license: ClassVar[str] = "unknown"
+    default_base_url: ClassVar[str] = ""
+    default_timeout_s: ClassVar[float | None] = None     # None: SIS_SOURCE_TIMEOUT_S
+    options: ClassVar[Mapping[str, Any]] = {}            # the adapter's own settings and their defaults
+    needs_key: ClassVar[bool] = False
+    description: ClassVar[str] = ""
+
+    def __init__(self, config: SourceConfig, *, demo: bool = False) -> None:
+        self.config = config
+        self.base_url = config.base_url.rstrip("/")
+        self.timeout_s = config.timeout_s
+        self.api_key = config.api_key
         self.demo = demo
+
+    @classmethod
+    def at(cls, base_url: str, timeout_s: float = 8.0, **options: Any) -> "Source[T]":
+        """An adapter pointed at ``base_url`` with no settings behind it (scripts and tests)."""
+        return cls(SourceConfig(base_url, timeout_s, options=options))
+
+    @classmethod
+    def samples_dir(cls) -> Path:
+        """Where this adapter's recorded samples live: ``samples/<name>/`` beside its module."""
+        return Path(inspect.getfile(cls)).parent / "samples" / cls.name
+
+    @property
+    def report_name(self) -> str:
+        return self.label or self.name
+
+    def option(self, name: str) -> Any:
+        return self.config.options.get(name, self.options[name])
 
     async def get(self, path: str, params: dict[str, Any] | None = None) -> tuple[int, bytes]:
         url = f"{self.base_url}{path}"
@@ -81,20 +141,22 @@ class Source(abc.ABC, Generic[T]):
             raise SourceError("answer is not JSON") from exc
 
     @abc.abstractmethod
-    async def fetch(self) -> list[T]:
+    async def fetch(self, query: Query) -> list[T]:
         """Fetch and parse the upstream; raise SourceError (or a parse error) when unusable."""
 
-    async def read(self) -> SourceRead[T]:
+    async def read(self, query: Query | None = None) -> SourceRead[T]:
+        if self.needs_key and not self.api_key:
+            return self._failed(f"needs an API key: set {self.config.key_setting} or {self.config.key_setting}_FILE")
         try:
-            records = await self.fetch()
+            records = await self.fetch(query or Query())
         except SourceError as exc:
             return self._failed(str(exc))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            log.warning("%s: unparseable answer: %r", self.name, exc)
+            log.warning("%s: unparseable answer: %r", self.report_name, exc)
             return self._failed(f"unparseable answer ({type(exc).__name__})")
-        return SourceRead(records, SourceReport(self.name, self.license, ok=True,
+        return SourceRead(records, SourceReport(self.report_name, self.license, ok=True,
                                                 records=len(records), demo=self.demo))
 
     def _failed(self, error: str) -> SourceRead[T]:
-        log.info("source %s unusable: %s", self.name, error)
-        return SourceRead([], SourceReport(self.name, self.license, ok=False, error=error, demo=self.demo))
+        log.info("source %s unusable: %s", self.report_name, error)
+        return SourceRead([], SourceReport(self.report_name, self.license, ok=False, error=error, demo=self.demo))

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Source, SourceError
+from .base import Query, Source, SourceError
 from .events import EventRecord
+from .registry import register
 
 LICENSE = "GDACS-terms-attribution"
 
@@ -54,12 +55,16 @@ def parse_feature(feature: dict[str, Any]) -> EventRecord | None:
     )
 
 
+@register
 class GdacsSource(Source[EventRecord]):
-    name = "GDACS"
+    name = "gdacs"
+    label = "GDACS"
     license = LICENSE
+    default_base_url = "https://www.gdacs.org/gdacsapi/api"
+    description = "GDACS current hazard alerts (GeoJSON)"
     path = "/events/geteventlist/EVENTS4APP"
 
-    async def fetch(self) -> list[EventRecord]:
+    async def fetch(self, query: Query) -> list[EventRecord]:
         doc = await self.get_json(self.path, empty_statuses=(204,))
         if doc is None:  # GDACS answers an empty list with 204 and no body
             return []

@@ -4,8 +4,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from .base import Source, SourceError
+from .base import Query, Source, SourceError
 from .events import EventRecord
+from .registry import register
 
 LICENSE = "public-domain"
 
@@ -42,16 +43,17 @@ def parse_feature(feature: dict[str, Any]) -> EventRecord | None:
     )
 
 
+@register
 class UsgsSource(Source[EventRecord]):
-    name = "USGS"
+    name = "usgs"
+    label = "USGS"
     license = LICENSE
+    default_base_url = "https://earthquake.usgs.gov/earthquakes/feed/v1.0/summary"
+    description = "USGS earthquake summary feeds (GeoJSON)"
+    options = {"feed": "4.5_week"}   # {significant|4.5|2.5|1.0|all}_{hour|day|week|month}
 
-    def __init__(self, base_url: str, timeout_s: float, *, feed: str = "4.5_week", demo: bool = False) -> None:
-        super().__init__(base_url, timeout_s, demo=demo)
-        self.feed = feed
-
-    async def fetch(self) -> list[EventRecord]:
-        doc = await self.get_json(f"/{self.feed}.geojson")
+    async def fetch(self, query: Query) -> list[EventRecord]:
+        doc = await self.get_json(f"/{self.option('feed')}.geojson")
         if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection":
             raise SourceError("answer is not a GeoJSON FeatureCollection")
         return [r for f in doc.get("features") or [] if (r := parse_feature(f)) is not None]

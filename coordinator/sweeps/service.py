@@ -13,7 +13,8 @@ from ..nodes import registry
 from . import leases, results
 from .batching import Batcher
 from .leases import Sweeper
-from .photos import PhotoProvider
+from ..sources.panoramax import PhotoProvider
+from ..sources.registry import config_for
 
 MAX_BATCH = 64      # requests per batch of claims, submissions or token lookups (``batching``)
 
@@ -81,16 +82,17 @@ def sweeps_of(services) -> Sweeps:
 async def attach(services, *, start_background: bool) -> None:
     """Build the sweep part (and, in demo mode, the fake photo provider) and start the sweeper."""
     settings = services.settings
-    base_url = settings.photo_provider_base_url
+    provider = services.sources[PhotoProvider.name]
     if settings.demo:
         from ..demo.photos import start_demo_photos
         fake = await start_demo_photos()
         services._closers.append(fake.stop)
-        base_url = fake.api_url
+        provider = services.sources[PhotoProvider.name] = PhotoProvider(
+            config_for(PhotoProvider, settings, base_url=fake.api_url), demo=True)
         if not settings.engine_builds:
             from ..demo.photos import DEV_ENGINE_BUILD
             settings = settings.model_copy(update={"engine_builds": DEV_ENGINE_BUILD})
-    sweeps = Sweeps(SerialWrites(services.db), settings, PhotoProvider(base_url, settings.photo_provider_timeout_s))
+    sweeps = Sweeps(SerialWrites(services.db), settings, provider)
     services.extras["sweeps"] = sweeps
     services._closers.append(sweeps.sweeper.stop)
     if start_background:

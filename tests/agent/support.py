@@ -88,7 +88,7 @@ async def start_photos(n: int = 6, radius_m: float = 250, seed: int = 3) -> Fake
 
 async def start_sweep_coordinator(db_url: str, photos: FakePhotoProvider, port: int | None = None,
                                   **kw: Any) -> Coordinator:
-    settings = make_settings(db_url, photo_provider_base_url=photos.api_url,
+    settings = make_settings(db_url, photos_url=photos.api_url,
                              engine_builds=kw.pop("engine_builds", TEST_BUILD),
                              lease_retry_after_s=1, job_max_photos=kw.pop("job_max_photos", 3),
                              lease_ttl_s=kw.pop("lease_ttl_s", 30), **kw)

@@ -1,4 +1,8 @@
 """The street-photo provider adapter, modelled on Panoramax's STAC search API.
+A ``Source`` like the others (name ``panoramax``, settings
+``SIS_SOURCES__PANORAMAX__BASE_URL`` and ``__TIMEOUT_S``); ``read(Query(bbox=...,
+limit=...))`` gives the photo references, ``search`` the same with what was skipped
+and whether the ground held more than the limit, which the sweep request reports.
 
 ``GET {base}/search?bbox=w,s,e,n&limit=N`` answers a GeoJSON FeatureCollection of
 STAC items, one per picture, with a ``next`` link while more pages remain. From
@@ -20,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-
 from sweep_engine.schema import PhotoRef, SchemaError
 
-from ..sources.base import SourceError, fetch
+from .base import Query, Source, SourceError, fetch
+from .registry import register
 
 log = logging.getLogger("sis.sweeps.photos")
 PAGE_LIMIT = 500
@@ -39,13 +43,19 @@ class PhotoSearch:
         self.skipped[why] = self.skipped.get(why, 0) + 1
 
 
-class PhotoProvider:
+@register
+class PhotoProvider(Source[PhotoRef]):
     name = "panoramax"
+    license = "per photo (each reference carries its own)"
+    default_base_url = "https://api.panoramax.xyz/api"
+    default_timeout_s = 15.0
+    description = ("the street-photo provider's STAC API (Panoramax-compatible: {base}/search); only photo "
+                   "references are read, image bytes never pass through the coordinator")
 
-    def __init__(self, base_url: str, timeout_s: float, *, name: str = "panoramax") -> None:
-        self.base_url = base_url.rstrip("/")
-        self.timeout_s = timeout_s
-        self.name = name
+    async def fetch(self, query: Query) -> list[PhotoRef]:
+        if query.bbox is None:
+            raise SourceError("a photo search needs a bbox")
+        return (await self.search(query.bbox, query.limit or PAGE_LIMIT)).photos
 
     async def _get_json(self, url: str) -> Any:
         code, body = await fetch(url, self.timeout_s, accept="application/geo+json, application/json")

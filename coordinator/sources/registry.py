@@ -1,0 +1,106 @@
+"""Source adapters registered by name, and their settings resolved.
+
+An adapter module declares its class with ``@register``; every module of the
+``coordinator.sources`` package is imported by ``load_adapters`` so that adding
+an upstream is adding its module (and its recorded samples beside it), with no
+table to extend. Settings are nested under the adapter's name
+(``SIS_SOURCES__<NAME>__...``) and checked against what it declares: an option
+it does not take, or settings for a source that does not exist, stop start-up
+with a line saying so rather than being ignored.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import TYPE_CHECKING, Iterable
+
+from .base import Source, SourceConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..settings import Settings, SourceSettings
+
+REGISTRY: dict[str, type[Source]] = {}
+_PACKAGES = ("coordinator.sources",)   # packages whose modules hold adapters
+
+
+class SourceSettingsError(ValueError):
+    """A source's settings are wrong (unknown source or option, unreadable key file)."""
+
+
+def register(cls: type[Source]) -> type[Source]:
+    if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
+        raise ValueError(f"two source adapters are named {cls.name!r}")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def load_adapters() -> dict[str, type[Source]]:
+    for package in _PACKAGES:
+        pkg = importlib.import_module(package)
+        for mod in pkgutil.iter_modules(pkg.__path__):
+            if not mod.ispkg:
+                importlib.import_module(f"{package}.{mod.name}")
+    return REGISTRY
+
+
+def env_name(source: str, key: str) -> str:
+    return f"SIS_SOURCES__{source.upper()}__{key.upper()}"
+
+
+def config_for(cls: type[Source], settings: "Settings", *, base_url: str | None = None) -> SourceConfig:
+    """The adapter's settings: what the operator set, else what the adapter declares.
+    ``base_url`` overrides both (the demo upstream)."""
+    own: SourceSettings | None = settings.sources.get(cls.name)
+    extra = dict(own.model_extra or {}) if own is not None else {}
+    unknown = sorted(set(extra) - set(cls.options))
+    if unknown:
+        takes = ", ".join(env_name(cls.name, o) for o in cls.options) or "no options"
+        raise SourceSettingsError(f"{env_name(cls.name, unknown[0])} is not a setting of source {cls.name!r} "
+                                  f"(it takes {takes})")
+    key = None
+    if own is not None:
+        if own.api_key is not None and own.api_key_file is not None:
+            raise SourceSettingsError(f"set {env_name(cls.name, 'api_key')} or {env_name(cls.name, 'api_key_file')}, "
+                                      "not both")
+        if own.api_key is not None:
+            key = own.api_key.get_secret_value()
+        elif own.api_key_file is not None:
+            try:
+                key = own.api_key_file.read_text().strip()
+            except OSError as exc:
+                raise SourceSettingsError(f"{env_name(cls.name, 'api_key_file')}: cannot read "
+                                          f"{own.api_key_file}: {exc.strerror or exc}") from None
+    return SourceConfig(
+        base_url=base_url or (own.base_url if own and own.base_url else cls.default_base_url),
+        timeout_s=(own.timeout_s if own and own.timeout_s else None) or cls.default_timeout_s
+        or settings.source_timeout_s,
+        api_key=key or None,
+        options={k: str(v) for k, v in extra.items()},
+        key_setting=env_name(cls.name, "api_key"))
+
+
+def make_source(cls: type[Source], settings: "Settings", *, demo_base_url: str | None = None) -> Source:
+    base = f"{demo_base_url}/{cls.name}" if demo_base_url else None
+    return cls(config_for(cls, settings, base_url=base), demo=demo_base_url is not None)
+
+
+def check_settings(settings: "Settings") -> None:
+    unknown = sorted(set(settings.sources) - set(load_adapters()))
+    if unknown:
+        raise SourceSettingsError(f"SIS_SOURCES__{unknown[0].upper()}__... names no source; the sources are "
+                                  f"{', '.join(sorted(REGISTRY))}")
+
+
+def source_settings_rows() -> Iterable[tuple[str, str, str]]:
+    """(env name, default, help) of every source's settings, for `sis settings` and the docs."""
+    for name, cls in sorted(load_adapters().items()):
+        what = cls.description or cls.__name__
+        yield env_name(name, "base_url"), repr(cls.default_base_url), f"Base URL of {what}."
+        yield (env_name(name, "timeout_s"), repr(cls.default_timeout_s),
+               f"Timeout of one request to {name} (None: SIS_SOURCE_TIMEOUT_S).")
+        if cls.needs_key:
+            yield (env_name(name, "api_key"), "None",
+                   f"API key of {name} (or {env_name(name, 'api_key_file')}: a file holding it). Without it the "
+                   "source answers degraded, naming this setting.")
+        for opt, default in cls.options.items():
+            yield env_name(name, opt), repr(default), f"Option {opt!r} of {name}."
