@@ -32,6 +32,8 @@ async def test_first_poll_reports_every_event_as_new(coordinator_db):
     assert len(changes) == 9 and {k for _, k in changes} == {"new"}
     body = (await coordinator_db.get("/earth/event-changes")).json()
     assert body["count"] == 9 and all(c["kind"] == "new" for c in body["changes"])
+    licenses = {c["source"]: c["license"] for c in body["changes"]}
+    assert licenses == {"GDACS": "GDACS-terms-attribution", "USGS": "public-domain"}   # rule 5: every record
     assert body["history"]["pollsKept"] == 1 and body["history"]["lastCompletePoll"] is not None
 
 

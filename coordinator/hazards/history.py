@@ -23,6 +23,7 @@ from sqlalchemy import delete, func, select
 from ..db import Database
 from ..db.models import EventChange, EventPoll, HazardEvent
 from ..sources import Sources
+from ..sources.registry import load_adapters
 from ..sources.events import EventRecord, rank
 from .feed import Feed, read_feed
 
@@ -128,7 +129,17 @@ async def recent_changes(db: Database, limit: int = 200) -> list[dict[str, Any]]
                                 .limit(limit))).all()
     return [{"eventId": r.event_id, "kind": r.kind, "at": iso(r.at), "type": r.event_type,
              "title": r.title, "fromLevel": r.from_level, "toLevel": r.to_level,
-             "fromEpisode": r.from_episode, "toEpisode": r.to_episode} for r in rows]
+             "fromEpisode": r.from_episode, "toEpisode": r.to_episode, **provenance(r.event_id)} for r in rows]
+
+
+def provenance(event_id: str) -> dict[str, str | None]:
+    """The source and license of a change: those of the upstream whose event it is, named by
+    the event id's prefix (``gdacs:TC:1001214``), read off the source's adapter (SPEC.md rule 5:
+    every record carries its license)."""
+    adapter = load_adapters().get(event_id.split(":", 1)[0])
+    if adapter is None:
+        return {"source": None, "license": "unknown"}
+    return {"source": adapter.label or adapter.name, "license": adapter.license}
 
 
 async def history_status(db: Database, interval_s: float, running: bool) -> tuple[dict[str, Any], dict | None]:
