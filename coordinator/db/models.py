@@ -326,3 +326,34 @@ class SeenMeasurement(Base):
     objects: Mapped[list] = mapped_column(JSON)
     job_id: Mapped[int] = mapped_column(BigId)
     approved_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+# ---- ingested datasets (migration 0008) ----
+
+class DatasetVersion(Base):
+    """One load of a file by ``sis ingest`` (``coordinator.datasets``): what was loaded,
+    from where, under which license, the file's sha256, its extent and its counts. The
+    rows a kind writes carry this id, and answers name it. ``state`` is ``loading`` from
+    the start of the load, then ``ready`` or ``failed``: a load that crashed stays
+    ``loading`` for all to see, and only ``ready`` versions are ever served."""
+
+    __tablename__ = "dataset_versions"
+    __table_args__ = (Index("ix_dataset_versions_kind_state", "kind", "state", "id"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(60))
+    state: Mapped[str] = mapped_column(String(8))
+    source: Mapped[str] = mapped_column(Text)
+    license: Mapped[str] = mapped_column(String(120))
+    file_name: Mapped[str] = mapped_column(Text)
+    file_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    loaded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    records: Mapped[int] = mapped_column(BigInteger)
+    bad_records: Mapped[int] = mapped_column(BigInteger)
+    bad_samples: Mapped[list] = mapped_column(JSON)
+    west: Mapped[float | None] = mapped_column(Float, nullable=True)
+    south: Mapped[float | None] = mapped_column(Float, nullable=True)
+    east: Mapped[float | None] = mapped_column(Float, nullable=True)
+    north: Mapped[float | None] = mapped_column(Float, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)

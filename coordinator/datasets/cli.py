@@ -1,0 +1,112 @@
+"""``sis ingest KIND PATH`` and ``sis datasets list``: loading files and seeing what was
+loaded, from the command line."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from .kinds import KINDS
+
+
+def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
+    ig = sub.add_parser("ingest", help="load a dataset file as a new dataset version (progress on stderr)")
+    ig.add_argument("kind", metavar="KIND", help="what the file holds (sis datasets kinds lists them)")
+    ig.add_argument("path", metavar="PATH", help="the file")
+    ig.add_argument("--license", help="the data's license (default: the kind's usual one)")
+    ig.add_argument("--source", help="where the file came from, kept with the version (default: its name)")
+    db_arg(ig)
+    ig.set_defaults(run=lambda a: asyncio.run(ingest(a, settings_of)))
+
+    ds = sub.add_parser("datasets", help="list dataset versions and the kinds that can be ingested")
+    dsub = ds.add_subparsers(dest="datasets_command", required=True, metavar="ACTION")
+    dl = dsub.add_parser("list", help="every dataset version: id, kind, state, counts, extent, license, sha256")
+    dl.add_argument("--kind", help="only versions of this kind")
+    db_arg(dl)
+    dk = dsub.add_parser("kinds", help="the kinds this coordinator can ingest")
+    dk.set_defaults(run=lambda a: kinds_list())
+    dl.set_defaults(run=lambda a: asyncio.run(list_datasets(a, settings_of(a))))
+
+
+class Bar:
+    """A progress bar on stderr (tqdm) over the file's bytes, with the counts beside it;
+    silent when stderr is not a terminal, where the closing line says it all."""
+
+    def __init__(self, desc: str) -> None:
+        from tqdm import tqdm
+
+        self._bar = tqdm(desc=desc, total=None, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
+                         disable=None, dynamic_ncols=True, leave=True)
+
+    def advance(self, done: int, total: int | None) -> None:
+        if self._bar.total is None and total:
+            self._bar.total = total
+        self._bar.update(done - self._bar.n)
+
+    def counts(self, records: int, bad: int) -> None:
+        self._bar.set_postfix_str(f"{records:,} records, {bad:,} bad", refresh=False)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def kinds_list() -> int:
+    names = KINDS.names()
+    for name in names:
+        k = KINDS.get(name)
+        print(f"{k.name:20} {','.join(k.suffixes):24} {k.license:20} {k.description}")
+    print(f"{len(names)} kinds")
+    return 0
+
+
+async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
+    from ..services import with_database
+    from . import ingest as ingesting
+    from .versions import extent_of
+
+    if KINDS.get(args.kind) is None:          # before anything is opened or recorded
+        print(f"sis ingest: {ingesting.unknown_kind(args.kind)}", file=sys.stderr)
+        return 2
+    settings = settings_of(args)
+
+    async def work(db) -> int:  # noqa: ANN001
+        try:
+            v = await ingesting.run(db, args.kind, args.path, license=args.license, source=args.source,
+                                    progress=Bar(f"{args.kind} {Path(args.path).name}"))
+        except ingesting.IngestError as exc:
+            print(f"sis ingest: {exc}", file=sys.stderr)
+            return 2 if exc.usage else 1
+        box = extent_of(v)
+        print(f"version {v.id} of {v.kind} ready: {v.records} records, {v.bad_records} bad, "
+              f"extent {box if box else 'none'}, license {v.license}, sha256 {v.sha256}")
+        if v.bad_records:
+            shown = v.bad_samples[:5]
+            print(f"sis ingest: {v.bad_records} bad record{'s' if v.bad_records != 1 else ''} not loaded "
+                  f"(counted with version {v.id}; `sis datasets list` shows them); first: {'; '.join(shown)}",
+                  file=sys.stderr)
+        return 0
+
+    return await with_database(settings, work, "sis ingest")
+
+
+async def list_datasets(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
+    from ..services import with_database
+    from .versions import extent_of, iso, list_versions
+
+    async def work(db) -> int:  # noqa: ANN001
+        rows = await list_versions(db, args.kind)
+        print(f"{'version':>7} {'kind':16} {'state':7} {'loaded at':20} {'records':>9} {'bad':>6} "
+              f"{'extent (w,s,e,n)':36} {'license':16} {'sha256':12} source / note")
+        for v in rows:
+            box = extent_of(v)
+            extent = ",".join(f"{x:.5g}" for x in box) if box else "-"
+            note = v.error if v.state == "failed" else (
+                f"first bad: {v.bad_samples[0]}" if v.bad_samples else "")
+            print(f"{v.id:7d} {v.kind:16} {v.state:7} {iso(v.loaded_at):20} {v.records:9d} {v.bad_records:6d} "
+                  f"{extent:36} {v.license:16} {(v.sha256 or '-')[:12]:12} {v.source}"
+                  f"{'  (' + note + ')' if note else ''}")
+        print(f"{len(rows)} dataset versions")
+        return 0
+
+    return await with_database(settings, work, "sis datasets")

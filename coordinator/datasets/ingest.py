@@ -1,0 +1,246 @@
+"""Running one load: record the version, hand the file to its kind's loader, checksum
+it, and mark the version ready or failed.
+
+The file is checksummed as the loader reads it (``Load.open`` hashes what passes
+through), so a multi-gigabyte extract is read once; a loader that opens the file some
+other way, seeks, or stops before the end gets the rest hashed afterwards. Progress is
+the share of the file's bytes read (or what the loader reports with ``Load.progress``).
+Bad records are counted and the first reasons kept with the version; they are never
+dropped silently.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ..db import Database
+from ..db.models import DatasetVersion
+from . import versions
+from .kinds import KINDS, DatasetKind, KindRegistry
+from .versions import BAD_SAMPLES_KEPT, Extent
+
+CHUNK = 1 << 20
+
+
+class IngestError(Exception):
+    """A load that could not be done, said in one line (``kind`` unknown, file missing or
+    of a suffix the kind does not take, or the loader failing). ``version`` is the failed
+    version when one was recorded; ``usage`` tells a mistake in the command (exit 2)
+    from a load that failed (exit 1)."""
+
+    def __init__(self, message: str, *, version: DatasetVersion | None = None, usage: bool = False) -> None:
+        super().__init__(message)
+        self.version = version
+        self.usage = usage
+
+
+class Progress(Protocol):
+    """Where a load reports how far it got (a progress bar, or nothing)."""
+
+    def advance(self, done: int, total: int | None) -> None: ...
+
+    def counts(self, records: int, bad: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NoProgress:
+    def advance(self, done: int, total: int | None) -> None:
+        pass
+
+    def counts(self, records: int, bad: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _HashingReader(io.RawIOBase):
+    """The file as a forward-only stream that hashes every byte read through it."""
+
+    def __init__(self, path: Path, on_read) -> None:  # noqa: ANN001
+        self._f = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._on_read = on_read
+        self.sha = hashlib.sha256()
+        self.done = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readinto(self, buf) -> int:  # noqa: ANN001
+        n = self._f.readinto(buf)
+        if n:
+            self.sha.update(memoryview(buf)[:n])
+            self.done += n
+            self._on_read(self.done)
+        return n
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+@dataclass
+class Load:
+    """One load as its kind's loader sees it."""
+
+    kind: DatasetKind
+    path: Path
+    version_id: int
+    db: Database
+    file_bytes: int
+    _progress: Progress
+    records: int = 0
+    bad_records: int = 0
+    bad_samples: list[str] = field(default_factory=list)
+    _box: list[float] | None = None
+    _reader: _HashingReader | None = None
+    _read_elsewhere: bool = False
+
+    def open(self, *, text: bool = False) -> io.BufferedReader | io.TextIOWrapper:
+        """The file, to be read once from start to end; it is checksummed as it is read.
+        ``text=True`` gives UTF-8 text lines (a byte-order mark is skipped)."""
+        if self._reader is not None:
+            self._read_elsewhere = True      # opened twice: hash the file on its own at the end
+            raw = _HashingReader(self.path, lambda _n: None)
+        else:
+            raw = self._reader = _HashingReader(self.path, lambda n: self._progress.advance(n, self.file_bytes))
+        buffered = io.BufferedReader(raw, CHUNK)
+        return io.TextIOWrapper(buffered, encoding="utf-8-sig", newline="") if text else buffered
+
+    def progress(self, done: int) -> None:
+        """For loaders that read the file some other way than ``open``: how many of its
+        bytes they have read."""
+        self._read_elsewhere = True
+        self._progress.advance(done, self.file_bytes)
+
+    def accepted(self, count: int = 1, *, lon: float | None = None, lat: float | None = None,
+                 bbox: tuple[float, float, float, float] | None = None) -> None:
+        """Count ``count`` records written, and grow the extent by a point or a box
+        (west, south, east, north)."""
+        self.records += count
+        if lon is not None and lat is not None:
+            bbox = (lon, lat, lon, lat)
+        if bbox is not None:
+            if self._box is None:
+                self._box = list(bbox)
+            else:
+                b = self._box
+                b[0], b[1], b[2], b[3] = min(b[0], bbox[0]), min(b[1], bbox[1]), max(b[2], bbox[2]), max(b[3], bbox[3])
+        if self.records % 1000 == 0 or count > 1:
+            self._progress.counts(self.records, self.bad_records)
+
+    def bad(self, where: str, reason: str) -> None:
+        """Count a record that could not be loaded, with where it is in the file (``line
+        12``, ``feature 40``) and why; the first reasons are kept with the version."""
+        self.bad_records += 1
+        if len(self.bad_samples) < BAD_SAMPLES_KEPT:
+            self.bad_samples.append(f"{where}: {reason}"[:300])
+        self._progress.counts(self.records, self.bad_records)
+
+    @property
+    def extent(self) -> Extent | None:
+        return Extent(*self._box) if self._box else None
+
+    def _sha256(self) -> str:
+        """The file's checksum: from what ``open`` hashed when the file was read through it
+        alone, with the part the loader left unread hashed after; else from a pass of its
+        own."""
+        r = self._reader
+        if r is None or self._read_elsewhere:
+            return sha256_of(self.path)
+        sha = r.sha.copy()
+        with open(self.path, "rb") as f:
+            f.seek(r.done)
+            while chunk := f.read(CHUNK):
+                sha.update(chunk)
+        return sha.hexdigest()
+
+    def _close(self) -> None:
+        if self._reader is not None and not self._reader.closed:
+            self._reader.close()
+
+
+def sha256_of(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def unknown_kind(name: str, registry: KindRegistry = KINDS) -> str:
+    names = registry.names()
+    if not names:
+        return (f"unknown dataset kind {name!r}: no kinds are available yet "
+                "(capabilities declare them; see docs/datasets.md)")
+    return f"unknown dataset kind {name!r}: available kinds are {', '.join(names)}"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def run(db: Database, kind_name: str, path: str | Path, *, license: str | None = None,
+              source: str | None = None, progress: Progress | None = None,
+              registry: KindRegistry = KINDS) -> DatasetVersion:
+    """Load ``path`` as ``kind_name`` and return its version, ready; ``IngestError`` (with
+    the failed version) when it cannot be loaded. An unknown kind records nothing."""
+    kind = registry.get(kind_name)
+    if kind is None:
+        raise IngestError(unknown_kind(kind_name, registry), usage=True)
+    path = Path(path)
+    progress = progress or NoProgress()
+    size = path.stat().st_size if path.is_file() else None
+    version = await versions.create(db, kind.name, source=source or path.name, license=license or kind.license,
+                                    file_name=path.name, file_bytes=size)
+    if size is None:
+        what = "a folder, not a file" if path.is_dir() else "no such file"
+        failed = await versions.fail(db, version.id, f"{path}: {what}")
+        raise IngestError(f"{path}: {what} (version {version.id} marked failed)", version=failed, usage=True)
+    if not kind.takes(path.name):
+        reason = (f"{path.name}: a {kind.name} file ends with {' or '.join(kind.suffixes)}")
+        failed = await versions.fail(db, version.id, reason)
+        raise IngestError(f"{reason} (version {version.id} marked failed)", version=failed, usage=True)
+
+    load = Load(kind=kind, path=path, version_id=version.id, db=db, file_bytes=size, _progress=progress)
+    try:
+        await kind.load(load)
+        sha = load._sha256()
+    except BaseException as exc:   # interrupted or cancelled too: the version must not stay ``loading``
+        load._close()
+        error = _one_line(exc) if isinstance(exc, Exception) else "interrupted"
+        failed = await asyncio.shield(_fail(db, kind, load, error))
+        if not isinstance(exc, Exception):
+            raise
+        where = f" after {load.records} records" if load.records else ""
+        raise IngestError(f"loading {path.name} as {kind.name} failed{where}: {error} "
+                          f"(version {version.id} marked failed)", version=failed) from exc
+    finally:
+        progress.counts(load.records, load.bad_records)     # the final counts, not the last thousand's
+        progress.close()
+    load._close()
+    return await versions.finish(db, version.id, sha256=sha, records=load.records, bad_records=load.bad_records,
+                                 bad_samples=load.bad_samples, extent=load.extent)
+
+
+async def _fail(db: Database, kind: DatasetKind, load: Load, error: str) -> DatasetVersion:
+    try:
+        sha = sha256_of(load.path)
+    except OSError:
+        sha = None
+    if kind.discard is not None:
+        try:
+            await kind.discard(db, load.version_id)
+        except Exception as exc:  # noqa: BLE001 - the failure is recorded with the first error
+            error = f"{error}; discarding its rows failed too: {_one_line(exc)}"
+    return await versions.fail(db, load.version_id, error, sha256=sha, records=load.records,
+                               bad_records=load.bad_records, bad_samples=load.bad_samples)

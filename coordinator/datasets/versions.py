@@ -1,0 +1,109 @@
+"""The record of every load (``dataset_versions``): created when a load starts, finished
+or failed when it ends, and read by the answers that name the version they came from."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from sqlalchemy import select, update
+
+from ..db import Database
+from ..db.models import DatasetVersion
+
+LOADING, READY, FAILED = "loading", "ready", "failed"
+BAD_SAMPLES_KEPT = 20          # the first bad records' reasons kept with the version
+
+
+@dataclass(frozen=True)
+class Extent:
+    """West, south, east, north in degrees (WGS 84). Plain minima and maxima: an extent
+    across the antimeridian reads as the whole band of longitudes between."""
+
+    west: float
+    south: float
+    east: float
+    north: float
+
+    def as_list(self) -> list[float]:
+        return [self.west, self.south, self.east, self.north]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+async def create(db: Database, kind: str, *, source: str, license: str, file_name: str,
+                 file_bytes: int | None) -> DatasetVersion:
+    """Record a load as it starts (state ``loading``), in its own transaction, so that a
+    load that never ends is still there to see."""
+    version = DatasetVersion(kind=kind, state=LOADING, source=source, license=license, file_name=file_name,
+                             file_bytes=file_bytes, sha256=None, loaded_at=_now(), finished_at=None,
+                             records=0, bad_records=0, bad_samples=[], error=None)
+    async with db.write() as s:
+        s.add(version)
+    return version
+
+
+async def _end(db: Database, version_id: int, **values) -> DatasetVersion:  # noqa: ANN003
+    async with db.write() as s:
+        await s.execute(update(DatasetVersion).where(DatasetVersion.id == version_id)
+                        .values(finished_at=_now(), **values))
+        return (await s.execute(select(DatasetVersion).where(DatasetVersion.id == version_id))).scalar_one()
+
+
+async def finish(db: Database, version_id: int, *, sha256: str, records: int, bad_records: int,
+                 bad_samples: list[str], extent: Extent | None) -> DatasetVersion:
+    """Mark a load ready, with what it found; from now on it may be served."""
+    box = extent.as_list() if extent else [None] * 4
+    return await _end(db, version_id, state=READY, sha256=sha256, records=records, bad_records=bad_records,
+                      bad_samples=bad_samples[:BAD_SAMPLES_KEPT], west=box[0], south=box[1], east=box[2],
+                      north=box[3])
+
+
+async def fail(db: Database, version_id: int, error: str, *, sha256: str | None = None, records: int = 0,
+               bad_records: int = 0, bad_samples: list[str] | None = None) -> DatasetVersion:
+    """Mark a load failed, with why and how far it got; it is never served."""
+    return await _end(db, version_id, state=FAILED, error=error, sha256=sha256, records=records,
+                      bad_records=bad_records, bad_samples=(bad_samples or [])[:BAD_SAMPLES_KEPT])
+
+
+async def list_versions(db: Database, kind: str | None = None) -> list[DatasetVersion]:
+    """Every version (of one kind), oldest first."""
+    q = select(DatasetVersion).order_by(DatasetVersion.id)
+    if kind is not None:
+        q = q.where(DatasetVersion.kind == kind)
+    async with db.read() as s:
+        return list((await s.execute(q)).scalars())
+
+
+async def newest_ready(db: Database, kind: str, n: int = 1) -> list[DatasetVersion]:
+    """The ``n`` newest ready versions of a kind, newest first (trends compare the two
+    newest). Ids grow with every load, so they order loads even when clocks do not."""
+    q = (select(DatasetVersion).where(DatasetVersion.kind == kind, DatasetVersion.state == READY)
+         .order_by(DatasetVersion.id.desc()).limit(n))
+    async with db.read() as s:
+        return list((await s.execute(q)).scalars())
+
+
+def iso(dt: datetime | None) -> str | None:
+    """UTC, to the second, with a Z (SQLite hands datetimes back naive; all stored are UTC)."""
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def extent_of(version: DatasetVersion) -> list[float] | None:
+    if version.west is None:
+        return None
+    return [version.west, version.south, version.east, version.north]
+
+
+def provenance(version: DatasetVersion) -> dict:
+    """What an answer names of the dataset version it came from."""
+    if version.state != READY:
+        raise ValueError(f"dataset version {version.id} is {version.state}: only ready versions are served")
+    return {"dataset": version.kind, "version": version.id,
+            "loadedAt": iso(version.loaded_at),
+            "license": version.license, "sha256": version.sha256}
