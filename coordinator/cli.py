@@ -9,12 +9,45 @@ import signal
 import sys
 
 from . import __version__
+from .db.urls import StartupError, connection_problem, normalise
 from .settings import load, settings_table
 
 
 def _settings(args: argparse.Namespace):
-    return load(host=getattr(args, "host", None), port=getattr(args, "port", None),
-                database_url=getattr(args, "database", None), demo=True if getattr(args, "demo", False) else None)
+    """The settings of every subcommand: flags over environment over file over defaults,
+    with the database URL as users type it (``sqlite:///``, ``postgresql://``) turned
+    into the driver the service uses; a value it cannot use is a ``StartupError``."""
+    from pydantic import ValidationError
+
+    try:
+        settings = load(host=getattr(args, "host", None), port=getattr(args, "port", None),
+                        database_url=getattr(args, "database", None),
+                        demo=True if getattr(args, "demo", False) else None)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "settings"
+        raise StartupError(f"setting {where} (SIS_{where.upper()}): {err['msg']}") from None
+    settings.database_url = normalise(settings.database_url)
+    return settings
+
+
+def _listen(host: str, port: int) -> list:
+    """The listening sockets, bound before anything else is done, so that a port in use
+    is said at once and not after migrations ran and the database was opened."""
+    import errno
+    import socket
+
+    from tornado.netutil import bind_sockets
+
+    try:
+        return bind_sockets(port, host)
+    except socket.gaierror:
+        raise StartupError(f"cannot listen on {host}: the address is not known") from None
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(f"port {port} on {host} is already in use: stop what listens there, "
+                               "or choose another port with --port or SIS_PORT") from None
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 GC_YOUNG_THRESHOLD = 10_000
@@ -37,19 +70,27 @@ def settle_gc() -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    from tornado.httpserver import HTTPServer
+
     from .app import make_app
     from .services import SchemaOutOfDate, create_services
 
     settings = _settings(args)
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sockets = _listen(settings.host, settings.port)
     try:
         services = await create_services(settings)
-    except SchemaOutOfDate as exc:
-        print(f"sis serve: {exc}", file=sys.stderr)
-        return 2
+    except BaseException as exc:
+        for sock in sockets:
+            sock.close()
+        if isinstance(exc, SchemaOutOfDate):
+            print(f"sis serve: {exc}", file=sys.stderr)
+            return 2
+        raise
     app = make_app(services)
-    server = app.listen(settings.port, settings.host, xheaders=False)
-    port = next(iter(server._sockets.values())).getsockname()[1]  # the real port when 0 was asked
+    server = HTTPServer(app, xheaders=False)
+    server.add_sockets(sockets)
+    port = sockets[0].getsockname()[1]  # the real port when 0 was asked
     settle_gc()
     db_label = "embedded SQLite" if settings.is_sqlite else "PostgreSQL"
     print(f"sis {__version__}: serving on http://{settings.host}:{port} ({db_label}"
@@ -226,7 +267,21 @@ def parser() -> argparse.ArgumentParser:
     add_nodes_parser(sub, db_arg, _settings)
     from .review.cli import add_parser as add_reviewers_parser
     add_reviewers_parser(sub, db_arg, _settings)
+    from .datasets.cli import add_parser as add_datasets_parser
+    add_datasets_parser(sub, db_arg, _settings)
     return p
+
+
+def _startup_problem(args: argparse.Namespace, exc: BaseException) -> str | None:
+    """One line for a start-up mistake (a bad URL or setting, a port in use, a database
+    that cannot be reached or does not exist), or None for anything else."""
+    if isinstance(exc, StartupError):
+        return str(exc)
+    try:
+        url = _settings(args).database_url
+    except StartupError:
+        return None
+    return connection_problem(exc, url)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,6 +290,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        problem = _startup_problem(args, exc)
+        if problem is None:
+            raise
+        print(f"sis {args.command}: {problem}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

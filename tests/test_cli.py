@@ -42,11 +42,13 @@ def test_settings_lists_every_setting_with_a_default_and_help():
 def test_settings_come_from_a_toml_file_and_the_environment(tmp_path, monkeypatch):
     from coordinator.settings import load
     cfg = tmp_path / "sis.toml"
-    cfg.write_text('port = 9191\nusgs_feed = "2.5_day"\n')
+    cfg.write_text('port = 9191\n[sources.usgs]\nfeed = "2.5_day"\n')
     monkeypatch.setenv("SIS_CONFIG", str(cfg))
-    monkeypatch.setenv("SIS_USGS_FEED", "significant_week")
+    monkeypatch.setenv("SIS_SOURCE_TIMEOUT_S", "4")
     s = load()
-    assert s.port == 9191 and s.usgs_feed == "significant_week"   # env wins over the file
+    assert s.port == 9191 and s.sources["usgs"].model_extra == {"feed": "2.5_day"} and s.source_timeout_s == 4
+    monkeypatch.setenv("SIS_SOURCES__USGS__FEED", "significant_week")
+    assert load().sources["usgs"].model_extra == {"feed": "significant_week"}   # env wins over the file
     assert load(port=7000).port == 7000                           # flags win over both
 
 
@@ -98,3 +100,90 @@ def test_serve_settles_the_collector_once_started():
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+# ---- start-up mistakes: one line on stderr, exit status 2, never a traceback ----
+
+def one_line_refusal(out: subprocess.CompletedProcess) -> str:
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert "Traceback" not in out.stderr, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
+def test_serve_takes_the_plain_sqlite_url_users_type(tmp_path):
+    """``sqlite:///path`` (no driver) is read as the embedded SQLite the service uses."""
+    port = free_port()
+    proc = subprocess.Popen([*SIS, "serve", "--port", str(port), "--database", f"sqlite:///{tmp_path}/plain.db"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SIS_POLL_INTERVAL_S": "0"})
+    try:
+        line = proc.stdout.readline()
+        assert f"serving on http://127.0.0.1:{port} (embedded SQLite" in line, proc.stderr.read() if proc.poll() else line
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=20) as r:
+            assert json.load(r)["status"] == "ok"
+        assert (tmp_path / "plain.db").is_file()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+
+
+def test_the_url_is_normalised_for_every_subcommand(tmp_path):
+    from coordinator.cli import main
+    assert main(["migrate", "--database", f"sqlite:///{tmp_path}/m.db"]) == 0
+    assert main(["keys", "list", "--database", f"sqlite:///{tmp_path}/m.db"]) == 0
+    assert main(["nodes", "list", "--database", f"sqlite:///{tmp_path}/m.db"]) == 0
+
+
+@pytest.mark.parametrize("url", ["foo", "mysql://root@localhost/sis", "sqlite://", "http://example.org/db"])
+@pytest.mark.parametrize("command", [["serve"], ["migrate"], ["poll"], ["keys", "list"], ["embed", "list"],
+                                     ["nodes", "list"], ["reviewers", "list"], ["datasets", "list"]])
+def test_a_url_that_is_no_database_is_refused_in_one_line(command, url, capsys):
+    from coordinator.cli import main
+    assert main([*command, "--database", url]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"sis {command[0]}: ") and "sqlite:///" in err[0], err
+
+
+def test_a_bad_url_in_the_environment_is_refused_in_one_line():
+    line = one_line_refusal(run("migrate", env={"SIS_DATABASE_URL": "foo"}))
+    assert line.startswith("sis migrate: 'foo' is not a database URL")
+
+
+def test_an_unreachable_postgres_is_said_in_one_line_naming_host_and_database():
+    port = free_port()                                           # nothing listens there
+    for command in (["migrate"], ["serve", "--port", str(free_port())], ["keys", "list"]):
+        line = one_line_refusal(run(*command, "--database", f"postgresql://postgres@127.0.0.1:{port}/sis_x"))
+        assert f"127.0.0.1:{port}" in line and "sis_x" in line and "cannot reach PostgreSQL" in line, line
+
+
+def test_a_port_in_use_is_said_in_one_line_before_migrations_run(tmp_path):
+    import socket
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        line = one_line_refusal(run("serve", "--port", str(port), "--database", f"sqlite:///{tmp_path}/s.db"))
+    assert f"port {port}" in line and "in use" in line, line
+    assert not (tmp_path / "s.db").exists()                      # nothing was opened nor migrated
+
+
+@pytest.mark.postgres
+def test_postgres_urls_without_the_driver_are_accepted(pg_database):
+    if not pg_database:
+        pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
+    rest = pg_database.split("://", 1)[1]
+    for scheme in ("postgresql", "postgres"):
+        out = run("migrate", "--database", f"{scheme}://{rest}")
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.postgres
+def test_a_missing_postgres_database_is_said_in_one_line(pg_database):
+    if not pg_database:
+        pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
+    server = pg_database.split("://", 1)[1].rsplit("/", 1)[0]
+    for command in (["migrate"], ["serve", "--port", str(free_port())], ["nodes", "list"]):
+        line = one_line_refusal(run(*command, "--database", f"postgresql://{server}/sis_no_such_database"))
+        assert "no database 'sis_no_such_database'" in line and server.split("@")[-1] in line, line

@@ -1,0 +1,121 @@
+"""Database URLs as people type them, and start-up failures said in one line.
+
+SQLAlchemy's asyncio engine needs the driver named in the URL (``sqlite+aiosqlite``,
+``postgresql+asyncpg``). Users type ``sqlite:///var/sis.db`` or
+``postgresql://user@host/db`` (the form ``psql``, Heroku's ``postgres://`` and most
+documents use), which SQLAlchemy reads as the synchronous drivers and refuses with a
+traceback about async drivers or a missing ``psycopg``. ``normalise`` turns those forms
+into the drivers the service ships with and refuses anything else with one sentence
+that says what is accepted. ``connection_problem`` finds, in an exception from opening
+the database, the cause a user can act on (nothing listening, no such database,
+credentials refused) and says it in one line naming the host and database.
+"""
+from __future__ import annotations
+
+import socket
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+SQLITE = "sqlite+aiosqlite"
+POSTGRES = "postgresql+asyncpg"
+
+# Every scheme accepted, and the driver it means.
+SCHEMES = {
+    "sqlite": SQLITE,
+    SQLITE: SQLITE,
+    "postgresql": POSTGRES,
+    "postgres": POSTGRES,
+    POSTGRES: POSTGRES,
+}
+
+ACCEPTED = "sqlite:///path/to/sis.db or postgresql://user@host:5432/database"
+
+
+class StartupError(Exception):
+    """A mistake in how the service was started, said in one line (exit status 2)."""
+
+
+def _parse(url: str) -> URL:
+    try:
+        return make_url(url)
+    except ArgumentError:
+        raise StartupError(f"{url!r} is not a database URL: use {ACCEPTED}") from None
+
+
+def normalise(url: str) -> str:
+    """The URL with the driver the service uses; ``StartupError`` for a URL it cannot use.
+
+    ``sqlite:`` becomes ``sqlite+aiosqlite:`` and ``postgresql:`` or ``postgres:`` becomes
+    ``postgresql+asyncpg:``; everything else in the URL (path, user, password, host,
+    port, query) is kept as typed."""
+    parsed = _parse(url.strip())
+    driver = SCHEMES.get(parsed.drivername)
+    if driver is None:
+        raise StartupError(f"the database URL scheme {parsed.drivername!r} is not supported: use {ACCEPTED}")
+    if driver == SQLITE and not parsed.database:
+        raise StartupError(f"the SQLite URL {url!r} names no file: use {ACCEPTED}")
+    if driver == parsed.drivername:
+        return url.strip()
+    # Replace only the scheme in the text: rendering the parsed URL again would
+    # re-quote a password and rewrite what the user typed.
+    text = url.strip()
+    return driver + text[text.index(":"):]
+
+
+def label(url: str) -> str:
+    """Where the database is, for messages: the SQLite file, or PostgreSQL's host, port and
+    database, never the password."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url
+    if parsed.get_backend_name() == "sqlite":
+        return f"SQLite file {parsed.database}"
+    host = parsed.host or "localhost"
+    return f"{host}:{parsed.port or 5432}/{parsed.database or ''}"
+
+
+def _causes(exc: BaseException):
+    """The exception and everything it was raised from or while handling, once each;
+    SQLAlchemy keeps the driver's exception as ``orig``."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo.extend([getattr(e, "orig", None), e.__cause__, e.__context__])
+
+
+def connection_problem(exc: BaseException, url: str) -> str | None:
+    """One line saying why the database at ``url`` could not be opened, or None when
+    ``exc`` is not one of the start-up mistakes recognised here."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    where = label(url)
+    if parsed.get_backend_name() == "sqlite":
+        for e in _causes(exc):
+            if type(e).__name__ == "OperationalError" and "unable to open database file" in str(e):
+                return f"cannot open the {where}: its folder cannot be created or written"
+        return None
+    host = f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
+    database = parsed.database or parsed.username or ""
+    for e in _causes(exc):
+        name = type(e).__name__
+        if name == "InvalidCatalogNameError":
+            return (f"PostgreSQL at {host} has no database {database!r}: create it "
+                    f"(createdb -h {parsed.host or 'localhost'} {database}) or name another")
+        if name in ("InvalidPasswordError", "InvalidAuthorizationSpecificationError"):
+            return f"PostgreSQL at {host} refused the credentials of user {parsed.username!r} (database {database!r})"
+        if isinstance(e, socket.gaierror):
+            return f"cannot reach PostgreSQL at {host} (database {database!r}): the host name is not known"
+        if isinstance(e, (ConnectionRefusedError, TimeoutError)) or (
+                isinstance(e, OSError) and "Connect call failed" in str(e)):
+            return (f"cannot reach PostgreSQL at {host} (database {database!r}): nothing answers there; "
+                    "is the server running?")
+    return None
