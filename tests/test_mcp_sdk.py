@@ -68,6 +68,8 @@ async def test_sdk_calls_each_tool_and_gets_what_the_rest_route_serves(coordinat
     tools = mcp_tools(coordinator.services.registry, family)
     async with mcp.Client(coordinator.base_url + path, mode=mode) as client:
         for tool in tools:
+            if not tool.keyless:
+                continue    # usage: asked with a key in test_usage_is_on_the_mcp_face_like_every_direct_tool
             args = sample_arguments(tool)
             result = await client.call_tool(tool.name, args)
             assert result.is_error is False, (tool.name, result.content)
@@ -250,3 +252,23 @@ async def test_the_api_key_reaches_the_call_path_from_header_or_query(coordinato
 async def test_default_registry_has_tools_on_both_endpoints():
     reg = default_registry()
     assert mcp_tools(reg, "earth") and mcp_tools(reg, "legacy")
+
+
+async def test_usage_is_on_the_mcp_face_like_every_direct_tool(coordinator):
+    """The contract says POST /mcp has the same tools: usage answers a keyed MCP client with
+    the key's usage, and refuses a keyless one (401) as its REST route does."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from coordinator.access.credentials import create_key
+    secret, rec = await create_key(coordinator.services.db, "mcp usage")
+    async with httpx2.AsyncClient(headers={"X-Api-Key": secret}) as http:
+        async with mcp.Client(streamable_http_client(coordinator.base_url + "/mcp", http_client=http),
+                              mode="auto") as client:
+            assert "usage" in {t.name for t in (await client.list_tools()).tools}
+            result = await client.call_tool("usage", {})
+    assert result.is_error is False and result.structured_content["key"]["id"] == rec.id
+    async with mcp.Client(coordinator.base_url + "/mcp", mode="auto") as client:
+        with pytest.raises(MCPError) as err:
+            await client.call_tool("usage", {})
+    assert err.value.error.code == 401

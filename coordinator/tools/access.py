@@ -2,8 +2,9 @@
 ``/renew`` (embed token renewal), ``/embed-tokens`` (minting from a key) and
 the direct family's ``/earth/usage`` (a keyed caller's usage).
 
-None of these is an MCP tool: they are about the credential a request
-carries, which the MCP face does not take in a path.
+The three credentialed ones are not MCP tools: they are about the credential
+in the path, which the MCP face does not take. ``usage`` is, like every tool of
+the direct family: an MCP client sends its key in ``X-Api-Key``.
 """
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ async def mint_embed(ctx: ToolContext, params: dict[str, Any]) -> Answer:
 @tool(TOOLS, name="usage", title="Usage of a keyed caller",
       description="The usage of the key sent in X-Api-Key or the key parameter: the direct-family window and the "
                   "day and month counts of the direct and credentialed families.",
-      routes={"earth": "/usage"}, keyless=False, http_max_age_s=0, mcp=False, tags=("access",))
+      routes={"earth": "/usage"}, keyless=False, http_max_age_s=0, tags=("access",))
 async def usage(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     key: credentials.KeyRecord = ctx.caller.extra["key"]
     counts = await ctx.services.access.key_usage(key)
