@@ -1,15 +1,22 @@
 """Sweep engine throughput: photos/s end to end and model-only, by batch size, and where the time goes.
 
-    .venv/bin/python bench/engine.py [--photos 64] [--batch-sizes 1,2,4,8,16,32,64] [--device cpu]
+    .venv/bin/python bench/engine.py [--config shipped|dav2] [--photos 16] [--batch-sizes 1,4,8] [--device cpu]
+
+Configurations: ``shipped`` (the default) is the architecture the engine ships
+with (``mobilenetv3_small_100`` dense network + ``sis-centres`` detector at
+256 x 192) and its shipped weights; ``dav2`` replaces the depth slot with
+Depth Anything V2-S metric at its native 518 px short side (bf16 autocast on
+CUDA; the CPU runs float32), its weights UNTRAINED (seeded random init in the
+published layout: speed does not depend on training); classes and boxes stay
+the shipped networks'.  ``--backbone`` / ``--detector`` change the sis-*
+architectures (random weights then).
 
 End to end is ``Engine.run_job`` over a job of synthetic JPEGs served by the
-loopback fake provider: fetch, decode, resize, both networks, calibration,
-measurement, aggregation.  Model-only is the two networks' forward passes over
-batches already decoded and resized.  The weights are UNTRAINED (seeded random
-init, written to a temp dir): speed does not depend on training, but the
-geometry's share does (an untrained detector finds nothing above the score
-threshold, an untrained segmenter paints noise), so the geometry is also
-timed on ground-truth inputs with real boxes and masks.
+loopback fake provider: fetch, decode, resize, every slot, calibration,
+measurement, aggregation.  Model-only is the slots' forward passes over
+batches already decoded and resized.  The geometry is also timed on
+ground-truth inputs with real boxes and masks (an untrained network's share
+of it says nothing).  Say which device gave the figures: the header prints it.
 """
 from __future__ import annotations
 
@@ -31,11 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from sweep_engine.aggregate import aggregate  # noqa: E402
-from sweep_engine.config import EngineConfig  # noqa: E402
+from sweep_engine.config import DEFAULT_WEIGHTS_MANIFEST, EngineConfig  # noqa: E402
 from sweep_engine.geometry import measure_photo  # noqa: E402
 from sweep_engine.models import random_weights  # noqa: E402
 from sweep_engine.photos import decode, fetch_all, http_fetch  # noqa: E402
 from sweep_engine.pipeline import Engine  # noqa: E402
+from sweep_engine.slots import run as run_slots  # noqa: E402
 from sweep_engine.synth.provider import FakeProvider, jpeg, job_for, synth_frames  # noqa: E402
 
 
@@ -44,9 +52,22 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def configuration(args) -> tuple[EngineConfig, bool]:
+    """The engine configuration benchmarked, and whether it runs on the shipped weights."""
+    shipped = EngineConfig()
+    base = EngineConfig(backbone=args.backbone or shipped.backbone, detector=args.detector or shipped.detector,
+                        device=args.device, input_width=args.input_width, input_height=args.input_height)
+    if args.config == "dav2":
+        base = EngineConfig(**{**base.__dict__, "depth_model": "depth-anything-v2-metric-vits",
+                               "depth_input_side": args.depth_side, "bf16": True})
+    on_shipped = args.config == "shipped" and (base.backbone, base.detector, base.input_width, base.input_height) \
+        == (shipped.backbone, shipped.detector, shipped.input_width, shipped.input_height)
+    return base, on_shipped
+
+
 async def bench(args) -> None:
-    base = EngineConfig(backbone=args.backbone, detector=args.detector, device=args.device,
-                        input_width=args.input_width, input_height=args.input_height)
+    torch.set_num_threads(args.threads)
+    base, on_shipped = configuration(args)
     frames = synth_frames(seed=11, n=min(args.photos, 16), width=args.photo_width, height=args.photo_height)
     frames = [frames[i % len(frames)] for i in range(args.photos)]
     photos = {f"p{i}": jpeg(f) for i, f in enumerate(frames)}
@@ -54,37 +75,51 @@ async def bench(args) -> None:
     await provider.start()
     sizes = [int(s) for s in args.batch_sizes.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        manifest = random_weights(base, tmp, seed=0)
+        manifest = DEFAULT_WEIGHTS_MANIFEST if on_shipped else random_weights(base, tmp, seed=0)
         engine = Engine(EngineConfig(**{**base.__dict__, "weights_manifest": str(manifest)}))
         job = job_for(frames, provider.base_url)
-        print(f"sweep engine benchmark: {engine.device_text}")
+        print(f"sweep engine benchmark, configuration '{args.config}': {engine.device_text}")
+        if engine.device.type != "cuda":
+            print("  CPU FIGURES: no GPU was used for these numbers (bf16 applies on CUDA only; the CPU runs float32)")
         print(f"  load average at start: {os.getloadavg()[0]:.2f} (on {os.cpu_count()} cores: other work on the "
               "machine competes for them)")
         print(f"  machine: {platform.machine()}, {torch.get_num_threads()} torch threads; "
               f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}")
-        print(f"  models: {base.backbone} dense + {base.detector}, input {base.input_width}x{base.input_height}; "
-              f"photos {args.photo_width}x{args.photo_height} JPEG ({statistics.mean(map(len, photos.values())) / 1e3:.0f} kB), "
-              f"{args.photos} per job; weights UNTRAINED (random init)")
+        slots = ", ".join(f"{s.name} {s.entry.architecture} at {s.size[0]}x{s.size[1]}" for s in engine.slots)
+        print(f"  slots: {slots}; geometry frame {base.input_width}x{base.input_height}")
+        print(f"  photos {args.photo_width}x{args.photo_height} JPEG "
+              f"({statistics.mean(map(len, photos.values())) / 1e3:.0f} kB), {args.photos} per job; weights "
+              + ("the shipped ones" if on_shipped else "UNTRAINED (random init in each architecture's layout)"))
         images = [decode(photos[f"p{i}"], engine.device) for i in range(len(frames))]
 
-        print(f"\n{'batch':>5} {'end-to-end ph/s':>16} {'model-only ph/s':>16} {'ratio e2e/model':>16}")
+        names = [s.name for s in engine.slots]
+        print(f"\n{'batch':>5} {'end-to-end ph/s':>16} {'model-only ph/s':>16} {'ratio e2e/model':>16}  "
+              + "  ".join(f"{n + ' ms/ph':>16}" for n in names))
         rows = []
         for bs in sizes:
             engine.config = EngineConfig(**{**engine.config.__dict__, "batch_size": bs})
             prepared = [engine.prepare(images[i:i + bs]) for i in range(0, len(images), bs)]
             engine.forward(prepared[0])  # warm-up at this batch shape
-            model_s, e2e_s = [], []
+            model_s, e2e_s, per_slot = [], [], []
             for _ in range(args.repeats):  # best of: the least disturbed run
+                spent = dict.fromkeys(names, 0.0)
                 _sync(engine.device)
                 t = time.perf_counter()
                 for batch in prepared:
-                    engine.forward(batch)
+                    with torch.inference_mode(), engine._autocast():
+                        out = run_slots(engine.slots, batch.tensors, engine.frame, sync=engine._sync)
+                    engine.to_outputs(out.depth, out.seg, out.detections, out.depth_focal_px)
+                    for k, v in out.timings.items():
+                        spent[k] += v
                 _sync(engine.device)
                 model_s.append(time.perf_counter() - t)
+                per_slot.append(spent)
                 e2e_s.append((await engine.run_job(job)).timings.total_s)
-            model_ps, e2e_ps = len(images) / min(model_s), len(frames) / min(e2e_s)
+            best = min(range(len(model_s)), key=model_s.__getitem__)
+            model_ps, e2e_ps = len(images) / model_s[best], len(frames) / min(e2e_s)
             rows.append((bs, e2e_ps, model_ps))
-            print(f"{bs:>5} {e2e_ps:>16.2f} {model_ps:>16.2f} {e2e_ps / model_ps:>16.2f}")
+            print(f"{bs:>5} {e2e_ps:>16.2f} {model_ps:>16.2f} {e2e_ps / model_ps:>16.2f}  "
+                  + "  ".join(f"{1000 * per_slot[best][n] / len(images):>16.1f}" for n in names))
 
         best = max(rows, key=lambda r: r[1])[0]
         engine.config = EngineConfig(**{**engine.config.__dict__, "batch_size": best})
@@ -92,7 +127,7 @@ async def bench(args) -> None:
         total = sum(stages.values())
         print(f"\nwhere the time goes, end to end at batch {best} ({len(frames)} photos, {total:.2f} s):")
         for name, sec in stages.items():
-            print(f"  {name:<34} {sec:8.3f} s  {100 * sec / total:5.1f} %  {1000 * sec / len(frames):8.2f} ms/photo")
+            print(f"  {name:<58} {sec:8.3f} s  {100 * sec / total:5.1f} %  {1000 * sec / len(frames):8.2f} ms/photo")
 
         gt = [(f"g{i}", "2025-06-01T10:00:00Z", f.camera, f.depth, f.seg, f.detections()) for i, f in
               enumerate(synth_frames(seed=11, n=8, width=base.input_width, height=base.input_height))]
@@ -119,28 +154,26 @@ async def breakdown(engine: Engine, job, photos, frames) -> dict[str, float]:
     images = [decode(raw[p.id], engine.device) for p in job.photos]
     out["decode (JPEG)"] = time.perf_counter() - t
     bs = engine.config.batch_size
-    out["resize to input"] = out["dense network"] = out["detector"] = out["outputs to numpy, argmax"] = 0.0
+    out["resize to each slot's input"] = 0.0
+    for slot in engine.slots:
+        out[f"{slot.name} ({slot.entry.architecture})"] = 0.0
+    out["outputs to numpy"] = 0.0
     outs = []
     for i in range(0, len(images), bs):
         t = time.perf_counter()
         batch = engine.prepare(images[i:i + bs])
         _sync(engine.device)
-        out["resize to input"] += time.perf_counter() - t
+        out["resize to each slot's input"] += time.perf_counter() - t
         with torch.inference_mode(), engine._autocast():
-            t = time.perf_counter()
-            depth, logits = engine.dense(batch)
-            _sync(engine.device)
-            out["dense network"] += time.perf_counter() - t
-            t = time.perf_counter()
-            dets = engine.detector(list(batch))
-            _sync(engine.device)
-            out["detector"] += time.perf_counter() - t
+            res = run_slots(engine.slots, batch.tensors, engine.frame, sync=engine._sync)
+        for slot in engine.slots:
+            out[f"{slot.name} ({slot.entry.architecture})"] += res.timings[slot.name]
         t = time.perf_counter()
-        outs.extend(engine.to_outputs(depth, logits, dets))
-        out["outputs to numpy, argmax"] += time.perf_counter() - t
+        outs.extend(engine.to_outputs(res.depth, res.seg, res.detections, res.depth_focal_px))
+        out["outputs to numpy"] += time.perf_counter() - t
     t = time.perf_counter()
     pms = [engine.measure(p, (img.shape[-1], img.shape[-2]), o)[0] for p, img, o in zip(job.photos, images, outs)]
-    out["geometry (untrained outputs)"] = time.perf_counter() - t
+    out["geometry (these weights' outputs)"] = time.perf_counter() - t
     t = time.perf_counter()
     aggregate(pms)
     out["aggregate"] = time.perf_counter() - t
@@ -149,12 +182,16 @@ async def breakdown(engine: Engine, job, photos, frames) -> dict[str, float]:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--photos", type=int, default=64)
-    p.add_argument("--batch-sizes", default="1,2,4,8,16,32,64")
-    p.add_argument("--backbone", default="resnet18")
-    p.add_argument("--detector", default="fasterrcnn_mobilenet_v3_large_320_fpn")
+    p.add_argument("--config", choices=("shipped", "dav2"), default="shipped",
+                   help="shipped: the shipped architecture and weights; dav2: Depth Anything V2-S metric at 518")
+    p.add_argument("--photos", type=int, default=16)
+    p.add_argument("--batch-sizes", default="1,4,8")
+    p.add_argument("--backbone", default=None, help="sis-* encoder (default: the shipped one)")
+    p.add_argument("--detector", default=None, help="detector (default: the shipped sis-centres)")
+    p.add_argument("--depth-side", type=int, default=518, help="dav2: the depth slot's short side, pixels")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--repeats", type=int, default=2, help="timed runs per batch size; the best is reported")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--repeats", type=int, default=1, help="timed runs per batch size; the best is reported")
     p.add_argument("--input-width", type=int, default=256)
     p.add_argument("--input-height", type=int, default=192)
     p.add_argument("--photo-width", type=int, default=640)
