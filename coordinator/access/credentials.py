@@ -211,6 +211,25 @@ async def find_key(db: Database, secret: str) -> KeyRecord | None:
         return KeyRecord.of(row) if row else None
 
 
+DIGEST_HEAD = 16       # hex characters of a stored hash kept by ``live_digests``: 64 bits
+
+
+async def live_digests(db: Database) -> frozenset[str]:
+    """The head of the stored hash of every live credential (keys not revoked, embed tokens
+    neither revoked nor expired), one read of each table. What an address that has spent
+    its budget of failed credentials is checked against before a lookup: a live
+    credential is looked up, a guess is refused without touching the rows."""
+    at = now()
+    async with db.read() as s:
+        keys = await s.execute(select(func.substr(AccessKey.key_hash, 1, DIGEST_HEAD))
+                               .where(AccessKey.revoked_at.is_(None)))
+        out = set(keys.scalars())
+        embeds = await s.execute(select(func.substr(EmbedToken.token_hash, 1, DIGEST_HEAD))
+                                 .where(EmbedToken.revoked_at.is_(None), EmbedToken.expires_at > at))
+        out.update(embeds.scalars())
+    return frozenset(out)
+
+
 async def find_key_by_id(db: Database, key_id: str) -> KeyRecord | None:
     async with db.read() as s:
         row = await s.get(AccessKey, key_id)

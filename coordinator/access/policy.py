@@ -7,7 +7,9 @@ Two steps, split so that a request with bad parameters is not counted:
 1. ``identify``: resolve the credential (anonymous literal, key, embed token),
    refuse an invalid one (401) or one without the tool's scope (403). No
    counting, except that failed credentials are counted per client IP (60 a
-   minute, then 429 before any database lookup), so guessing keys is limited.
+   minute), so guessing keys is limited: past that an address's guesses are
+   refused 429 without a lookup, while a live key or token it presents is still
+   served (``LiveCredentials``), so a lockout never refuses a valid key.
 2. ``admit``: the per-minute window (429), then the persisted day / month /
    budget counters in one transaction that also re-reads revocation (401 if
    revoked since, 429 if a quota is spent, 403 if an embed budget is spent).
@@ -17,10 +19,12 @@ It has kind ``anon``, plan ``anon`` and the anonymous scopes of SPEC.md.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import functools
 import ipaddress
 import logging
+import math
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -44,8 +48,8 @@ log = logging.getLogger("sis.access")
 
 ANON_CREDENTIAL = "anon"
 
-# Unknown, malformed or revoked credentials one client IP may present per minute before it is
-# refused with 429 without a database lookup.
+# Unknown, malformed or revoked credentials one client IP may present per minute; past that,
+# what it presents is looked up only if it is live (``LiveCredentials``), and refused 429 if not.
 FAILED_CREDENTIALS_PER_MINUTE = 60
 
 # Caller kinds, as /limits names them.
@@ -90,6 +94,46 @@ class _Cached:
     record: object
 
 
+class LiveCredentials:
+    """Which credentials are live (the head of each live key's and embed token's stored
+    hash), read for addresses that have spent their budget of failed credentials.
+
+    Refusing such an address everything but cached credentials would let anyone sharing
+    it (a NAT, an office, a carrier's gateway) lock out its key users by guessing 60
+    times; refusing nothing would let guessing go on at a database read a guess. Instead
+    a credential it presents is looked up only if it is in this set, so a valid key is
+    served and a guess is refused with no row read. The set is read again when a
+    credential is not in it, since the credential may have been made since (by another
+    process, ``sis keys create``), but at most once every ``RELOAD_S`` whatever the
+    number of guesses: a miss waits for a read that began after it was asked, and
+    every request waiting shares that read."""
+
+    RELOAD_S = 0.5
+
+    def __init__(self, db: "Database") -> None:
+        self.db = db
+        self._heads: frozenset[str] = frozenset()
+        self._read_at = -math.inf          # when the last read began (monotonic)
+        self._lock = asyncio.Lock()
+        self.reads = 0
+
+    async def holds(self, secret_hash: str) -> bool:
+        head = secret_hash[:creds.DIGEST_HEAD]
+        if head in self._heads:
+            return True
+        asked = time.monotonic()
+        async with self._lock:
+            if self._read_at < asked:      # no read began since this was asked: one must
+                wait = self._read_at + self.RELOAD_S - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                began = time.monotonic()
+                self._heads = await creds.live_digests(self.db)
+                self._read_at = began
+                self.reads += 1
+        return head in self._heads
+
+
 class Access:
     """The access state of one coordinator process: windows, persisted counters and a
     small cache of credential lookups."""
@@ -105,6 +149,7 @@ class Access:
         self.client_ip = ClientIp(settings.trusted_proxies, settings.client_ip_header)
         self.cache_s = settings.access_cache_s
         self._cache: dict[str, _Cached] = {}
+        self.live = LiveCredentials(db)
 
     async def close(self) -> None:
         await self.usage.close()
@@ -120,7 +165,7 @@ class Access:
         hit = self._cache.get(h)
         if hit is not None and hit.expires > time.monotonic():
             return hit.record
-        await self._guard_ip(ip)  # a cache miss costs a database read: not for an IP already refused
+        await self._guard_ip(ip, h)  # a cache miss costs a database read: not for a guess past the budget
         record = await finder(self.db, secret)
         if record is not None and self.cache_s > 0:
             if len(self._cache) > 50_000:
@@ -145,11 +190,12 @@ class Access:
             return self._too_many(w, "failedCredentialsPerMinute", "failed-credential per-IP")
         return err
 
-    async def _guard_ip(self, ip: str) -> None:
-        """Refuse without any database work an IP that has spent its window of failed credentials
-        (guessing keys costs a database read each; a client with a valid key is not slowed)."""
+    async def _guard_ip(self, ip: str, secret_hash: str) -> None:
+        """Past an IP's window of failed credentials, refuse what it presents without a lookup
+        unless it is a live credential (``LiveCredentials``): guessing keys costs a database
+        read each and stays refused, a valid key presented from the same address is served."""
         w = await self.limiter.peek(FAILED_CREDENTIALS_PER_MINUTE, "authfail", ip_bucket(ip))
-        if not w.allowed:
+        if not w.allowed and not await self.live.holds(secret_hash):
             raise self._too_many(w, "failedCredentialsPerMinute", "failed-credential per-IP")
 
     # ---- step 1: who is it ----
