@@ -121,7 +121,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_settings(args: argparse.Namespace) -> int:
-    for env, default, help_ in settings_table():
+    from .sources.registry import source_settings_rows
+
+    for env, default, help_ in settings_table(source_settings_rows()):
         print(f"{env:28} {default:50} {help_}")
     return 0
 
@@ -214,7 +216,8 @@ def parser() -> argparse.ArgumentParser:
 
     def db_arg(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--database", metavar="URL",
-                        help="SQLAlchemy URL (default: SIS_DATABASE_URL, else sqlite+aiosqlite:///var/sis.db)")
+                        help="sqlite:///path/to/sis.db or postgresql://user@host:5432/database "
+                             "(default: SIS_DATABASE_URL, else sqlite:///var/sis.db)")
 
     s = sub.add_parser("serve", help="serve the coordinator (applies migrations itself on SQLite)")
     s.add_argument("--host", help="listen address (default 127.0.0.1)")

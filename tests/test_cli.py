@@ -23,7 +23,7 @@ def run(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.
 def test_help_lists_the_commands():
     out = run("--help")
     assert out.returncode == 0
-    for cmd in ("serve", "migrate", "settings", "poll"):
+    for cmd in ("serve", "migrate", "settings", "poll", "ingest", "datasets"):
         assert cmd in out.stdout
     serve = run("serve", "--help").stdout
     for flag in ("--host", "--port", "--database", "--demo"):
@@ -187,3 +187,9 @@ def test_a_missing_postgres_database_is_said_in_one_line(pg_database):
     for command in (["migrate"], ["serve", "--port", str(free_port())], ["nodes", "list"]):
         line = one_line_refusal(run(*command, "--database", f"postgresql://{server}/sis_no_such_database"))
         assert "no database 'sis_no_such_database'" in line and server.split("@")[-1] in line, line
+
+
+def test_a_sqlite_file_whose_folder_cannot_be_made_is_said_in_one_line(tmp_path):
+    (tmp_path / "taken").write_text("a file where the folder would be")
+    line = one_line_refusal(run("migrate", "--database", f"sqlite:///{tmp_path}/taken/sis.db"))
+    assert line == f"sis migrate: cannot make the folder of the SQLite file {tmp_path}/taken/sis.db: {tmp_path}/taken is a file"

@@ -207,6 +207,34 @@ async def test_a_load_that_fails_midway_leaves_a_failed_version_never_served(db,
     assert listed.state == "failed"
 
 
+async def test_a_load_still_loading_or_interrupted_is_never_served(db, registry, tmp_path):
+    """A load that never ends (the process killed) stays ``loading`` for all to see; one
+    interrupted (Ctrl-C cancels the command's task) is marked failed on the way out."""
+    started = asyncio.Event()
+
+    async def hangs(load: ingest.Load) -> None:
+        load.accepted(lon=0.0, lat=0.0)
+        started.set()
+        await asyncio.Event().wait()
+
+    registry.register(DatasetKind(name="test-hangs", description="never ends", license="CC0-1.0",
+                                  suffixes=(".geojsons",), load=hangs))
+    crashed = await versions.create(db, "test-points", source="s", license="CC0-1.0", file_name="a.geojsons",
+                                    file_bytes=10)
+    path = write_seq(tmp_path / "h.geojsons", [point(1, 1, "h")])
+    task = asyncio.create_task(ingest.run(db, "test-hangs", path, registry=registry))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    listed = {v.id: v for v in await versions.list_versions(db)}
+    assert listed[crashed.id].state == "loading"
+    [interrupted] = [v for v in listed.values() if v.kind == "test-hangs"]
+    assert (interrupted.state, interrupted.error, interrupted.records) == ("failed", "interrupted", 1)
+    assert await versions.newest_ready(db, "test-points") == []
+    assert await versions.newest_ready(db, "test-hangs") == []
+
+
 async def test_a_missing_file_and_a_wrong_suffix_fail_their_version_in_one_line(db, registry, tmp_path):
     with pytest.raises(ingest.IngestError) as missing:
         await ingest.run(db, "test-points", tmp_path / "nowhere.geojsons", registry=registry)

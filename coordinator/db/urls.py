@@ -13,6 +13,7 @@ credentials refused) and says it in one line naming the host and database.
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -90,6 +91,20 @@ def _causes(exc: BaseException):
         todo.extend([getattr(e, "orig", None), e.__cause__, e.__context__])
 
 
+def _from_the_driver(exc: BaseException) -> bool:
+    """Whether a socket error came from opening the database (it passed through the
+    driver or SQLAlchemy) rather than from, say, Redis or an upstream at start-up."""
+    if type(exc).__module__.split(".")[0] in ("sqlalchemy", "asyncpg"):
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/asyncpg/" in name or "/sqlalchemy/" in name:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def connection_problem(exc: BaseException, url: str) -> str | None:
     """One line saying why the database at ``url`` could not be opened, or None when
     ``exc`` is not one of the start-up mistakes recognised here."""
@@ -99,9 +114,14 @@ def connection_problem(exc: BaseException, url: str) -> str | None:
         return None
     where = label(url)
     if parsed.get_backend_name() == "sqlite":
+        folders = {str(p) for p in Path(parsed.database or ".").parents}
         for e in _causes(exc):
+            if isinstance(e, OSError) and e.filename is not None and str(e.filename) in folders:
+                if isinstance(e, (FileExistsError, NotADirectoryError)):
+                    return f"cannot make the folder of the {where}: {e.filename} is a file"
+                return f"cannot make the folder of the {where}: {e.filename}: {e.strerror}"
             if type(e).__name__ == "OperationalError" and "unable to open database file" in str(e):
-                return f"cannot open the {where}: its folder cannot be created or written"
+                return f"cannot open the {where}: its folder cannot be written"
         return None
     host = f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
     database = parsed.database or parsed.username or ""
@@ -112,6 +132,8 @@ def connection_problem(exc: BaseException, url: str) -> str | None:
                     f"(createdb -h {parsed.host or 'localhost'} {database}) or name another")
         if name in ("InvalidPasswordError", "InvalidAuthorizationSpecificationError"):
             return f"PostgreSQL at {host} refused the credentials of user {parsed.username!r} (database {database!r})"
+        if isinstance(e, OSError) and not _from_the_driver(e):
+            continue
         if isinstance(e, socket.gaierror):
             return f"cannot reach PostgreSQL at {host} (database {database!r}): the host name is not known"
         if isinstance(e, (ConnectionRefusedError, TimeoutError)) or (
