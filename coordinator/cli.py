@@ -27,6 +27,8 @@ def _settings(args: argparse.Namespace):
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "settings"
         raise StartupError(f"setting {where} (SIS_{where.upper()}): {err['msg']}") from None
+    except FileNotFoundError as exc:                     # SIS_CONFIG names no file
+        raise StartupError(str(exc)) from None
     settings.database_url = normalise(settings.database_url)
     return settings
 

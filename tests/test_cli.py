@@ -193,3 +193,8 @@ def test_a_sqlite_file_whose_folder_cannot_be_made_is_said_in_one_line(tmp_path)
     (tmp_path / "taken").write_text("a file where the folder would be")
     line = one_line_refusal(run("migrate", "--database", f"sqlite:///{tmp_path}/taken/sis.db"))
     assert line == f"sis migrate: cannot make the folder of the SQLite file {tmp_path}/taken/sis.db: {tmp_path}/taken is a file"
+
+
+def test_a_config_file_that_is_not_there_is_said_in_one_line(tmp_path):
+    line = one_line_refusal(run("migrate", env={"SIS_CONFIG": str(tmp_path / "none.toml")}))
+    assert line == f"sis migrate: SIS_CONFIG names {tmp_path}/none.toml, which is not a file"
