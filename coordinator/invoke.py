@@ -13,13 +13,12 @@ parameters alone (the cache key), never from who is calling.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .access import caps
 from .access.policy import embed_headers
 from .cache import Pending, cache_key
-from .context import ToolContext
+from .context import RequestFacts, ToolContext
 from .errors import ServiceError
 from .families import FAMILIES
 from .honesty import Answer, Health, SourceReport
@@ -27,19 +26,6 @@ from .registry import COLD_ACCEPTED, Tool
 
 if TYPE_CHECKING:  # pragma: no cover
     from .services import Services
-
-
-@dataclass
-class RequestFacts:
-    """What a face knows of the request, for access decisions. ``headers`` are
-    advisory only (Origin, Referer... are never trusted for authorisation); the
-    only header read is the client-IP header of a configured trusted proxy."""
-
-    remote_ip: str | None
-    credential: str | None = None          # the :cred path segment on the public family
-    api_key: str | None = None             # X-Api-Key header or key query parameter
-    headers: Mapping[str, str] = field(default_factory=dict)
-    base_url: str = ""
 
 
 async def call_tool(services: "Services", tool: Tool, family: str, raw: Mapping[str, Any],

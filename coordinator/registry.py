@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 from .access import plans
+from .context import ToolContext
 from .errors import BadParameter
 from .families import FAMILIES as FAMILY_TABLE, LEGACY_ABSENT_TOOLS, LEGACY_PATHS, NAMES as FAMILIES
 from .honesty import Answer
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .context import ToolContext
 
 __all__ = ["FAMILIES", "LEGACY_ABSENT_TOOLS", "LEGACY_PATHS", "Param", "Tool", "ToolRegistry", "tool"]
 
@@ -203,7 +201,7 @@ def bbox(max_side: float | None = None, required: bool = True) -> Param:
                  max_side_deg=max_side)
 
 
-Handler = Callable[["ToolContext", dict[str, Any]], Awaitable[Answer]]
+Handler = Callable[[ToolContext, dict[str, Any]], Awaitable[Answer]]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,10 @@ from .db import migrate as migrations
 from .hazards.history import Poller
 from .registry import ToolRegistry
 from .settings import Settings
+from .demo.upstream import start_demo_upstream
 from .sources import Sources, build_sources
+from .sweeps.service import attach as attach_sweeps
+from .tools import default_registry
 
 log = logging.getLogger("sis")
 
@@ -69,15 +72,12 @@ async def with_database(settings: Settings, work, prog: str = "sis") -> int:  # 
 
 async def create_services(settings: Settings, registry: ToolRegistry | None = None,
                           *, start_background: bool = True) -> Services:
-    from .tools import default_registry
-
     db = Database(settings.database_url)
     closers = []
     try:
         await prepare_database(settings, db)
         demo_base = None
         if settings.demo:
-            from .demo.upstream import start_demo_upstream
             demo = await start_demo_upstream()
             demo_base = demo.base_url
             closers.append(demo.stop)
@@ -91,7 +91,6 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
                         cache=make_cache(settings.redis_url, settings.rate_limit_prefix),
                         poller=Poller(db, sources, settings.poll_interval_s, settings.polls_kept),
                         access=Access(settings, db), _closers=closers)
-    from .sweeps.service import attach as attach_sweeps
     try:
         await attach_sweeps(services, start_background=start_background)
     except BaseException:

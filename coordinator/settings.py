@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
@@ -90,6 +90,7 @@ class Settings(BaseSettings):
     engine_builds: str = Field("", description="Comma-separated engine build hashes accepted from nodes, besides those of published node-app manifests (a development hash in tests and demo).")
     requester_hash_key: str = Field("", description="Key of the keyed hash (HMAC-SHA-256) kept of a sweep requester's address, for abuse handling (by env or file, never in the repository); empty means a random key per process start, so hashes compare only within one run and no address can be recovered from them.")
     node_enrol_secret: str = Field("", description="When set, enrolment needs this shared secret in the X-Enrol-Secret header (by env or file, never in the repository); empty means open enrolment, as volunteer projects run.")
+    node_enrol_per_minute: int = Field(10, ge=1, description="Enrolments one client IP (an IPv6 /64) may make per minute; more are refused 429 with Retry-After. Nodes are free to make, so this bounds how fast one address can add them.")
 
     seen_max_facts: int = Field(1000, ge=10, le=20000, description="Most facts one seen_layer answer serves; beyond it the nearest are served with truncated:true and a caveat, so latency stays bounded.")
 
@@ -117,14 +118,13 @@ def load(**overrides: Any) -> Settings:
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 
-def settings_table() -> list[tuple[str, str, str]]:
-    """(env name, default, help) for every setting, every source's nested ones included,
-    for docs and `sis settings`."""
-    from .sources.registry import source_settings_rows
-
+def settings_table(source_rows: Iterable[tuple[str, str, str]] = ()) -> list[tuple[str, str, str]]:
+    """(env name, default, help) for every setting, for docs and `sis settings`; the nested
+    settings of each source (``sources.registry.source_settings_rows``, which the sources
+    declare) follow ``SIS_SOURCES``."""
     rows = []
     for name, f in Settings.model_fields.items():
         rows.append((f"SIS_{name.upper()}", "{}" if name == "sources" else repr(f.default), f.description or ""))
         if name == "sources":
-            rows.extend(source_settings_rows())
+            rows.extend(source_rows)
     return rows

@@ -41,7 +41,7 @@ from .meter import LIFE, Counter, RateLimiter, UsageStore, Window, day_period, m
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..db import Database
-    from ..invoke import RequestFacts
+    from ..context import RequestFacts
     from ..settings import Settings
 
 log = logging.getLogger("sis.access")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..access.plans import CAPS
 from ..context import ToolContext
 from ..honesty import Answer
 from ..registry import Param, Tool, lat, lon, radius, tool, NUMBER
@@ -89,7 +90,6 @@ async def street_measure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                   "group of covered H3 cells, with its cell count, area and when it was covered.",
       routes={"public": "/seen-areas"}, scopes=("earth.seen-areas",), http_max_age_s=60, tags=("seen",))
 async def seen_areas(ctx: ToolContext, params: dict[str, Any]) -> Answer:
-    from ..access.plans import CAPS
     cap = CAPS[ctx.caller.plan].rows if ctx.caller.plan in CAPS else 2000
     features, total, truncated = await query.covered_areas(reader_of(ctx.services), cap)
     caveats = ["Covered means swept from street photos and approved by a reviewer; ground outside these areas is "
