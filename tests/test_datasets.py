@@ -340,6 +340,10 @@ def test_the_cli_ingests_lists_and_refuses_in_one_line(backend, cli_kinds, tmp_p
     rc, out, err = cli(capsys, "datasets", "list", "--kind", "test-failing", "--database", url)
     assert rc == 0 and out[-1] == "1 dataset versions" and out[1].split()[:3] == ["2", "test-failing", "failed"]
 
+    rc, out, err = cli(capsys, "datasets", "kinds")
+    assert rc == 0 and [line.split()[0] for line in out[:-1]] == ["test-failing", "test-points"]
+    assert out[1].split()[1:3] == [".geojsons,.geojsonl", "CC0-1.0"] and out[-1] == "2 kinds"
+
     rc, out, err = cli(capsys, "ingest", "roads", str(good), "--database", url)
     assert rc == 2 and out == [] and err == [
         "sis ingest: unknown dataset kind 'roads': available kinds are test-failing, test-points"]
