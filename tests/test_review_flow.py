@@ -178,3 +178,29 @@ async def test_review_api_needs_a_reviewer_key_and_a_reason_to_reject(sweeps_sql
     r = await sweeps_sqlite.get("/review/v1/pending", headers={"X-Api-Key": key})
     assert r.status == 403
     assert_error_shape(r.json(), "forbidden")
+
+
+async def test_ground_swept_without_imagery_counts_as_covered_in_the_seen_layer_as_in_the_queue(review_db, photos):
+    """Half of the circle's cells have street photos. Once the sweep of the others is
+    approved the queue says covered, and the seen layer must say so too, with the share
+    of cells that had imagery given apart (it said covered:false before: cells without
+    photos never counted)."""
+    shot = photo_in_every_cell(photos)
+    photos.photos[:] = shot[::2]                        # every other cell has no photo at all
+    request = await sweep_to_review(review_db, photos)
+    auth = await reviewer(review_db)
+    pending = (await review_db.get("/review/v1/pending", headers=auth)).json()
+    for item in pending["pending"]:
+        assert (await review_db.post(f"/review/v1/jobs/{item['jobId']}/approve", {"reason": "ok"},
+                                     headers=auth)).status == 200
+    queue = (await review_db.get("/earth/sweep-queue?state=covered")).json()
+    assert [x["id"] for x in queue["requests"]] == [request["id"]]
+    body = (await review_db.get(SEEN)).json()
+    cov = body["coverage"]
+    assert body["covered"] is True and cov["fraction"] == 1.0, cov
+    assert cov["withImageryCells"] == len(shot[::2]) and cov["noImageryCells"] == len(shot) - len(shot[::2])
+    assert 0.4 < cov["imageryShare"] < 0.6
+    assert any("no street imagery" in c for c in body["caveats"])
+    again = (await request_sweep(review_db, radius=RADIUS)).json()
+    assert again["queued"] is False and again["reasonCode"] == "covered"
+    assert again["ground"]["coveredCells"] == again["ground"]["cells"] == cov["cells"]

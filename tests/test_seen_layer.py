@@ -256,7 +256,8 @@ async def test_covered_needs_every_cell_and_partial_coverage_is_a_fraction(db_ur
         body = (await c.get(f"/earth/seen?lat={LAT}&lon={LON}&radius=300")).json()
         assert body["covered"] is False
         assert body["coverage"] == {"h3Resolution": 10, "cells": len(ground), "coveredCells": len(some),
-                                    "fraction": round(len(some) / len(ground), 4)}
+                                    "fraction": round(len(some) / len(ground), 4), "withImageryCells": len(some),
+                                    "noImageryCells": 0, "imageryShare": 1.0}
         async with c.services.db.write() as s:
             await s.execute(insert(CoverageCell), [{"cell": x, "state": "covered", "request_id": None,
                                                     "updated_at": AT, "covered_at": AT} for x in ground - some])

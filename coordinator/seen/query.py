@@ -21,8 +21,14 @@ M_PER_DEG = EARTH_R * math.pi / 180     # the haversine's sphere, so planar and 
 
 @dataclass
 class Coverage:
+    """A circle's swept cells. ``covered`` counts swept ground, as the sweep queue does: cells
+    with approved results, and cells a covered request found without imagery (``bare``);
+    ``imagery`` says how many of them had photos, so unphotographed ground is not mistaken
+    for ground seen to be empty."""
+
     cells: int
     covered: int
+    bare: int = 0
 
     @property
     def fraction(self) -> float:
@@ -34,11 +40,14 @@ class Coverage:
 
     def as_json(self) -> dict[str, Any]:
         return {"h3Resolution": coverage.RESOLUTION, "cells": self.cells, "coveredCells": self.covered,
-                "fraction": round(self.fraction, 4)}
+                "fraction": round(self.fraction, 4), "withImageryCells": self.covered - self.bare,
+                "noImageryCells": self.bare,
+                "imageryShare": round((self.covered - self.bare) / self.covered, 4) if self.covered else None}
 
 
-_COVERED = {pg: (select(func.count()).select_from(CoverageCell)
-                 .where(in_cells(CoverageCell.cell, pg), CoverageCell.state == tr.CELL_COVERED))
+_COVERED = {pg: (select(CoverageCell.state, func.count()).select_from(CoverageCell)
+                 .where(in_cells(CoverageCell.cell, pg), CoverageCell.state.in_(tr.SWEPT))
+                 .group_by(CoverageCell.state))
             for pg in (False, True)}
 
 
@@ -47,9 +56,11 @@ def _is_pg(conn) -> bool:
 
 
 def circle_coverage(conn, disc: Disc) -> Coverage:
-    """How many of the circle's cells (as ``sweep_request`` counts them) are covered:
-    swept, and the sweep approved by a reviewer. One statement (at most about 520 cells)."""
-    return Coverage(len(disc.ground), conn.execute(_COVERED[_is_pg(conn)], {"cells": disc.ground}).scalar_one())
+    """How many of the circle's cells (as ``sweep_request`` counts them) are covered: swept
+    and approved, or swept with no imagery. One statement (at most about 520 cells)."""
+    counts = dict(conn.execute(_COVERED[_is_pg(conn)], {"cells": disc.ground}).all())
+    bare = counts.get(tr.CELL_NO_IMAGERY, 0)
+    return Coverage(len(disc.ground), counts.get(tr.CELL_COVERED, 0) + bare, bare)
 
 
 @dataclass

@@ -131,6 +131,25 @@ async def cell_states(session: AsyncSession, cells: Iterable[int]) -> dict[int, 
     return out
 
 
+async def _mark_swept_without_imagery(session: AsyncSession, request_id: str, actor: str,
+                                      at: datetime) -> list[dict]:
+    """A covered request's cells where the provider listed no usable photo are swept ground
+    too: marked ``no_imagery``, so that the seen layer calls the circle covered when the
+    queue does (a cell already covered or queued by another request keeps its state)."""
+    q = select(SweepRequestCell.cell).where(SweepRequestCell.request_id == request_id,
+                                            SweepRequestCell.sweepable.is_(False))
+    bare = set((await session.execute(q)).scalars())
+    known = await cell_states(session, bare)
+    logs = []
+    for cell in sorted(bare - set(known)):
+        session.add(CoverageCell(cell=cell, state=tr.CELL_NO_IMAGERY, request_id=request_id, updated_at=at,
+                                 covered_at=at))
+        logs.append(tr.row("cell", cell, None, tr.CELL_NO_IMAGERY, actor,
+                           f"swept with {request_id}: the provider listed no usable photo here", at))
+    await session.flush()
+    return logs
+
+
 async def mark_cells_covered(session: AsyncSession, cells: Iterable[int], *, actor: str, reason: str,
                              at: datetime | None = None) -> list[str]:
     """Mark cells covered (approved results cover them) and move each queued request whose
@@ -166,6 +185,7 @@ async def mark_cells_covered(session: AsyncSession, cells: Iterable[int], *, act
                                   .values(state=tr.REQUEST_COVERED, updated_at=at))
             logs.append(tr.row("request", request_id, tr.REQUEST_QUEUED, tr.REQUEST_COVERED, actor,
                                f"every sweepable cell is covered ({reason})", at))
+            logs += await _mark_swept_without_imagery(session, request_id, actor, at)
             moved.append(request_id)
     await tr.record(session, *logs)
     return moved

@@ -137,7 +137,7 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
     cells = coverage.circle_cells(lat, lon, radius_m)
     async with db.read() as s:
         states = await coverage.cell_states(s, cells)
-    covered = {c for c, st in states.items() if st.state == tr.CELL_COVERED}
+    covered = {c for c, st in states.items() if st.state in tr.SWEPT}
     pending = {c for c, st in states.items() if st.state == tr.CELL_QUEUED}
     base = dict(cells=len(cells), covered_cells=len(covered))
     if covered == cells:
@@ -193,7 +193,9 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
         states = await coverage.cell_states(s, cells)
         covered = {c for c, st in states.items() if st.state == tr.CELL_COVERED}
         pending = {c for c, st in states.items() if st.state == tr.CELL_QUEUED}
-        base = dict(cells=len(ground), covered_cells=len(covered & ground), caveats=caveats)
+        bare = {c for c, st in states.items() if st.state == tr.CELL_NO_IMAGERY}
+        covered_cells = len((covered | bare) & ground)
+        base = dict(cells=len(ground), covered_cells=covered_cells, caveats=caveats)
         if not photo_cells - covered - pending:
             if not photo_cells and not pending:
                 return Outcome(False, "no_photos", "the street-photo provider lists no usable photos on this "
@@ -218,9 +220,12 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
         await s.flush()
         await s.execute(insert(SweepRequestCell), [
             {"request_id": req.id, "cell": c, "sweepable": c in photo_cells} for c in sorted(cells)])
+        # Ground swept before with no imagery that has photos now is queued again, in its row.
+        await s.execute(update(CoverageCell).where(CoverageCell.cell.in_(sorted(new_cells & bare)))
+                        .values(state=tr.CELL_QUEUED, request_id=req.id, updated_at=at, covered_at=None))
         await s.execute(insert(CoverageCell), [
             {"cell": c, "state": tr.CELL_QUEUED, "request_id": req.id, "updated_at": at, "covered_at": None}
-            for c in sorted(new_cells)])
+            for c in sorted(new_cells - bare)])
         rows = [{"sweep_id": req.id, "state": tr.JOB_QUEUED, "area": p.area, "center_lat": p.center_lat,
                  "center_lon": p.center_lon, "radius_m": p.radius_m,
                  "cells": [coverage.cell_text(c) for c in p.cells], "photos": [ph.to_dict() for ph in p.photos],

@@ -36,8 +36,12 @@ LEASE_ACTIVE, LEASE_SUBMITTED, LEASE_LAPSED, LEASE_CANCELLED = "active", "submit
 RESULT_PENDING, RESULT_ACCEPTED, RESULT_OUTVOTED = "pending", "accepted", "outvoted"
 RESULT_DISAGREED, RESULT_INVALID = "disagreed", "invalid"
 
-# Coverage of one H3 cell.
-CELL_QUEUED, CELL_COVERED = "queued", "covered"
+# Coverage of one H3 cell: queued for a sweep; covered (approved results from its photos); or
+# swept with no imagery (a covered request asked the provider, which listed no usable photo
+# in it). Both of the last two are swept ground, counted as covered by the queue and the seen
+# layer alike; the share that had imagery is reported apart.
+CELL_QUEUED, CELL_COVERED, CELL_NO_IMAGERY = "queued", "covered", "no_imagery"
+SWEPT = (CELL_COVERED, CELL_NO_IMAGERY)
 
 
 def utcnow() -> datetime:

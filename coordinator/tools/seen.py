@@ -49,6 +49,9 @@ async def seen_layer(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     if truncated:
         caveats.append(f"Truncated: more than {cap} facts lie in this circle; the {cap} nearest the point are "
                        "served. Ask for a smaller radius for the rest.")
+    if cov.bare:
+        caveats.append(f"{cov.bare} of the {cov.covered} swept cells had no street imagery: the provider listed no "
+                       "usable photo there when they were swept, so nothing was seen in them from the street.")
     return Answer({"covered": cov.complete, "coverage": cov.as_json(), "count": len(facts),
                    "truncated": truncated, "maxFacts": cap, "facts": facts},
                   caveats=caveats + SEEN_CAVEATS)
