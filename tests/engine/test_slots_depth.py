@@ -166,3 +166,23 @@ async def test_a_job_runs_end_to_end_with_the_depth_anything_slot():
     assert [x.photo_id for x in again.measurements] == ["p0", "p1", "p2"] and not again.skipped
     for x in again.measurements:
         assert x.calibration.evidence["depthModelFocalPx"] == pytest.approx(depth_anything.focal_px(70, 192))
+
+
+def test_sis_engine_measure_runs_the_slot_and_reports_focal_length_in_the_photo_s_pixels(manifest, tmp_path,
+                                                                                        monkeypatch, capsys):
+    from sweep_engine.cli import main
+
+    assert main(["synth", str(tmp_path), "--seed", "4", "--width", "320", "--height", "240"]) == 0
+    monkeypatch.setenv("SIS_ENGINE_DEPTH_INPUT_SIDE", "70")
+    capsys.readouterr()
+    code = main(["measure", str(tmp_path / "synth-4-0.jpg"), "--weights", str(manifest), "--backbone",
+                 "mobilenetv3_small_100", "--detector", "sis-centres", "--depth-model",
+                 "depth-anything-v2-metric-vits", "--focal-px", "300", "--heading", "0"])
+    assert code == 0
+    m = schema.Measurement.from_json(capsys.readouterr().out)
+    ev = m.calibration.evidence
+    assert ev["frame"]["widthPx"] == 256 and ev["frame"]["photoWidthPx"] == 320
+    assert ev["focalPx"]["prior"] == pytest.approx(300 * 256 / 320)  # the evidence stays in the frame's pixels
+    assert m.calibration.focal_px == pytest.approx(ev["focalPx"]["solved"] * 320 / 256, rel=1e-4)
+    assert ev["depthModelFocalPx"] == pytest.approx(depth_anything.focal_px(70, 192))
+    assert ev["depthRescale"] == pytest.approx(300 * 256 / 320 / depth_anything.focal_px(70, 192), rel=1e-4)
