@@ -31,10 +31,22 @@ error (``depth_sigma``), and a street's vehicles by their shared fleet
 depth-scale error is the same to these cues as a focal error, so it shows up
 only as a disagreement with a *measured* focal length; the evidence says so.
 
-The verdict ``scaleTrust``: ``high`` when at least two vehicles and the ground
-were read and agree (vehicle spread, cross-cue disagreement and a measured
-focal all within bounds); ``low`` when only one cue was read or they disagree;
-``unknown`` when there was nothing to read and the scale is the priors alone.
+Metadata given as *measured* (a camera height from the caller or the
+provider's rig, a focal length from EXIF) is kept: the solve holds it, and
+what the scene's cues make of it is reported (``evidence["measured"]``) and
+lowers the verdict, but never moves it.
+
+The verdict ``scaleTrust`` rests on the agreement of independent readings of
+the camera height (``_height_readings``): the measured one, the vehicles'
+ground contacts (no depth), the depth model's ground rows (no vehicles).
+``high`` when at least two were read and agree within
+``MAX_HEIGHT_DISAGREEMENT``, a measured focal length is not far from what the
+vehicles by depth make of it, and, where the focal length was only assumed,
+all three cues agree at the solution; ``low`` when fewer than two readings
+exist or any check fails; ``unknown`` when there was nothing to read and the
+scale is the priors alone.  A wrong focal length shows as a disagreement of
+the ground (which scales with it) with the contacts (which do not); a wrong
+camera height, as one of the measured value with both.
 """
 from __future__ import annotations
 
@@ -63,9 +75,18 @@ EXACT_GROUND_SIGMA = 0.01
 # Beyond this (log units) the ground rows and the vehicles' contacts disagree by more than their errors
 # explain: the depth model's scale is taken to be off in this photo.
 SCALE_DOUBT = 0.10
+# The verdict's bounds (log units), chosen on validation scenes (generator seed 2000, the shipped weights;
+# docs/engine.md has the figures): the independent camera height readings must agree within
+# MAX_HEIGHT_DISAGREEMENT; a measured focal length must not be more than MAX_DEPTH_SCALE_OFF from what the
+# vehicles by depth make of it (the network reads vehicles 10-30 % near, so a tight bound says nothing;
+# with exact depth, MAX_OVERRIDE);
+# with an assumed focal length the three cues must agree within MAX_DISAGREEMENT at the solution, and the
+# vehicles among themselves within MAX_VEHICLE_SPREAD.
+MAX_HEIGHT_DISAGREEMENT = 0.10
+MAX_DEPTH_SCALE_OFF = 0.25
 MAX_VEHICLE_SPREAD = 0.10
-MAX_DISAGREEMENT = 0.08
-MAX_OVERRIDE = 0.10  # how far the scene may put a measured focal or camera height
+MAX_DISAGREEMENT = 0.04
+MAX_OVERRIDE = 0.10  # how far the scene may put a measured camera height (or, on exact depth, focal length)
 MIN_BOX_PX = 8
 # The solution is held within these; one that reaches them is not a calibration but a failure to find one.
 FOCAL_RANGE = (0.25, 4.0)     # x the prior focal length
@@ -283,6 +304,21 @@ def _measured_checks(cam: Camera, ev: dict) -> dict:
     return out
 
 
+def _height_readings(cam: Camera, ev: dict, ground_rows: int) -> dict[str, float]:
+    """The independent readings of the camera height, metres: ``given`` (measured metadata), ``vehicles``
+    (their ground contacts, no depth), ``ground`` (the depth model's ground rows, at least five). Each
+    rests on something the others do not, so their agreement is what a verdict can stand on."""
+    h = ev["cameraHeightM"]
+    out = {}
+    if cam.height_basis == "measured":
+        out["given"] = cam.height_m
+    if h.get("fromVehicles", 0) > 0:
+        out["vehicles"] = h["fromVehicles"]
+    if ground_rows >= 5 and h.get("fromGround", 0) > 0:
+        out["ground"] = h["fromGround"]
+    return out
+
+
 def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections, *,
               min_score: float = 0.5, depth_sigma: float | None = None) -> Calibrated:
     """Solve focal, camera height and pitch for one photo; return the corrected camera and the verdict.
@@ -350,6 +386,12 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
     focal_override = ev["measured"].get("focalPx", {}).get("offBy", 0.0)
     height_override = ev["measured"].get("cameraHeightM", {}).get("offBy", 0.0)
 
+    readings = _height_readings(cam, ev, len(rows))
+    ev["heightReadings"] = readings
+    agreement = (max(math.log(v) for v in readings.values()) - min(math.log(v) for v in readings.values())
+                 if len(readings) >= 2 else None)
+    ev["heightAgreement"] = agreement
+
     if not vehicles and len(rows) < 3:
         trust = "unknown"
         reasons.append("no vehicles and no ground seen: the scale is the metadata priors alone")
@@ -359,20 +401,28 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
                     or abs(abs(solved.pitch_deg) - PITCH_RANGE_DEG) < 1e-3)
         if at_bound:
             reasons.append("the solution reached the edge of plausible focal, height or pitch: the cues are unusable")
-        if len(vehicles) < 2:
-            reasons.append(f"{len(vehicles)} vehicle(s) usable; two or more are needed to check the scale")
-        if len(rows) < 5:
-            reasons.append("too little ground seen to check the scale against the camera height")
+        if len(readings) < 2:
+            reasons.append(f"only {len(readings)} independent reading(s) of the camera height "
+                           f"({', '.join(readings) or 'none'}; {len(vehicles)} vehicle(s), {len(rows)} ground rows): "
+                           "two are needed to check the scale")
         if cam.height_basis == "measured" and height_override > MAX_OVERRIDE:
             reasons.append(f"the scene puts the camera {height_override:.0%} away from its given height")
-        if spread is not None and spread > MAX_VEHICLE_SPREAD:
-            reasons.append(f"vehicle heights disagree with their priors by {spread:.0%} (spread)")
-        if disagreement is not None and disagreement > MAX_DISAGREEMENT:
-            reasons.append(f"the cues (vehicles by depth, by ground contact, the ground) disagree by "
-                           f"{disagreement:.0%}")
-        if cam.focal_basis == "measured" and focal_override > MAX_OVERRIDE:
-            reasons.append(f"the vehicles put the focal length {focal_override:.0%} away from the metadata focal "
-                           "length: the metadata or the depth scale is wrong")
+        if agreement is not None and agreement > MAX_HEIGHT_DISAGREEMENT:
+            reasons.append(f"the camera height readings ({', '.join(readings)}) disagree by {agreement:.0%}: "
+                           "a metadata value or the depth scale is wrong")
+        if cam.focal_basis == "measured" and focal_override > (MAX_DEPTH_SCALE_OFF if depth_sigma else MAX_OVERRIDE):
+            reasons.append(f"the vehicles by depth put the focal length {focal_override:.0%} away from the "
+                           "metadata focal length: the metadata or the depth scale is wrong")
+        if cam.focal_basis == "assumed":
+            # The focal length was solved; only the three cues' agreement at the solution checks it.
+            if len(dev) < 3:
+                reasons.append("focal length assumed and not checked: vehicles by depth, by ground contact "
+                               "and the ground are all needed")
+            elif disagreement > MAX_DISAGREEMENT:
+                reasons.append(f"the cues (vehicles by depth, by ground contact, the ground) disagree by "
+                               f"{disagreement:.0%} with the focal length assumed")
+            if spread is not None and spread > MAX_VEHICLE_SPREAD:
+                reasons.append(f"vehicle heights disagree with their priors by {spread:.0%} (spread)")
         trust = "low" if reasons else "high"
     if cam.focal_basis == "assumed":
         ev["note"] = ("focal length assumed and solved from the scene; focal length and depth scale are not "

@@ -197,3 +197,42 @@ def test_a_measured_focal_length_is_kept_against_oversized_vehicles(seed):
     c = run(f, focal_basis="measured")
     assert c.camera.fx == f.camera.fx
     assert c.evidence["measured"]["focalPx"]["offBy"] > 0.10 and c.scale_trust == "low"
+
+
+def _network_like(f, vehicle_scale: float = 0.85):
+    """Exact depth but the vehicles read nearer, as the shipped depth network reads them (10-30 %)."""
+    depth = f.depth.copy()
+    depth[f.seg == SEG["vehicle"]] *= vehicle_scale
+    return depth.astype(np.float32)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_verdict_is_high_when_the_independent_height_readings_agree(seed):
+    """A correctly calibrated photo (EXIF focal measured, height assumed) whose network reads the vehicles
+    15 % near: the contacts and the ground agree on the camera height, so the verdict is high (before
+    this verdict, the vehicles' depth spread and the cues' disagreement made such photos read low)."""
+    from sweep_engine.geometry import MODEL_DEPTH_SIGMA
+
+    f = frame(seed)
+    cam = f.camera.with_(height_basis="assumed", height_m=1.65)
+    c = calibrate(cam, _network_like(f), f.seg, f.detections(), depth_sigma=MODEL_DEPTH_SIGMA)
+    assert set(c.evidence["heightReadings"]) == {"vehicles", "ground"}
+    assert c.evidence["heightAgreement"] < 0.05
+    assert c.scale_trust == "high", c.evidence["reasons"]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("focal_mult, height_mult", [(0.7, 1.0), (1.4, 1.0), (1.0, 0.7), (1.0, 1.4)])
+def test_the_verdict_is_low_when_measured_metadata_is_wrong(seed, focal_mult, height_mult):
+    """The same photos with a focal length or camera height 30-40 % wrong, given as measured (and so
+    kept): the ground scales with the focal, the contacts do not, the measured height matches neither."""
+    from sweep_engine.geometry import MODEL_DEPTH_SIGMA
+
+    f = frame(seed)
+    cam = f.camera.with_focal(f.camera.fx * focal_mult).with_(
+        height_m=f.camera.height_m * height_mult if height_mult != 1.0 else 1.65,
+        height_basis="measured" if height_mult != 1.0 else "assumed")
+    c = calibrate(cam, _network_like(f), f.seg, f.detections(), depth_sigma=MODEL_DEPTH_SIGMA)
+    assert c.scale_trust == "low"
+    assert c.evidence["heightAgreement"] > 0.15
+    assert any("camera height readings" in r for r in c.evidence["reasons"])
