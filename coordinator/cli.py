@@ -272,6 +272,8 @@ def parser() -> argparse.ArgumentParser:
     add_nodes_parser(sub, db_arg, _settings)
     from .review.cli import add_parser as add_reviewers_parser
     add_reviewers_parser(sub, db_arg, _settings)
+    from .sweeps.cli import add_parser as add_jobs_parser
+    add_jobs_parser(sub, db_arg, _settings)
     from .datasets.cli import add_parser as add_datasets_parser
     add_datasets_parser(sub, db_arg, _settings)
     return p

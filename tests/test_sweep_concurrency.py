@@ -45,7 +45,7 @@ async def run_nodes(nodes) -> tuple[Counter, list[str]]:
 @pytest.mark.slow
 async def test_32_nodes_share_1000_jobs_each_leased_by_one_node_none_lost_none_twice(db_url, photos):
     photos.scatter(*CENTRE, radius_m=950, n=1000, seed=11)
-    c = await start(db_url, photos, job_max_photos=1)
+    c = await start(db_url, photos, job_max_photos=1, node_enrol_per_minute=NODES)
     try:
         body = (await request_sweep(c, radius=1000)).json()
         assert body["jobs"] == 1000
@@ -73,7 +73,7 @@ async def test_32_nodes_share_1000_jobs_each_leased_by_one_node_none_lost_none_t
 async def test_32_untrusted_nodes_give_each_job_exactly_two_replicas_from_different_nodes(db_url, photos):
     photos.scatter(*CENTRE, radius_m=950, n=300, seed=12)
     # trust out of reach, so that no node earns its way out of replication during the run
-    c = await start(db_url, photos, job_max_photos=1, trust_streak=10_000)
+    c = await start(db_url, photos, job_max_photos=1, trust_streak=10_000, node_enrol_per_minute=NODES)
     try:
         assert (await request_sweep(c, radius=1000)).json()["jobs"] == 300
         nodes = await enrolled(c, NODES)

@@ -13,7 +13,8 @@ from typing import Any
 
 import tornado.web
 
-from ..errors import BadParameter, NotFound, PayloadTooLarge, ServiceError
+from ..access.policy import ip_bucket
+from ..errors import BadParameter, NotFound, PayloadTooLarge, RateLimited, ServiceError
 from ..rest import BaseHandler
 from ..sweeps import leases, results
 from ..sweeps import transitions as tr
@@ -89,6 +90,7 @@ class NodeHandler(BaseHandler):
 class EnrolHandler(NodeHandler):
     async def post(self) -> None:
         settings = self.sweeps.settings
+        await self.enrol_window(settings.node_enrol_per_minute)
         if settings.node_enrol_secret and not hmac.compare_digest(
                 self.request.headers.get("X-Enrol-Secret", ""), settings.node_enrol_secret):
             from ..errors import Unauthorized
@@ -114,6 +116,22 @@ class EnrolHandler(NodeHandler):
         self.send_json({"nodeId": node.id, "token": token, "trusted": False,
                         "leaseTtlS": settings.lease_ttl_s, "heartbeatS": max(1.0, settings.lease_ttl_s / 3),
                         "resultMaxBytes": settings.result_max_bytes}, 201)
+
+
+    async def enrol_window(self, per_minute: int) -> None:
+        """Count this enrolment in its client IP's window (the access layer's limiter and
+        client-IP rule, so several coordinators share one window through Redis); 429 when it
+        is spent. Counted before anything else, a refused secret or build included: a node
+        costs nothing to make, and its invalid results do not count against jobs
+        (``sweeps.trust.counts_against_job``), but rows and leases still do."""
+        access = self.application.services.access  # type: ignore[attr-defined]
+        ip = access.client_ip.resolve(self.request.remote_ip, self.request.headers)
+        w = await access.limiter.hit(per_minute, "enrol", ip_bucket(ip))
+        if not w.allowed:
+            retry = max(1, w.reset_s)
+            raise RateLimited(f"too many enrolments from this address: the limit is {w.limit} per minute",
+                              {"limit": "enrolPerMinute", "perMinute": w.limit, "retryAfterS": retry},
+                              headers={"Retry-After": str(retry), **w.headers()})
 
 
 class MeHandler(NodeHandler):

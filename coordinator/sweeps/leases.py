@@ -13,7 +13,8 @@ A heartbeat extends an active lease by the TTL from now, or answers ``cancel``
 when the lease is no longer wanted (it lapsed, was revoked, or the job was
 parked). The sweeper returns leases past their expiry to the queue and counts a
 failure on the job; a job that failed ``job_max_failures`` times is parked as
-``failed`` with its reason. A node may give a lease back unworked (``give_back``):
+``failed`` with its reason, until an operator requeues it (``requeue``,
+``sis jobs requeue``). A node may give a lease back unworked (``give_back``):
 the replica is queued again at once, and nothing is counted against the job.
 """
 from __future__ import annotations
@@ -23,13 +24,15 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, bindparam, case, exists, insert, select, update
+from sqlalchemy import and_, bindparam, case, exists, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from ..db.models import Node, SweepJob, SweepLease
+from ..db.models import Node, SweepJob, SweepLease, SweepResult
+from ..errors import Conflict, NotFound
 from ..nodes import tokens
 from ..nodes.tokens import Bearer
 from . import transitions as tr
+from .jobs import wire_id
 from .records import JOBS, LEASES, Record, record
 
 log = logging.getLogger("sis.sweeps.leases")
@@ -279,15 +282,45 @@ async def give_back(sweeps, node: Node, lease_id: str, why: str) -> str | None:
     return await retrying(run)
 
 
-def fail_job(job: SweepJob, why: str, max_failures: int) -> str:
-    """Count one failure on a job being swept; park it once it failed too often. Returns the new state."""
-    job.failures += 1
+def fail_job(job: SweepJob, why: str, max_failures: int, counted: bool = True) -> str:
+    """Count one failure on a job being swept; park it once it failed too often. Returns the
+    new state. ``counted`` False (an untrusted node's invalid result,
+    ``trust.counts_against_job``) only puts the replica back in the queue."""
+    if counted:
+        job.failures += 1
     if job.failures >= max_failures:
         job.state = tr.JOB_FAILED
         job.reason = f"failed {job.failures} times; last: {why}"
     else:
         job.state = _settle(job)
     return job.state
+
+
+async def requeue(db, job_id: int, actor: str, why: str) -> SweepJob:
+    """Put a parked (``failed``) job back in the queue, for an operator (``sis jobs
+    requeue``): its failures start again from 0; valid results still waiting for their
+    quorum are kept and count toward it, and with none the quorum starts again at one
+    (an untrusted node's claim raises it to two). The change is recorded with ``actor``.
+    ``NotFound`` for no such job, ``Conflict`` for a job that is not parked."""
+    async def run() -> SweepJob:
+        now = tr.utcnow()
+        async with db.write() as s:
+            job = await s.get(SweepJob, job_id, with_for_update=for_update(db))
+            if job is None:
+                raise NotFound("no such job", {"jobId": job_id})
+            if job.state != tr.JOB_FAILED:
+                raise Conflict(f"job {wire_id(job_id)} is {job.state}: only a failed (parked) job is requeued",
+                               {"jobId": job_id, "state": job.state})
+            pending = (await s.execute(select(func.count()).select_from(SweepResult).where(
+                SweepResult.job_id == job.id, SweepResult.state == tr.RESULT_PENDING))).scalar_one()
+            job.valid_results, job.failures, job.reason, job.canonical_lease_id = pending, 0, None, None
+            if not pending:
+                job.quorum = 1
+            job.state, job.updated_at = _settle(job), now
+            await tr.record(s, tr.row("job", job.id, tr.JOB_FAILED, job.state, actor, f"requeued: {why}", now))
+            return job
+
+    return await retrying(run)
 
 
 async def release(s, lease: SweepLease, job: SweepJob, to_state: str, actor: str, why: str, now: datetime,

@@ -243,12 +243,14 @@ class _Batch:
                                 now))
         this = f"the result on lease {lease.id}"
         if reasons:
-            self.log_result(result, None, tr.RESULT_INVALID, actor, "rejected: " + "; ".join(reasons[:20]))
+            counted = trust.counts_against_job(me)      # asked before penalise takes the trust away
+            self.log_result(result, None, tr.RESULT_INVALID, actor, "rejected: " + "; ".join(reasons[:20])
+                            + ("" if counted else " (not counted against the job: the node is not trusted)"))
             if trust.penalise(me):
                 self.logs.append(tr.row("node", me.id, "trusted", "untrusted", "coordinator",
                                         f"{this} is invalid", now))
             if job.state in (tr.JOB_QUEUED, tr.JOB_LEASED):
-                fail_job(job, f"{this} from node {node.id} is invalid", settings.job_max_failures)
+                fail_job(job, f"{this} from node {node.id} is invalid", settings.job_max_failures, counted)
         else:
             result.state, result.body = tr.RESULT_PENDING, parsed.to_dict()
             self.facts[id(result)] = parsed.facts

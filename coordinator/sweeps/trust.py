@@ -7,6 +7,11 @@ trust away. Lapsed leases do not count either way. A job leased by an untrusted
 node needs a quorum of two results from different nodes; a trusted node's
 result alone is enough.
 
+Failures are weighed by trust too (``counts_against_job``): an invalid result
+counts toward parking its job only when its node was trusted. Enrolment is open,
+so an untrusted node costs an attacker nothing; if its invalid results counted,
+five fresh nodes submitting ``[]`` would park any job for good.
+
 Replicas are compared fact by fact, per kind: a fact of one result agrees with a
 fact of the other when both are of the same kind, lie within the kind's position
 tolerance, and have values within the kind's value tolerance (absolute or
@@ -96,6 +101,17 @@ def credit(node, streak_needed: int) -> bool:
     if became:
         node.trusted = True
     return became
+
+
+def counts_against_job(node) -> bool:
+    """Whether an invalid result from ``node`` counts as a failure of its job (toward
+    ``job_max_failures``): only when the node is trusted, asked before ``penalise`` takes
+    the trust away. An untrusted node's invalid result is still recorded and resets its
+    streak, and its replica goes back to the queue; it does not bring the job nearer to
+    being parked. Accepted results alone are not enough standing: two fresh nodes that
+    agree with each other earn them at once. Lapsed leases count whoever held them
+    (``leases.sweep_lapsed``): a job that crashes every engine that takes it must park."""
+    return bool(node.trusted)
 
 
 def penalise(node) -> bool:
