@@ -91,7 +91,6 @@ class Settings(BaseSettings):
     requester_hash_key: str = Field("", description="Key of the keyed hash (HMAC-SHA-256) kept of a sweep requester's address, for abuse handling (by env or file, never in the repository); empty means a random key per process start, so hashes compare only within one run and no address can be recovered from them.")
     node_enrol_secret: str = Field("", description="When set, enrolment needs this shared secret in the X-Enrol-Secret header (by env or file, never in the repository); empty means open enrolment, as volunteer projects run.")
     node_enrol_per_minute: int = Field(10, ge=1, description="Enrolments one client IP (an IPv6 /64) may make per minute; more are refused 429 with Retry-After. Nodes are free to make, so this bounds how fast one address can add them.")
-    node_enrol_per_minute: int = Field(10, ge=1, description="Enrolments one client IP (an IPv6 /64) may make per minute; more are refused 429 with Retry-After. Nodes are free to make, so this bounds how fast one address can add them.")
 
     seen_max_facts: int = Field(1000, ge=10, le=20000, description="Most facts one seen_layer answer serves; beyond it the nearest are served with truncated:true and a caveat, so latency stays bounded.")
 
