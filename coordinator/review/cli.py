@@ -10,7 +10,8 @@ def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
     rv = sub.add_parser("reviewers", help="create, list or revoke reviewer keys (scope review)")
     rsub = rv.add_subparsers(dest="reviewers_command", required=True, metavar="ACTION")
     c = rsub.add_parser("create", help="create a reviewer key; the key is printed once, only its hash is kept")
-    c.add_argument("name", help="who the key is for (shown in the review log)")
+    c.add_argument("--name", dest="name_opt", metavar="NAME", help="who the key is for (shown in the review log)")
+    c.add_argument("name", nargs="?", help="the same as --name, positional, kept for older scripts")
     db_arg(c)
     ls = rsub.add_parser("list", help="every reviewer key, without the keys")
     db_arg(ls)
@@ -26,9 +27,17 @@ async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
     from ..services import with_database
     from . import keys
 
+    if args.reviewers_command == "create":
+        # --name as `sis keys create` takes it; the positional name of older scripts still works.
+        given = [n for n in (args.name_opt, args.name) if n is not None]
+        if len(given) != 1:
+            print("sis reviewers create: give the reviewer's name once, with --name NAME", file=sys.stderr)
+            return 2
+        name = given[0]
+
     async def work(db) -> int:  # noqa: ANN001
         if args.reviewers_command == "create":
-            reviewer, token = await keys.create(db, args.name)
+            reviewer, token = await keys.create(db, name)
             print(f"reviewer {reviewer.id} ({reviewer.name}), scope {reviewer.scopes}")
             print(f"key (shown once; send as Authorization: Bearer <key> or X-Api-Key): {token}")
             return 0
