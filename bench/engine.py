@@ -8,7 +8,7 @@ with (``mobilenetv3_small_100`` dense network + ``sis-centres`` detector at
 Depth Anything V2-S metric at its native 518 px short side (bf16 autocast on
 CUDA; the CPU runs float32), its weights UNTRAINED (seeded random init in the
 published layout: speed does not depend on training); classes and boxes stay
-the shipped networks'.  ``--backbone`` / ``--detector`` change the sis-*
+the shipped networks', on the shipped weights.  ``--backbone`` / ``--detector`` change the sis-*
 architectures (random weights then).
 
 End to end is ``Engine.run_job`` over a job of synthetic JPEGs served by the
@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -41,6 +42,7 @@ from sweep_engine.aggregate import aggregate  # noqa: E402
 from sweep_engine.config import DEFAULT_WEIGHTS_MANIFEST, EngineConfig  # noqa: E402
 from sweep_engine.geometry import measure_photo  # noqa: E402
 from sweep_engine.models import random_weights  # noqa: E402
+from sweep_engine.weights import pin, read_manifest  # noqa: E402
 from sweep_engine.photos import decode, fetch_all, http_fetch  # noqa: E402
 from sweep_engine.pipeline import Engine  # noqa: E402
 from sweep_engine.slots import run as run_slots  # noqa: E402
@@ -60,9 +62,26 @@ def configuration(args) -> tuple[EngineConfig, bool]:
     if args.config == "dav2":
         base = EngineConfig(**{**base.__dict__, "depth_model": "depth-anything-v2-metric-vits",
                                "depth_input_side": args.depth_side, "bf16": True})
-    on_shipped = args.config == "shipped" and (base.backbone, base.detector, base.input_width, base.input_height) \
+    on_shipped = (base.backbone, base.detector, base.input_width, base.input_height) \
         == (shipped.backbone, shipped.detector, shipped.input_width, shipped.input_height)
     return base, on_shipped
+
+
+def weights_for(base: EngineConfig, on_shipped: bool, tmp: str) -> tuple[str, str]:
+    """The manifest to run on and what its weights are: the shipped ones where the configuration's sis-*
+    networks are the shipped architecture, the rest (a Depth Anything V2 slot) UNTRAINED random init in its
+    published layout."""
+    if on_shipped and base.depth_model == "sis-dense":
+        return DEFAULT_WEIGHTS_MANIFEST, "the shipped ones"
+    manifest = random_weights(base, tmp, seed=0)
+    if not on_shipped:
+        return str(manifest), "UNTRAINED (random init in each architecture's layout)"
+    for entry in read_manifest(DEFAULT_WEIGHTS_MANIFEST).values():  # the shipped dense and detector, re-pinned
+        shutil.copy(Path(DEFAULT_WEIGHTS_MANIFEST).parent / entry.file, Path(tmp) / entry.file)
+        pin(manifest, entry.name, Path(tmp) / entry.file, entry.architecture, license=entry.license,
+            provenance=entry.provenance, trained=entry.trained)
+    return str(manifest), ("the shipped dense network and detector; the depth slot UNTRAINED (random init, "
+                           "published layout)")
 
 
 async def bench(args) -> None:
@@ -75,7 +94,7 @@ async def bench(args) -> None:
     await provider.start()
     sizes = [int(s) for s in args.batch_sizes.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        manifest = DEFAULT_WEIGHTS_MANIFEST if on_shipped else random_weights(base, tmp, seed=0)
+        manifest, weights_text = weights_for(base, on_shipped, tmp)
         engine = Engine(EngineConfig(**{**base.__dict__, "weights_manifest": str(manifest)}))
         job = job_for(frames, provider.base_url)
         print(f"sweep engine benchmark, configuration '{args.config}': {engine.device_text}")
@@ -89,7 +108,7 @@ async def bench(args) -> None:
         print(f"  slots: {slots}; geometry frame {base.input_width}x{base.input_height}")
         print(f"  photos {args.photo_width}x{args.photo_height} JPEG "
               f"({statistics.mean(map(len, photos.values())) / 1e3:.0f} kB), {args.photos} per job; weights "
-              + ("the shipped ones" if on_shipped else "UNTRAINED (random init in each architecture's layout)"))
+              + weights_text)
         images = [decode(photos[f"p{i}"], engine.device) for i in range(len(frames))]
 
         names = [s.name for s in engine.slots]
