@@ -19,9 +19,11 @@ install: $(STAMP)
 run: install
 	$(BIN)/sis serve
 
-## make demo: the same, with sources answered from bundled recorded samples (offline)
+## make demo: the same, with sources answered from bundled recorded samples (offline), on a
+## database of its own (DEMO_DB), so that `make run` afterwards serves none of the demo's data
+DEMO_DB ?= sqlite+aiosqlite:///var/demo.db
 demo: install
-	$(BIN)/sis serve --demo
+	$(BIN)/sis serve --demo --database $(DEMO_DB)
 
 ## make test: the whole suite; PostgreSQL tests run where SIS_TEST_DATABASE_URL names a server
 test: install

@@ -155,8 +155,11 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
         # Degraded, not an error: the answer says which source failed and is never cached.
         return Outcome(False, "provider_unavailable", "the street-photo provider could not be read, so nothing "
                        "was queued; retry later", health=Health([SourceReport(
-                           sweeps.provider.name, PHOTO_LICENSE, ok=False, error=str(exc))]), **base)
-    health = Health([SourceReport(sweeps.provider.name, PHOTO_LICENSE, ok=True, records=len(found.photos))])
+                           sweeps.provider.name, PHOTO_LICENSE, ok=False, error=str(exc),
+                           demo=sweeps.provider.demo)]), **base)
+    # In demo mode the provider is the demo's synthetic one: its report says so, and the answer's caveats with it.
+    health = Health([SourceReport(sweeps.provider.name, PHOTO_LICENSE, ok=True, records=len(found.photos),
+                                  demo=sweeps.provider.demo)])
     by_cell: dict[int, list] = defaultdict(list)
     for p in found.photos:
         if _within(lat, lon, radius_m, p.lat, p.lon):

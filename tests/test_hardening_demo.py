@@ -1,0 +1,43 @@
+"""Demo mode (issue 31, items 9 and 10): ``make demo`` keeps its own database
+(var/demo.db), so ``make run`` afterwards serves no recorded-sample data, and a sweep
+request answered from the demo's synthetic photo provider says so in its health and
+caveats."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from coordinator.demo.photos import DEMO_CENTRE
+from coordinator.honesty import DEMO_CAVEAT
+from tests.support import make_settings, start_coordinator, stop_coordinator
+from tests.test_sweeps_kit import request_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_dry(target: str) -> str:
+    """What ``make <target>`` would run, with the install step taken as done."""
+    out = subprocess.run(["make", "-n", "-o", "install", "-o", ".venv/.installed-stamp", target], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return "\n".join(line for line in out.splitlines() if "sis serve" in line)
+
+
+def test_make_demo_and_make_run_use_different_databases():
+    demo, run = make_dry("demo"), make_dry("run")
+    assert "--demo" in demo and "--demo" not in run
+    assert re.search(r"--database \S*var/demo\.db", demo), demo
+    assert "demo.db" not in run and "--database" not in run      # run keeps the default, var/sis.db
+
+
+async def test_a_demo_sweep_request_labels_the_photo_providers_health_demo(sqlite_url):
+    c = await start_coordinator(make_settings(sqlite_url, None, demo=True))
+    try:
+        r = await request_sweep(c, *DEMO_CENTRE, radius=400)
+        assert r.status == 200, r.body
+        body = r.json()
+        assert body["queued"] is True
+        assert [s.get("demo") for s in body["health"]["sources"]] == [True]
+        assert body["caveats"][0] == DEMO_CAVEAT
+    finally:
+        await stop_coordinator(c)
