@@ -58,13 +58,13 @@ from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 import tornado.web  # noqa: E402
 
 from bench.speed import machine_speed  # noqa: E402
-from coordinator.app import make_app  # noqa: E402
-from coordinator.db.models import Node, SweepJob  # noqa: E402
+from coordinator.faces.app import make_app  # noqa: E402
+from coordinator.core.db.models import Node, SweepJob  # noqa: E402
 from coordinator.demo.photos import DEV_ENGINE_BUILD, FakePhotoProvider, honest_result  # noqa: E402
 from coordinator.nodes import registry  # noqa: E402
 from coordinator.services import create_services  # noqa: E402
-from coordinator.settings import Settings  # noqa: E402
-from coordinator.db.scratch import create_scratch_database, drop_scratch_database  # noqa: E402
+from coordinator.core.settings import Settings  # noqa: E402
+from coordinator.core.db.scratch import create_scratch_database, drop_scratch_database  # noqa: E402
 from coordinator.sweeps import leases, results  # noqa: E402
 from coordinator.sweeps.jobs import job_document  # noqa: E402
 from coordinator.sweeps.service import sweeps_of  # noqa: E402
@@ -75,7 +75,7 @@ CENTRE = (48.8566, 2.3522)
 async def migrate(url: str) -> None:
     if url.startswith("sqlite"):
         return
-    from coordinator.db import migrate as migrations
+    from coordinator.core.db import migrate as migrations
     eng = create_async_engine(url)
     try:
         await migrations.upgrade_async(eng, url)

@@ -54,8 +54,8 @@ from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 
 from bench.speed import machine_speed  # noqa: E402
-from coordinator.db import migrate as migrations  # noqa: E402
-from coordinator.db.scratch import create_scratch_database, drop_scratch_database  # noqa: E402
+from coordinator.core.db import migrate as migrations  # noqa: E402
+from coordinator.core.db.scratch import create_scratch_database, drop_scratch_database  # noqa: E402
 from coordinator.seen import tiles  # noqa: E402
 from coordinator.seen.publish import fact_doc  # noqa: E402
 from coordinator.sweeps.coverage import RESOLUTION  # noqa: E402

@@ -9,8 +9,8 @@ import signal
 import sys
 
 from . import __version__
-from .db.urls import StartupError, connection_problem, normalise
-from .settings import load, settings_table
+from coordinator.core.db.urls import StartupError, connection_problem, normalise
+from coordinator.core.settings import load, settings_table
 
 
 def _settings(args: argparse.Namespace):
@@ -74,7 +74,7 @@ def settle_gc() -> None:
 async def _serve(args: argparse.Namespace) -> int:
     from tornado.httpserver import HTTPServer
 
-    from .app import make_app
+    from coordinator.faces.app import make_app
     from .services import SchemaOutOfDate, create_services
 
     settings = _settings(args)
@@ -108,7 +108,7 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from .db import migrate
+    from coordinator.core.db import migrate
 
     settings = _settings(args)
     if settings.is_sqlite:
@@ -158,7 +158,7 @@ def _fail(exc: Exception) -> int:
 
 async def _keys(args: argparse.Namespace) -> int:
     from .access import credentials as creds
-    from .errors import ServiceError
+    from coordinator.core.errors import ServiceError
 
     async def work(db) -> int:  # noqa: ANN001
         try:
@@ -183,7 +183,7 @@ async def _keys(args: argparse.Namespace) -> int:
 
 async def _embed(args: argparse.Namespace) -> int:
     from .access import credentials as creds
-    from .errors import ServiceError
+    from coordinator.core.errors import ServiceError
 
     settings = _settings(args)
 

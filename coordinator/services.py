@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .access.policy import Access
-from .cache import AnswerCache, make_cache
-from .db import Database
-from .db import migrate as migrations
+from coordinator.core.cache import AnswerCache, make_cache
+from coordinator.core.db import Database
+from coordinator.core.db import migrate as migrations
 from .hazards.history import Poller
-from .registry import ToolRegistry
-from .settings import Settings
+from coordinator.core.registry import ToolRegistry
+from coordinator.core.settings import Settings
 from .demo.upstream import start_demo_upstream
 from .sources import Sources, build_sources
 from .sweeps.service import attach as attach_sweeps

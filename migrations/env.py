@@ -6,7 +6,7 @@ import asyncio
 from alembic import context
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from coordinator.db.models import Base
+from coordinator.core.db.models import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -15,7 +15,7 @@ target_metadata = Base.metadata
 def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if not url:
-        from coordinator.settings import load
+        from coordinator.core.settings import load
         url = load().database_url
     return url
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from coordinator.db.scratch import create_scratch_database, drop_scratch_database
+from coordinator.core.db.scratch import create_scratch_database, drop_scratch_database
 from coordinator.demo.upstream import FakeUpstream
 from tests.support import Coordinator, make_settings, start_coordinator, stop_coordinator
 
@@ -48,7 +48,7 @@ async def db_url(request, tmp_path, pg_database) -> str:
     if not pg_database:
         pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
     await reset_postgres(pg_database)
-    from coordinator.db import migrate
+    from coordinator.core.db import migrate
     eng = create_async_engine(pg_database)
     await migrate.upgrade_async(eng, pg_database)
     await eng.dispose()

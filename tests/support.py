@@ -8,10 +8,10 @@ from typing import Any
 
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest, HTTPResponse
 
-from coordinator.app import make_app
+from coordinator.faces.app import make_app
 from coordinator.demo.upstream import FakeUpstream
 from coordinator.services import Services, create_services
-from coordinator.settings import Settings
+from coordinator.core.settings import Settings
 
 
 def free_port() -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from coordinator.access import meter, policy
 from coordinator.access.policy import ANON_CREDENTIAL
-from coordinator.settings import Settings
+from coordinator.core.settings import Settings
 from coordinator.tools import access as access_tools
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "access.md").read_text()

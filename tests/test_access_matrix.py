@@ -11,7 +11,7 @@ import pytest
 
 from coordinator.access import credentials as creds
 from coordinator.access import plans
-from coordinator.registry import BBOX, INTEGER, NUMBER, Tool
+from coordinator.core.registry import BBOX, INTEGER, NUMBER, Tool
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import embed, expire_embed, key, registry_with_standins
 from tests.test_error_shape import assert_error_shape

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from coordinator.access.meter import day_period, month_period, seconds_until_period_end
-from coordinator.db import migrate
+from coordinator.core.db import migrate
 from tests.conftest import PG_URL, reset_postgres
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import burst, embed, key, set_usage

@@ -14,9 +14,9 @@ from sqlalchemy import update
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from coordinator.access import credentials as creds
-from coordinator.db.models import AccessUsage, EmbedToken
-from coordinator.honesty import Answer
-from coordinator.registry import BBOX, INTEGER, NUMBER, STRING, Param, Tool, ToolRegistry, radius
+from coordinator.core.db.models import AccessUsage, EmbedToken
+from coordinator.core.honesty import Answer
+from coordinator.core.registry import BBOX, INTEGER, NUMBER, STRING, Param, Tool, ToolRegistry, radius
 from coordinator.tools import all_tools
 from tests.support import Coordinator
 

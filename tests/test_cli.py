@@ -33,14 +33,14 @@ def test_help_lists_the_commands():
 def test_settings_lists_every_setting_with_a_default_and_help():
     out = run("settings")
     assert out.returncode == 0
-    from coordinator.settings import Settings
+    from coordinator.core.settings import Settings
     for name in Settings.model_fields:
         line = next(line for line in out.stdout.splitlines() if line.startswith(f"SIS_{name.upper()} "))
         assert len(line.split()) > 2
 
 
 def test_settings_come_from_a_toml_file_and_the_environment(tmp_path, monkeypatch):
-    from coordinator.settings import load
+    from coordinator.core.settings import load
     cfg = tmp_path / "sis.toml"
     cfg.write_text('port = 9191\n[sources.usgs]\nfeed = "2.5_day"\n')
     monkeypatch.setenv("SIS_CONFIG", str(cfg))

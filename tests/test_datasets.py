@@ -17,7 +17,7 @@ from sqlalchemy import text
 from coordinator.cli import main
 from coordinator.datasets import ingest, versions
 from coordinator.datasets.kinds import KINDS, DatasetKind, KindRegistry, dataset_kind
-from coordinator.db import Database, migrate
+from coordinator.core.db import Database, migrate
 
 TABLE = "test_ingested_points"
 
@@ -307,7 +307,7 @@ def test_the_cli_ingests_lists_and_refuses_in_one_line(backend, cli_kinds, tmp_p
         from tests.conftest import reset_postgres
         asyncio.run(reset_postgres(pg_database))
         url = pg_database.replace("postgresql+asyncpg://", "postgresql://")
-    from coordinator.db.urls import normalise
+    from coordinator.core.db.urls import normalise
     asyncio.run(_prepared(normalise(url)))
     good = write_seq(tmp_path / "ok.geojsons", [point(7, 8, "a"), "[]", point(9, 10, "b")])
     fails = write_seq(tmp_path / "bad.geojsons", [point(1, 1, f"x{i}") for i in range(4)])

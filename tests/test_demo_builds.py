@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import sweep_engine
-from coordinator.settings import Settings
+from coordinator.core.settings import Settings
 from coordinator.sweeps.validation import accepted_builds
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.settings import Settings
+from coordinator.core.settings import Settings
 from coordinator.tools import default_registry
 
 ROOT = Path(__file__).resolve().parents[1]

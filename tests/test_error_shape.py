@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.honesty import Answer
-from coordinator.registry import NUMBER, Param, Tool, ToolRegistry
+from coordinator.core.honesty import Answer
+from coordinator.core.registry import NUMBER, Param, Tool, ToolRegistry
 from coordinator.tools import all_tools
 from tests.support import make_settings, start_coordinator, stop_coordinator
 

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from coordinator.demo.photos import DEMO_CENTRE
-from coordinator.honesty import DEMO_CAVEAT
+from coordinator.core.honesty import DEMO_CAVEAT
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_sweeps_kit import request_sweep
 

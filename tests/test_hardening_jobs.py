@@ -10,7 +10,7 @@ import sys
 
 from sqlalchemy import select
 
-from coordinator.db.models import SweepJob, SweepResult, SweepTransition
+from coordinator.core.db.models import SweepJob, SweepResult, SweepTransition
 from coordinator.demo.photos import DEV_ENGINE_BUILD
 from coordinator.sweeps import jobs
 from coordinator.sweeps.service import sweeps_of

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.access import credentials as creds
-from coordinator.errors import BadParameter
+from coordinator.core.errors import BadParameter
 from tests.test_access_embed import sis
 from tests.test_access_support import embed, key
 from tests.test_error_shape import assert_error_shape

@@ -128,7 +128,7 @@ async def test_slow_source_times_out_and_the_other_still_answers(sqlite_url, ups
 
 
 async def test_demo_mode_labels_its_answers(sqlite_url):
-    from coordinator.settings import Settings
+    from coordinator.core.settings import Settings
     c = await start_coordinator(Settings(database_url=sqlite_url, demo=True, poll_interval_s=0))
     try:
         body = (await c.get("/earth/events")).json()

@@ -8,8 +8,8 @@ from typing import Any
 import mcp
 import pytest
 
-from coordinator.honesty import Answer
-from coordinator.registry import LEGACY_ABSENT_TOOLS, LEGACY_PATHS, Tool, ToolRegistry
+from coordinator.core.honesty import Answer
+from coordinator.core.registry import LEGACY_ABSENT_TOOLS, LEGACY_PATHS, Tool, ToolRegistry
 from coordinator.tools import all_tools, default_registry
 from tests.support import make_settings, start_coordinator, stop_coordinator
 

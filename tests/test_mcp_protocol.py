@@ -13,8 +13,8 @@ import pytest
 from mcp.shared import inbound
 from mcp_types import version as sdk_version
 
-from coordinator.mcp import protocol
-from coordinator.rest import MAX_JSON_BODY
+from coordinator.faces.mcp import protocol
+from coordinator.faces.rest import MAX_JSON_BODY
 
 MODERN = "2026-07-28"
 CAPS = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -223,8 +223,8 @@ async def test_the_sdk_falls_back_to_initialize_when_the_modern_version_is_not_s
 async def test_every_served_method_answers_and_is_documented(coordinator):
     from pathlib import Path
 
-    from coordinator.mcp.endpoint import HANDSHAKE_METHODS, MODERN_METHODS
-    from coordinator.registry import LEGACY_ABSENT_TOOLS, LEGACY_PATHS
+    from coordinator.faces.mcp.endpoint import HANDSHAKE_METHODS, MODERN_METHODS
+    from coordinator.core.registry import LEGACY_ABSENT_TOOLS, LEGACY_PATHS
     params = {"tools/call": {"name": "limits"}, "initialize": {"protocolVersion": "2025-11-25"}}
     for method in MODERN_METHODS:
         r = await coordinator.post("/mcp", rpc(method, params.get(method)),

@@ -10,10 +10,10 @@ import mcp
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from coordinator.errors import NotFound, RateLimited
-from coordinator.honesty import Answer
-from coordinator.mcp.tools import mcp_tools
-from coordinator.registry import BBOX, INTEGER, NUMBER, Param, Tool, ToolRegistry, radius
+from coordinator.core.errors import NotFound, RateLimited
+from coordinator.core.honesty import Answer
+from coordinator.faces.mcp.tools import mcp_tools
+from coordinator.core.registry import BBOX, INTEGER, NUMBER, Param, Tool, ToolRegistry, radius
 from coordinator.tools import all_tools, default_registry
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
@@ -228,7 +228,7 @@ async def test_the_api_key_reaches_the_call_path_from_header_or_query(coordinato
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    import coordinator.mcp.tools as mcp_face
+    import coordinator.faces.mcp.tools as mcp_face
     seen: list[Any] = []
     real = mcp_face.call_tool
 

@@ -7,11 +7,11 @@ from sqlalchemy import select
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from coordinator.db import Database
-from coordinator.db import migrate
-from coordinator.db.models import Base
+from coordinator.core.db import Database
+from coordinator.core.db import migrate
+from coordinator.core.db.models import Base
 from coordinator.services import SchemaOutOfDate, prepare_database
-from coordinator.settings import Settings
+from coordinator.core.settings import Settings
 
 
 async def test_migrations_match_the_models(db_url):
@@ -81,7 +81,7 @@ async def test_facts_live_before_0007_are_packed_into_the_tiles_of_their_cells(d
 
     from sqlalchemy import insert
 
-    from coordinator.db.models import SeenFact, SeenTile
+    from coordinator.core.db.models import SeenFact, SeenTile
     from coordinator.seen import tiles
 
     if not db_url.startswith("sqlite"):
@@ -170,7 +170,7 @@ async def test_json_columns_keep_every_value_they_are_given(db_url):
     refuses (integers past 64 bits): what is written reads back the same, type included."""
     from datetime import datetime, timezone
 
-    from coordinator.db.models import EventPoll
+    from coordinator.core.db.models import EventPoll
 
     db = Database(db_url)
     now = datetime.now(timezone.utc)

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select, text
 
 from coordinator.cli import main as cli_main
-from coordinator.db.models import Node, SweepJob, SweepLease, SweepResult, SweepTransition
+from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult, SweepTransition
 from coordinator.sweeps.service import sweeps_of
 from sweep_engine.schema import Job
 from tests.support import stop_coordinator
@@ -328,7 +328,7 @@ def test_the_protocol_document_names_every_route_and_sweep_setting():
     from pathlib import Path
 
     from coordinator.nodes.handlers import NODE_PATHS
-    from coordinator.settings import Settings
+    from coordinator.core.settings import Settings
     doc = (Path(__file__).resolve().parents[1] / "docs" / "node-protocol.md").read_text()
     for path in NODE_PATHS:
         assert path in doc, path

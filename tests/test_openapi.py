@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from openapi_spec_validator import validate
 
-from coordinator.families import FAMILIES
+from coordinator.core.families import FAMILIES
 
 
 async def test_openapi_validates_and_lists_every_route(coordinator):

@@ -13,8 +13,8 @@ import pytest
 import tornado.web
 from tornado.httpclient import AsyncHTTPClient
 
-from coordinator.honesty import Answer, Health, SourceReport
-from coordinator.registry import COLD_ACCEPTED, Param, STRING, Tool, ToolRegistry
+from coordinator.core.honesty import Answer, Health, SourceReport
+from coordinator.core.registry import COLD_ACCEPTED, Param, STRING, Tool, ToolRegistry
 from coordinator.sources.base import fetch
 from coordinator.tools import all_tools, default_registry
 from tests.support import free_port, make_settings, start_coordinator, stop_coordinator

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.errors import BadParameter
-from coordinator.registry import BBOX, INTEGER, NUMBER, STRING, Param, Tool, ToolRegistry, bbox, lat, lon, radius
+from coordinator.core.errors import BadParameter
+from coordinator.core.registry import BBOX, INTEGER, NUMBER, STRING, Param, Tool, ToolRegistry, bbox, lat, lon, radius
 
 
 async def _noop(ctx, params):  # pragma: no cover - never called

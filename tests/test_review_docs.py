@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from coordinator.review.handlers import REVIEW_PATHS
-from coordinator.settings import Settings
+from coordinator.core.settings import Settings
 from coordinator.tools.seen import TOOLS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

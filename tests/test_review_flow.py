@@ -7,7 +7,7 @@ import asyncio
 from sqlalchemy import func, select
 
 from coordinator.cli import main as cli_main
-from coordinator.db.models import SeenFact, SweepJob, SweepTransition
+from coordinator.core.db.models import SeenFact, SweepJob, SweepTransition
 from tests.support import stop_coordinator
 from tests.test_error_shape import assert_error_shape
 from tests.test_review_kit import RADIUS, photo_in_every_cell, review_db, review_sqlite, reviewer, sweep_to_review  # noqa: F401

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import pytest
 from sqlalchemy import func, select
 
-from coordinator.db.models import SeenFact, SweepJob, SweepTransition
+from coordinator.core.db.models import SeenFact, SweepJob, SweepTransition
 from coordinator.review import keys
 from tests.test_review_kit import photo_in_every_cell, review_sqlite, sweep_to_review  # noqa: F401
 from tests.test_sweeps_kit import photos  # noqa: F401

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from sqlalchemy import String, insert
 
-from coordinator.db.models import CoverageCell, SeenFact
+from coordinator.core.db.models import CoverageCell, SeenFact
 from coordinator.seen import tiles
 from coordinator.seen.publish import fact_doc, insert_facts
 from coordinator.seen.spatial import Disc, distance_m
@@ -177,7 +177,7 @@ async def tile_facts(conn) -> dict[int, list[tuple]]:
     """Each tile's facts as (id, lat, lon, doc), as ``tiles.read`` unpacks them."""
     from sqlalchemy import select as sel
 
-    from coordinator.db.models import SeenTile
+    from coordinator.core.db.models import SeenTile
 
     def read(sync):
         out = {}

@@ -8,7 +8,7 @@ import pytest
 import tornado.web
 
 from coordinator.demo.upstream import FakeUpstream, recorded
-from coordinator.settings import Settings, load
+from coordinator.core.settings import Settings, load
 from coordinator.sources import Query, Source, build_sources
 from coordinator.sources.registry import SourceSettingsError, config_for, load_adapters, make_source
 from tests.support import free_port

@@ -10,10 +10,10 @@ from collections import Counter
 import pytest
 from sqlalchemy import func, select, update
 
-from coordinator.db import Database
-from coordinator.db.models import Node, SweepJob, SweepLease, SweepResult, SweepTransition
+from coordinator.core.db import Database
+from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult, SweepTransition
 from coordinator.demo.photos import DEV_ENGINE_BUILD, honest_result
-from coordinator.errors import Conflict, Forbidden, NotFound, Unauthorized
+from coordinator.core.errors import Conflict, Forbidden, NotFound, Unauthorized
 from coordinator.nodes import registry
 from coordinator.nodes.tokens import Bearer, token_hash
 from coordinator.sweeps import leases, results

@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 import pytest
 from sqlalchemy import func, select
 
-from coordinator.db.models import SweepJob, SweepLease, SweepResult
+from coordinator.core.db.models import SweepJob, SweepLease, SweepResult
 from tests.support import stop_coordinator
 from tests.test_sweeps_kit import CENTRE, enrolled, photos, request_sweep, start  # noqa: F401
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from coordinator.db.models import SweepJob, SweepResult
+from coordinator.core.db.models import SweepJob, SweepResult
 from coordinator.sweeps.trust import TOLERANCE, results_agree
 from sweep_engine.schema import FACT_KINDS, Fact
 from tests.support import stop_coordinator

@@ -6,7 +6,7 @@ import asyncio
 
 from sqlalchemy import func, select
 
-from coordinator.db.models import CoverageCell, SweepJob, SweepRequest, SweepTransition
+from coordinator.core.db.models import CoverageCell, SweepJob, SweepRequest, SweepTransition
 from coordinator.sweeps import coverage
 from coordinator.sweeps.requests import requester_hash
 from coordinator.sweeps.service import sweeps_of

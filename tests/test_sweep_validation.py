@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import select
 
-from coordinator.db.models import SweepJob, SweepResult
+from coordinator.core.db.models import SweepJob, SweepResult
 from coordinator.demo.photos import DEV_ENGINE_BUILD, honest_result
 from coordinator.sweeps import coverage
 from coordinator.sweeps.validation import validate_result

@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator
 import pytest
 from sqlalchemy import select, update
 
-from coordinator.db.models import Node
+from coordinator.core.db.models import Node
 from coordinator.demo.photos import DEV_ENGINE_BUILD, FakePhotoProvider, honest_result
 from coordinator.sweeps.service import sweeps_of
 from tests.support import Coordinator, Response, make_settings, start_coordinator, stop_coordinator
@@ -36,7 +36,7 @@ async def migrate(db_url: str) -> None:
         return
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from coordinator.db import migrate as migrations
+    from coordinator.core.db import migrate as migrations
     engine = create_async_engine(db_url)
     try:
         await migrations.upgrade_async(engine, db_url)

@@ -9,9 +9,9 @@ from urllib.parse import urlencode
 import mcp
 from openapi_spec_validator import validate
 
-from coordinator.honesty import Answer
-from coordinator.mcp.tools import ANSWER_OUTPUT_SCHEMA
-from coordinator.registry import NUMBER, Param, Tool, ToolRegistry, bbox, lat, lon
+from coordinator.core.honesty import Answer
+from coordinator.faces.mcp.tools import ANSWER_OUTPUT_SCHEMA
+from coordinator.core.registry import NUMBER, Param, Tool, ToolRegistry, bbox, lat, lon
 from coordinator.tools import all_tools
 from tests.support import Coordinator, make_settings, start_coordinator, stop_coordinator
 from tests.test_mcp_sdk import sample_arguments
@@ -121,7 +121,7 @@ async def test_the_openapi_document_names_the_mcp_endpoints_and_contract_documen
 
 
 def test_a_tool_without_its_own_output_schema_publishes_the_shared_answer_schema():
-    from coordinator.mcp.tools import descriptor
+    from coordinator.faces.mcp.tools import descriptor
     d = descriptor(REST_ONLY, "earth")
     assert d["outputSchema"] == ANSWER_OUTPUT_SCHEMA and "$ref" not in str(ANSWER_OUTPUT_SCHEMA)
     assert d["annotations"]["readOnlyHint"] is True

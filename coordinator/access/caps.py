@@ -19,10 +19,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from ..context import Caller
-from ..errors import BadParameter
-from ..honesty import Answer
-from ..registry import BBOX, INTEGER, NUMBER, Tool
+from coordinator.core.context import Caller
+from coordinator.core.errors import BadParameter
+from coordinator.core.honesty import Answer
+from coordinator.core.registry import BBOX, INTEGER, NUMBER, Tool
 from . import plans
 
 

@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import func, select, update
 
-from ..db import Database
-from ..db.models import AccessKey, EmbedToken
-from ..errors import BadParameter, Conflict, NotFound
+from coordinator.core.db import Database
+from coordinator.core.db.models import AccessKey, EmbedToken
+from coordinator.core.errors import BadParameter, Conflict, NotFound
 from . import plans
 
 KEY_PREFIX = "sisk_"

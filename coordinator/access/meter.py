@@ -27,9 +27,9 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from sqlalchemy import bindparam, select, tuple_, update
 from sqlalchemy.exc import DBAPIError
 
-from ..db import Database
-from ..errors import Unavailable
-from ..db.models import AccessKey, AccessUsage, EmbedToken
+from coordinator.core.db import Database
+from coordinator.core.errors import Unavailable
+from coordinator.core.db.models import AccessKey, AccessUsage, EmbedToken
 from .credentials import aware
 
 log = logging.getLogger("sis.access")

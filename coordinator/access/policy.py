@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from ..context import Caller
-from ..errors import Forbidden, RateLimited, ServiceError, Unauthorized
-from ..registry import Tool
+from coordinator.core.context import Caller
+from coordinator.core.errors import Forbidden, RateLimited, ServiceError, Unauthorized
+from coordinator.core.registry import Tool
 from . import credentials as creds
 from . import plans
 from .clientip import ClientIp
@@ -40,9 +40,9 @@ from .meter import LIFE, Counter, RateLimiter, UsageStore, Window, day_period, m
     seconds_until_period_end
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..db import Database
-    from ..context import RequestFacts
-    from ..settings import Settings
+    from coordinator.core.db import Database
+    from coordinator.core.context import RequestFacts
+    from coordinator.core.settings import Settings
 
 log = logging.getLogger("sis.access")
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..db import Database
-from ..db.models import DatasetVersion
+from coordinator.core.db import Database
+from coordinator.core.db.models import DatasetVersion
 from . import versions
 from .kinds import KINDS, DatasetKind, KindRegistry
 from .versions import BAD_SAMPLES_KEPT, Extent

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 if TYPE_CHECKING:
-    from ..db import Database
+    from coordinator.core.db import Database
     from .ingest import Load
 
 Loader = Callable[["Load"], Awaitable[None]]

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 from sqlalchemy import select, update
 
-from ..db import Database
-from ..db.models import DatasetVersion
+from coordinator.core.db import Database
+from coordinator.core.db.models import DatasetVersion
 
 LOADING, READY, FAILED = "loading", "ready", "failed"
 BAD_SAMPLES_KEPT = 20          # the first bad records' reasons kept with the version

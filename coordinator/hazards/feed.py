@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..honesty import Health
+from coordinator.core.honesty import Health
 from ..sources import Sources
 from ..sources.events import EVENT_TYPES, EventRecord
 

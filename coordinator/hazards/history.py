@@ -20,8 +20,8 @@ from typing import Any
 
 from sqlalchemy import delete, func, select
 
-from ..db import Database
-from ..db.models import EventChange, EventPoll, HazardEvent
+from coordinator.core.db import Database
+from coordinator.core.db.models import EventChange, EventPoll, HazardEvent
 from ..sources import Sources
 from ..sources.registry import load_adapters
 from ..sources.events import EventRecord, rank

@@ -28,7 +28,7 @@ def operator() -> str:
 
 
 async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
-    from ..errors import NotFound
+    from coordinator.core.errors import NotFound
     from ..services import with_database
     from . import registry
 

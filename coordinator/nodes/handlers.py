@@ -14,8 +14,8 @@ from typing import Any
 import tornado.web
 
 from ..access.policy import ip_bucket
-from ..errors import BadParameter, NotFound, PayloadTooLarge, RateLimited, ServiceError
-from ..rest import BaseHandler
+from coordinator.core.errors import BadParameter, NotFound, PayloadTooLarge, RateLimited, ServiceError
+from coordinator.faces.rest import BaseHandler
 from ..sweeps import leases, results
 from ..sweeps import transitions as tr
 from ..sweeps.jobs import job_document
@@ -93,7 +93,7 @@ class EnrolHandler(NodeHandler):
         await self.enrol_window(settings.node_enrol_per_minute)
         if settings.node_enrol_secret and not hmac.compare_digest(
                 self.request.headers.get("X-Enrol-Secret", ""), settings.node_enrol_secret):
-            from ..errors import Unauthorized
+            from coordinator.core.errors import Unauthorized
             raise Unauthorized("enrolment needs the X-Enrol-Secret header of this coordinator")
         doc = self.json_body()
         unknown = sorted(set(doc) - set(TEXT_FIELDS))
@@ -107,7 +107,7 @@ class EnrolHandler(NodeHandler):
                                    {"parameter": key, "maxLength": limit})
             values[key] = v.strip()
         if values["engineBuild"] not in accepted_builds(settings):
-            from ..errors import Forbidden
+            from coordinator.core.errors import Forbidden
             raise Forbidden("this engine build is not among the published builds: download the current node app",
                             {"engineBuild": values["engineBuild"]})
         node, token = await registry.enrol(self.sweeps.db, name=values["name"] or values["platform"][:120],

@@ -10,8 +10,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ..db.models import Node, SweepJob, SweepLease
-from ..errors import NotFound
+from coordinator.core.db.models import Node, SweepJob, SweepLease
+from coordinator.core.errors import NotFound
 from ..sweeps import transitions as tr
 from ..sweeps.leases import for_update, release, retrying
 from ..sweeps.records import Record

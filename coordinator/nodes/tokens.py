@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, select
 
-from ..errors import Forbidden, ServiceError, Unauthorized
+from coordinator.core.errors import Forbidden, ServiceError, Unauthorized
 from ..sweeps.records import NODES, Record, record
 
 TOKEN_PREFIX = "sisn_"

@@ -23,7 +23,7 @@ def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
 
 
 async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
-    from ..errors import NotFound
+    from coordinator.core.errors import NotFound
     from ..services import with_database
     from . import keys
 

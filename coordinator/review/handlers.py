@@ -13,9 +13,9 @@ from typing import Any
 
 import tornado.web
 
-from ..errors import BadParameter, NotFound
-from ..registry import BBOX, Param, parse_bbox
-from ..rest import BaseHandler
+from coordinator.core.errors import BadParameter, NotFound
+from coordinator.core.registry import BBOX, Param, parse_bbox
+from coordinator.faces.rest import BaseHandler
 from ..sweeps import jobs
 from ..sweeps.service import sweeps_of
 from . import keys, workflow

@@ -15,8 +15,8 @@ from datetime import datetime
 
 from sqlalchemy import select, update
 
-from ..db.models import Reviewer
-from ..errors import Forbidden, NotFound, Unauthorized
+from coordinator.core.db.models import Reviewer
+from coordinator.core.errors import Forbidden, NotFound, Unauthorized
 from ..sweeps import transitions as tr
 
 SCOPE = "review"

@@ -16,8 +16,8 @@ from sqlalchemy import func, select
 
 from sweep_engine.schema import Result
 
-from ..db.models import Node, Reviewer, SweepJob, SweepRequest, SweepResult, SweepTransition
-from ..errors import BadParameter, Conflict, NotFound
+from coordinator.core.db.models import Node, Reviewer, SweepJob, SweepRequest, SweepResult, SweepTransition
+from coordinator.core.errors import BadParameter, Conflict, NotFound
 from ..seen.publish import publish
 from ..sweeps import coverage, jobs
 from ..sweeps import transitions as tr

@@ -9,7 +9,7 @@ from sqlalchemy import insert
 
 from sweep_engine.schema import Result
 
-from ..db.models import SeenFact, SeenMeasurement, SweepJob
+from coordinator.core.db.models import SeenFact, SeenMeasurement, SweepJob
 from ..sweeps import coverage
 from . import tiles
 

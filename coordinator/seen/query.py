@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 from sqlalchemy import bindparam, func, select
 
-from ..db.models import CoverageCell, SeenMeasurement
+from coordinator.core.db.models import CoverageCell, SeenMeasurement
 from ..sweeps import coverage
 from ..sweeps import transitions as tr
 from . import tiles

@@ -33,7 +33,7 @@ import numpy as np
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..db.models import SeenFact, SeenTile
+from coordinator.core.db.models import SeenFact, SeenTile
 from ..sweeps.coverage import chunks
 from .spatial import in_cells
 

@@ -8,7 +8,7 @@ from .base import Query, Source, SourceConfig, SourceError, SourceRead
 from .registry import check_settings, load_adapters, make_source
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from coordinator.core.settings import Settings
 
 __all__ = ["Query", "Source", "SourceConfig", "SourceError", "SourceRead", "Sources", "build_sources"]
 

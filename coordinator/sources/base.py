@@ -26,7 +26,7 @@ from urllib.parse import urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
-from ..honesty import SourceReport
+from coordinator.core.honesty import SourceReport
 
 log = logging.getLogger("sis.sources")
 T = TypeVar("T")

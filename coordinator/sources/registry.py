@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterable
 from .base import Source, SourceConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings, SourceSettings
+    from coordinator.core.settings import Settings, SourceSettings
 
 REGISTRY: dict[str, type[Source]] = {}
 _PACKAGES = ("coordinator.sources",)   # packages whose modules hold adapters

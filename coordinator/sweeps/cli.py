@@ -30,7 +30,7 @@ def add_parser(sub, db_arg: Callable[[argparse.ArgumentParser], None], settings_
 
 
 async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
-    from ..errors import ServiceError
+    from coordinator.core.errors import ServiceError
     from ..nodes.cli import operator
     from ..services import with_database
     from . import jobs, leases
@@ -61,7 +61,7 @@ async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
 async def _list(db, state: str | None, limit: int) -> int:  # noqa: ANN001
     from sqlalchemy import func, select
 
-    from ..db.models import SweepJob
+    from coordinator.core.db.models import SweepJob
     from .jobs import wire_id
 
     async with db.read() as s:

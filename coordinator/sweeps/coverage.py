@@ -30,7 +30,7 @@ from shapely.geometry import Polygon
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..db.models import CoverageCell, SweepRequest, SweepRequestCell
+from coordinator.core.db.models import CoverageCell, SweepRequest, SweepRequestCell
 from . import transitions as tr
 
 RESOLUTION = 10

@@ -17,7 +17,7 @@ from shapely.ops import unary_union
 
 from sweep_engine.schema import Job, PhotoRef
 
-from ..db.models import SweepJob
+from coordinator.core.db.models import SweepJob
 from . import coverage
 
 WIRE_PREFIX = "job-"

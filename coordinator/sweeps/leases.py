@@ -27,8 +27,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, bindparam, case, exists, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from ..db.models import Node, SweepJob, SweepLease, SweepResult
-from ..errors import Conflict, NotFound
+from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult
+from coordinator.core.errors import Conflict, NotFound
 from ..nodes import tokens
 from ..nodes.tokens import Bearer
 from . import transitions as tr

@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from ..db.models import Node, SweepJob, SweepLease, SweepResult
+from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult
 
 JOBS = SweepJob.__table__
 LEASES = SweepLease.__table__

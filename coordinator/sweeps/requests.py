@@ -22,8 +22,8 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from ..db.models import CoverageCell, SweepJob, SweepRequest, SweepRequestCell
-from ..honesty import Health, SourceReport
+from coordinator.core.db.models import CoverageCell, SweepJob, SweepRequest, SweepRequestCell
+from coordinator.core.honesty import Health, SourceReport
 from ..sources.base import SourceError
 from . import coverage, jobs
 from . import transitions as tr

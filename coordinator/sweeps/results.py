@@ -28,8 +28,8 @@ from sqlalchemy import bindparam, or_, select, update
 
 from sweep_engine.schema import Fact, Result
 
-from ..db.models import Node
-from ..errors import Conflict, NotFound, ServiceError
+from coordinator.core.db.models import Node
+from coordinator.core.errors import Conflict, NotFound, ServiceError
 from ..nodes.tokens import Bearer, admit
 from . import trust
 from . import transitions as tr

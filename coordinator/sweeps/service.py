@@ -7,8 +7,8 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
-from ..db import Database
-from ..settings import Settings
+from coordinator.core.db import Database
+from coordinator.core.settings import Settings
 from ..nodes import registry
 from . import leases, results
 from .batching import Batcher

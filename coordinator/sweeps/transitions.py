@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..db.models import SweepTransition
+from coordinator.core.db.models import SweepTransition
 
 # Sweep requests: the ground asked for.
 REQUEST_QUEUED, REQUEST_COVERED = "queued", "covered"

@@ -2,7 +2,7 @@
 registry is built from the modules listed here, in order."""
 from __future__ import annotations
 
-from ..registry import Tool, ToolRegistry
+from coordinator.core.registry import Tool, ToolRegistry
 from . import access, events, limits, node_app, seen, sweeps
 
 MODULES = (events, limits, node_app, sweeps, seen, access)

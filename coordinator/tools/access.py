@@ -12,10 +12,10 @@ from typing import Any
 
 from ..access import caps, credentials, plans
 from ..access.policy import ANON_CREDENTIAL, KIND_ANON, KIND_EMBED, caller_kind
-from ..context import ToolContext
-from ..errors import Forbidden
-from ..honesty import Answer
-from ..registry import INTEGER, STRING, Param, Tool, tool
+from coordinator.core.context import ToolContext
+from coordinator.core.errors import Forbidden
+from coordinator.core.honesty import Answer
+from coordinator.core.registry import INTEGER, STRING, Param, Tool, tool
 
 TOOLS: list[Tool] = []
 

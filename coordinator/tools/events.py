@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import ToolContext
+from coordinator.core.context import ToolContext
 from ..hazards.feed import event_json, read_feed
 from ..hazards.history import history_status, recent_changes
-from ..honesty import Answer, Health, SourceReport
-from ..registry import Tool, tool
+from coordinator.core.honesty import Answer, Health, SourceReport
+from coordinator.core.registry import Tool, tool
 
 TOOLS: list[Tool] = []
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..access import plans
-from ..context import ToolContext
-from ..honesty import Answer
-from ..registry import NUMBER, INTEGER, BBOX, Tool, tool
+from coordinator.core.context import ToolContext
+from coordinator.core.honesty import Answer
+from coordinator.core.registry import NUMBER, INTEGER, BBOX, Tool, tool
 
 TOOLS: list[Tool] = []
 

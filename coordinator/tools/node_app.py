@@ -4,10 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..context import ToolContext
-from ..honesty import Answer
+from coordinator.core.context import ToolContext
+from coordinator.core.honesty import Answer
 from ..manifests import load_published
-from ..registry import Tool, tool
+from coordinator.core.registry import Tool, tool
 
 TOOLS: list[Tool] = []
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..access.plans import CAPS
-from ..context import ToolContext
-from ..honesty import Answer
-from ..registry import Param, Tool, lat, lon, radius, tool, NUMBER
+from coordinator.core.context import ToolContext
+from coordinator.core.honesty import Answer
+from coordinator.core.registry import Param, Tool, lat, lon, radius, tool, NUMBER
 from ..seen import query
 from ..seen.reader import reader_of
 

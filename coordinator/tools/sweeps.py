@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import ToolContext
-from ..honesty import Answer
-from ..registry import INTEGER, STRING, Param, Tool, lat, lon, radius, tool
+from coordinator.core.context import ToolContext
+from coordinator.core.honesty import Answer
+from coordinator.core.registry import INTEGER, STRING, Param, Tool, lat, lon, radius, tool
 from ..sweeps import requests
 from ..sweeps.service import sweeps_of
 

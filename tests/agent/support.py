@@ -14,8 +14,8 @@ import tornado.web
 from sqlalchemy import func, select
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
-from coordinator.app import make_app
-from coordinator.db.models import SweepJob, SweepLease, SweepResult
+from coordinator.faces.app import make_app
+from coordinator.core.db.models import SweepJob, SweepLease, SweepResult
 from coordinator.demo.photos import DEV_ENGINE_BUILD, FakePhotoProvider, honest_result
 from sweep_engine.schema import Job, Result
 from node_agent.config import Config, Paths

@@ -7,7 +7,7 @@ import stat
 
 from sqlalchemy import func, select
 
-from coordinator.db.models import Node
+from coordinator.core.db.models import Node
 from node_agent import identity
 
 from .support import FakeEngine, make_agent

@@ -58,7 +58,7 @@ async def test_a_next_job_taken_just_before_a_stop_is_given_back_not_left_to_lap
                                                                                     monkeypatch):
     from sqlalchemy import select
 
-    from coordinator.db.models import SweepLease
+    from coordinator.core.db.models import SweepLease
     from coordinator.nodes import handlers
     agent = None
     result_post = handlers.ResultHandler.post

@@ -5,12 +5,12 @@ from typing import Any
 
 import tornado.web
 
-from .mcp import mcp_routes, openapi_paths as mcp_openapi_paths
-from .nodes.handlers import NODE_PATHS, node_routes
-from .openapi import openapi_document
-from .review.handlers import REVIEW_PATHS, review_routes
-from .rest import BaseHandler, NotFoundHandler, tool_routes
-from .services import Services
+from coordinator.faces.mcp import mcp_routes, openapi_paths as mcp_openapi_paths
+from coordinator.nodes.handlers import NODE_PATHS, node_routes
+from coordinator.faces.openapi import openapi_document
+from coordinator.review.handlers import REVIEW_PATHS, review_routes
+from coordinator.faces.rest import BaseHandler, NotFoundHandler, tool_routes
+from coordinator.services import Services
 
 OPERATOR_PATHS = {
     "/healthz": {"get": {"operationId": "healthz", "summary": "Liveness and readiness for operators",

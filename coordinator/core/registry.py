@@ -12,11 +12,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
-from .access import plans
-from .context import ToolContext
-from .errors import BadParameter
-from .families import FAMILIES as FAMILY_TABLE, LEGACY_ABSENT_TOOLS, LEGACY_PATHS, NAMES as FAMILIES
-from .honesty import Answer
+from coordinator.access import plans
+from coordinator.core.context import ToolContext
+from coordinator.core.errors import BadParameter
+from coordinator.core.families import FAMILIES as FAMILY_TABLE, LEGACY_ABSENT_TOOLS, LEGACY_PATHS, NAMES as FAMILIES
+from coordinator.core.honesty import Answer
 
 __all__ = ["FAMILIES", "LEGACY_ABSENT_TOOLS", "LEGACY_PATHS", "Param", "Tool", "ToolRegistry", "tool"]
 

@@ -14,11 +14,11 @@ from typing import Any
 import orjson
 import tornado.web
 
-from .errors import CODE_BY_STATUS, BadParameter, ServiceError, error_body
-from .families import FAMILIES
-from .honesty import Answer
-from .invoke import RequestFacts, call_tool
-from .registry import Tool, ToolRegistry
+from coordinator.core.errors import CODE_BY_STATUS, BadParameter, ServiceError, error_body
+from coordinator.core.families import FAMILIES
+from coordinator.core.honesty import Answer
+from coordinator.core.pipeline import RequestFacts, call_tool
+from coordinator.core.registry import Tool, ToolRegistry
 
 log = logging.getLogger("sis.http")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..families import MCP_FAMILIES
-from .contract import ToolContractHandler
-from .endpoint import McpHandler
+from coordinator.core.families import MCP_FAMILIES
+from coordinator.faces.mcp.contract import ToolContractHandler
+from coordinator.faces.mcp.endpoint import McpHandler
 
 
 def mcp_routes() -> list[tuple[str, type, dict]]:

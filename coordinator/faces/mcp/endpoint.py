@@ -23,12 +23,12 @@ from typing import Any
 
 import tornado.web
 
-from .. import __version__
-from ..invoke import RequestFacts
-from ..rest import MAX_JSON_BODY, BaseHandler, dumps
-from . import protocol
-from . import tools as mcp_tools
-from .protocol import (HANDSHAKE_VERSIONS, INVALID_REQUEST, LATEST_HANDSHAKE, METHOD_NOT_FOUND, PARSE_ERROR, PROTOCOL_VERSION_HEADER, ROUTING_HEADERS, SERVER_INFO_META, HEADER_MISMATCH,
+from coordinator import __version__
+from coordinator.core.pipeline import RequestFacts
+from coordinator.faces.rest import MAX_JSON_BODY, BaseHandler, dumps
+from coordinator.faces.mcp import protocol
+from coordinator.faces.mcp import tools as mcp_tools
+from coordinator.faces.mcp.protocol import (HANDSHAKE_VERSIONS, INVALID_REQUEST, LATEST_HANDSHAKE, METHOD_NOT_FOUND, PARSE_ERROR, PROTOCOL_VERSION_HEADER, ROUTING_HEADERS, SERVER_INFO_META, HEADER_MISMATCH,
                        INVALID_PARAMS, Message, RpcError, check_modern_envelope, era_of, parse_message,
                        unsupported_version)
 

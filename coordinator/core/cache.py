@@ -28,8 +28,8 @@ from typing import Any, Awaitable, Callable, Union
 
 import orjson
 
-from .errors import ServiceError
-from .honesty import Answer, Health, SourceReport
+from coordinator.core.errors import ServiceError
+from coordinator.core.honesty import Answer, Health, SourceReport
 
 log = logging.getLogger("sis.cache")
 

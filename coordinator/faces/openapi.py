@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import __version__
-from .families import FAMILIES
-from .registry import ToolRegistry
+from coordinator import __version__
+from coordinator.core.families import FAMILIES
+from coordinator.core.registry import ToolRegistry
 
 ERROR_SCHEMA = {
     "type": "object",

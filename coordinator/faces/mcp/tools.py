@@ -21,15 +21,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..errors import BadParameter, Forbidden, RateLimited, ServiceError, Unauthorized, error_body
-from ..invoke import RequestFacts, call_tool
-from ..openapi import HEALTH_SCHEMA
-from ..registry import Tool, ToolRegistry
-from ..rest import dumps
-from .protocol import INVALID_PARAMS, RpcError
+from coordinator.core.errors import BadParameter, Forbidden, RateLimited, ServiceError, Unauthorized, error_body
+from coordinator.core.pipeline import RequestFacts, call_tool
+from coordinator.faces.openapi import HEALTH_SCHEMA
+from coordinator.core.registry import Tool, ToolRegistry
+from coordinator.faces.rest import dumps
+from coordinator.faces.mcp.protocol import INVALID_PARAMS, RpcError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..services import Services
+    from coordinator.services import Services
 
 log = logging.getLogger("sis.mcp")
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..families import FAMILIES
-from ..registry import ToolRegistry
-from ..rest import BaseHandler
-from .protocol import HANDSHAKE_VERSIONS, MODERN_VERSIONS
-from .tools import output_schema
+from coordinator.core.families import FAMILIES
+from coordinator.core.registry import ToolRegistry
+from coordinator.faces.rest import BaseHandler
+from coordinator.faces.mcp.protocol import HANDSHAKE_VERSIONS, MODERN_VERSIONS
+from coordinator.faces.mcp.tools import output_schema
 
 CONTRACT_VERSION = 1
 

@@ -15,17 +15,17 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .access import caps
-from .access.policy import embed_headers
-from .cache import Pending, cache_key
-from .context import RequestFacts, ToolContext
-from .errors import ServiceError
-from .families import FAMILIES
-from .honesty import Answer, Health, SourceReport
-from .registry import COLD_ACCEPTED, Tool
+from coordinator.access import caps
+from coordinator.access.policy import embed_headers
+from coordinator.core.cache import Pending, cache_key
+from coordinator.core.context import RequestFacts, ToolContext
+from coordinator.core.errors import ServiceError
+from coordinator.core.families import FAMILIES
+from coordinator.core.honesty import Answer, Health, SourceReport
+from coordinator.core.registry import COLD_ACCEPTED, Tool
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .services import Services
+    from coordinator.services import Services
 
 
 async def call_tool(services: "Services", tool: Tool, family: str, raw: Mapping[str, Any],
