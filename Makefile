@@ -2,18 +2,32 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+# Two installs, each with its stamp: the coordinator alone (no extras: it never imports
+# torch, so an operator does not wait for or store the engine's gigabytes), and everything
+# the tests, benches and node-app build need (dev and engine extras). The full install
+# holds the coordinator's too, so it marks both stamps; a newer pyproject.toml stales both.
+CORE_STAMP := $(VENV)/.installed-core-stamp
+FULL_STAMP := $(VENV)/.installed-full-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run demo test test-postgres bench clean node-app node-app-check
+.PHONY: install install-full run demo test test-postgres bench clean node-app node-app-check
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/uv:
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv
-	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev,engine]'
-	touch $(STAMP)
 
-install: $(STAMP)
+$(CORE_STAMP): pyproject.toml | $(VENV)/bin/uv
+	$(BIN)/uv pip install -q --python $(BIN)/python -e .
+	touch $(CORE_STAMP)
+
+$(FULL_STAMP): pyproject.toml | $(VENV)/bin/uv
+	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev,engine]'
+	touch $(FULL_STAMP) $(CORE_STAMP)
+
+## make install: the coordinator alone; make install-full: with the dev and engine extras
+install: $(CORE_STAMP)
+
+install-full: $(FULL_STAMP)
 
 ## make run: the coordinator on its embedded default (SQLite under var/), http://127.0.0.1:8080
 run: install
@@ -26,19 +40,19 @@ demo: install
 	$(BIN)/sis serve --demo --database $(DEMO_DB)
 
 ## make test: the whole suite; PostgreSQL tests run where SIS_TEST_DATABASE_URL names a server
-test: install
+test: install-full
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-bench: install
+bench: install-full
 	$(BIN)/python bench/api.py
 
 ## make node-app: the Nuitka build of the agent with the engine and weights inside (long: not part of make test)
-node-app: install
+node-app: install-full
 	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev,engine,build]'
 	$(BIN)/python build/node_app.py
 
 ## make node-app-check: run the built binary as volunteers would (--version, then one synthetic job on the CPU)
-node-app-check: install
+node-app-check: install-full
 	$(BIN)/python build/check_node_app.py
 
 clean:

@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_dry(target: str) -> str:
-    """What ``make <target>`` would run, with the install step taken as done."""
-    out = subprocess.run(["make", "-n", "-o", "install", "-o", ".venv/.installed-stamp", target], cwd=ROOT,
+    """The serving command ``make <target>`` would run."""
+    out = subprocess.run(["make", "-n", target], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     return "\n".join(line for line in out.splitlines() if "sis serve" in line)
 
