@@ -14,7 +14,7 @@ from mcp.shared import inbound
 from mcp_types import version as sdk_version
 
 from coordinator.faces.mcp import protocol
-from coordinator.faces.rest import MAX_JSON_BODY
+from coordinator.faces.http import MAX_JSON_BODY
 
 MODERN = "2026-07-28"
 CAPS = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}

@@ -9,7 +9,8 @@ from coordinator.faces.mcp import mcp_routes, openapi_paths as mcp_openapi_paths
 from coordinator.nodes.handlers import NODE_PATHS, node_routes
 from coordinator.faces.openapi import openapi_document
 from coordinator.review.handlers import REVIEW_PATHS, review_routes
-from coordinator.faces.rest import BaseHandler, NotFoundHandler, tool_routes
+from coordinator.faces.http import BaseHandler, NotFoundHandler
+from coordinator.faces.rest import tool_routes
 from coordinator.services import Services
 
 OPERATOR_PATHS = {

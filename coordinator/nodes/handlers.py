@@ -15,7 +15,7 @@ import tornado.web
 
 from ..access.policy import ip_bucket
 from coordinator.core.errors import BadParameter, NotFound, PayloadTooLarge, RateLimited, ServiceError
-from coordinator.faces.rest import BaseHandler
+from coordinator.faces.http import BaseHandler
 from ..sweeps import leases, results
 from ..sweeps import transitions as tr
 from ..sweeps.jobs import job_document

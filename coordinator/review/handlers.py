@@ -15,7 +15,7 @@ import tornado.web
 
 from coordinator.core.errors import BadParameter, NotFound
 from coordinator.core.registry import BBOX, Param, parse_bbox
-from coordinator.faces.rest import BaseHandler
+from coordinator.faces.http import BaseHandler
 from ..sweeps import jobs
 from ..sweeps.service import sweeps_of
 from . import keys, workflow

@@ -13,7 +13,7 @@ from typing import Any
 
 from coordinator.core.families import FAMILIES
 from coordinator.core.registry import ToolRegistry
-from coordinator.faces.rest import BaseHandler
+from coordinator.faces.http import BaseHandler
 from coordinator.faces.mcp.protocol import HANDSHAKE_VERSIONS, MODERN_VERSIONS
 from coordinator.faces.mcp.tools import output_schema
 

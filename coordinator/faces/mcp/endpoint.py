@@ -25,7 +25,7 @@ import tornado.web
 
 from coordinator import __version__
 from coordinator.core.pipeline import RequestFacts
-from coordinator.faces.rest import MAX_JSON_BODY, BaseHandler, dumps
+from coordinator.faces.http import MAX_JSON_BODY, BaseHandler, dumps
 from coordinator.faces.mcp import protocol
 from coordinator.faces.mcp import tools as mcp_tools
 from coordinator.faces.mcp.protocol import (HANDSHAKE_VERSIONS, INVALID_REQUEST, LATEST_HANDSHAKE, METHOD_NOT_FOUND, PARSE_ERROR, PROTOCOL_VERSION_HEADER, ROUTING_HEADERS, SERVER_INFO_META, HEADER_MISMATCH,

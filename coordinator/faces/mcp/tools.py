@@ -25,7 +25,7 @@ from coordinator.core.errors import BadParameter, Forbidden, RateLimited, Servic
 from coordinator.core.pipeline import RequestFacts, call_tool
 from coordinator.faces.openapi import HEALTH_SCHEMA
 from coordinator.core.registry import Tool, ToolRegistry
-from coordinator.faces.rest import dumps
+from coordinator.faces.http import dumps
 from coordinator.faces.mcp.protocol import INVALID_PARAMS, RpcError
 
 if TYPE_CHECKING:  # pragma: no cover
