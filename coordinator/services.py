@@ -16,7 +16,7 @@ from coordinator.core.settings import Settings
 from .demo.upstream import start_demo_upstream
 from .sources import Sources, build_sources
 from .sweeps.service import attach as attach_sweeps
-from .tools import default_registry
+from .catalogue import default_registry
 
 log = logging.getLogger("sis")
 

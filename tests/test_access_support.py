@@ -17,7 +17,7 @@ from coordinator.access import credentials as creds
 from coordinator.core.db.models import AccessUsage, EmbedToken
 from coordinator.core.honesty import Answer
 from coordinator.core.registry import BBOX, INTEGER, NUMBER, STRING, Param, Tool, ToolRegistry, radius
-from coordinator.tools import all_tools
+from coordinator.catalogue import all_tools
 from tests.support import Coordinator
 
 REDIS_URL = os.environ.get("SIS_TEST_REDIS_URL", "")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from coordinator.core.settings import Settings
-from coordinator.tools import default_registry
+from coordinator.catalogue import default_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from coordinator.core.honesty import Answer
 from coordinator.core.registry import NUMBER, Param, Tool, ToolRegistry
-from coordinator.tools import all_tools
+from coordinator.catalogue import all_tools
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from coordinator.core.honesty import Answer
 from coordinator.core.registry import LEGACY_ABSENT_TOOLS, LEGACY_PATHS, Tool, ToolRegistry
-from coordinator.tools import all_tools, default_registry
+from coordinator.catalogue import all_tools, default_registry
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
 SPEC_LEGACY_PATHS = ["/legacy/events", "/legacy/event-brief", "/legacy/event-changes", "/legacy/site-intel",

@@ -14,7 +14,7 @@ from coordinator.core.errors import NotFound, RateLimited
 from coordinator.core.honesty import Answer
 from coordinator.faces.mcp.tools import mcp_tools
 from coordinator.core.registry import BBOX, INTEGER, NUMBER, Param, Tool, ToolRegistry, radius
-from coordinator.tools import all_tools, default_registry
+from coordinator.catalogue import all_tools, default_registry
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
 MODES = {"auto": "2026-07-28", "legacy": "2025-11-25"}

@@ -16,7 +16,7 @@ from tornado.httpclient import AsyncHTTPClient
 from coordinator.core.honesty import Answer, Health, SourceReport
 from coordinator.core.registry import COLD_ACCEPTED, Param, STRING, Tool, ToolRegistry
 from coordinator.sources.base import fetch
-from coordinator.tools import all_tools, default_registry
+from coordinator.catalogue import all_tools, default_registry
 from tests.support import free_port, make_settings, start_coordinator, stop_coordinator
 
 REDIS_URL = os.environ.get("SIS_TEST_REDIS_URL", "")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from coordinator.review.handlers import REVIEW_PATHS
 from coordinator.core.settings import Settings
-from coordinator.tools.seen import TOOLS
+from coordinator.seen.tools import TOOLS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

@@ -12,7 +12,7 @@ from openapi_spec_validator import validate
 from coordinator.core.honesty import Answer
 from coordinator.faces.mcp.tools import ANSWER_OUTPUT_SCHEMA
 from coordinator.core.registry import NUMBER, Param, Tool, ToolRegistry, bbox, lat, lon
-from coordinator.tools import all_tools
+from coordinator.catalogue import all_tools
 from tests.support import Coordinator, make_settings, start_coordinator, stop_coordinator
 from tests.test_mcp_sdk import sample_arguments
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..access.plans import CAPS
+from coordinator.access.plans import CAPS
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer
 from coordinator.core.registry import Param, Tool, lat, lon, radius, tool, NUMBER
-from ..seen import query
-from ..seen.reader import reader_of
+from coordinator.seen import query
+from coordinator.seen.reader import reader_of
 
 TOOLS: list[Tool] = []
 

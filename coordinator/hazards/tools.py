@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.core.context import ToolContext
-from ..hazards.feed import event_json, read_feed
-from ..hazards.history import history_status, recent_changes
+from coordinator.hazards.feed import event_json, read_feed
+from coordinator.hazards.history import history_status, recent_changes
 from coordinator.core.honesty import Answer, Health, SourceReport
 from coordinator.core.registry import Tool, tool
 

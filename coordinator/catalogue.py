@@ -1,0 +1,31 @@
+"""Which tools this coordinator serves: each capability's ``tools`` module, then every
+panel module (``coordinator.panels``), found by walking that package, so that a new
+panel is its module and nothing else. The default registry is built from them, in
+this order (the order of the OpenAPI document and of the MCP tool lists)."""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+from coordinator.core.registry import Tool, ToolRegistry
+
+CAPABILITIES = ("coordinator.hazards", "coordinator.access", "coordinator.sweeps", "coordinator.seen")
+PANELS = "coordinator.panels"
+
+
+def tool_modules() -> list[ModuleType]:
+    mods = [importlib.import_module(f"{cap}.tools") for cap in CAPABILITIES]
+    panels = importlib.import_module(PANELS)
+    for info in sorted(pkgutil.iter_modules(panels.__path__), key=lambda m: m.name):
+        if not info.ispkg:
+            mods.append(importlib.import_module(f"{PANELS}.{info.name}"))
+    return mods
+
+
+def all_tools() -> list[Tool]:
+    return [t for m in tool_modules() for t in getattr(m, "TOOLS", ())]
+
+
+def default_registry() -> ToolRegistry:
+    return ToolRegistry(all_tools())
