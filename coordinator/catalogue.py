@@ -14,18 +14,18 @@ CAPABILITIES = ("coordinator.hazards", "coordinator.access", "coordinator.sweeps
 PANELS = "coordinator.panels"
 
 
-def tool_modules() -> list[ModuleType]:
+def tool_modules(panel_package: str = PANELS) -> list[ModuleType]:
     mods = [importlib.import_module(f"{cap}.tools") for cap in CAPABILITIES]
-    panels = importlib.import_module(PANELS)
+    panels = importlib.import_module(panel_package)
     for info in sorted(pkgutil.iter_modules(panels.__path__), key=lambda m: m.name):
         if not info.ispkg:
-            mods.append(importlib.import_module(f"{PANELS}.{info.name}"))
+            mods.append(importlib.import_module(f"{panel_package}.{info.name}"))
     return mods
 
 
-def all_tools() -> list[Tool]:
-    return [t for m in tool_modules() for t in getattr(m, "TOOLS", ())]
+def all_tools(panel_package: str = PANELS) -> list[Tool]:
+    return [t for m in tool_modules(panel_package) for t in getattr(m, "TOOLS", ())]
 
 
-def default_registry() -> ToolRegistry:
-    return ToolRegistry(all_tools())
+def default_registry(panel_package: str = PANELS) -> ToolRegistry:
+    return ToolRegistry(all_tools(panel_package))

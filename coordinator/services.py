@@ -71,18 +71,20 @@ async def with_database(settings: Settings, work, prog: str = "sis") -> int:  # 
 
 
 async def create_services(settings: Settings, registry: ToolRegistry | None = None,
-                          *, start_background: bool = True) -> Services:
+                          *, start_background: bool = True, adapters: dict | None = None) -> Services:
+    """Everything one coordinator process shares. ``registry`` and ``adapters`` default to
+    the catalogue's tools and the registered sources (tests hand in others)."""
     db = Database(settings.database_url)
     closers = []
     try:
         await prepare_database(settings, db)
         demo_base = None
         if settings.demo:
-            demo = await start_demo_upstream()
+            demo = await start_demo_upstream(adapters)
             demo_base = demo.base_url
             closers.append(demo.stop)
             log.info("demo mode: sources answer from bundled samples at %s", demo_base)
-        sources = build_sources(settings, demo_base_url=demo_base)
+        sources = build_sources(settings, demo_base_url=demo_base, adapters=adapters)
     except BaseException:
         await db.close()
         raise

@@ -28,9 +28,9 @@ FORMATS = {".json": "application/json", ".geojson": "application/geo+json", ".cs
            ".xml": "application/xml", ".txt": "text/plain"}
 
 
-def recorded() -> Iterator[tuple[str, Path]]:
+def recorded(adapters: dict | None = None) -> Iterator[tuple[str, Path]]:
     """(request path, file) of every registered adapter's recorded samples."""
-    for name, cls in sorted(load_adapters().items()):
+    for name, cls in sorted((load_adapters() if adapters is None else adapters).items()):
         root = cls.samples_dir()
         if not root.is_dir():
             continue
@@ -125,8 +125,8 @@ class FakeUpstream(LoopbackServer):
     def set_json(self, path: str, doc: Any, status: int = 200, delay_s: float = 0.0) -> None:
         self.routes[path] = Canned(status, json.dumps(doc).encode(), "application/json", delay_s)
 
-    def load_recorded(self) -> "FakeUpstream":
-        for path, f in recorded():
+    def load_recorded(self, adapters: dict | None = None) -> "FakeUpstream":
+        for path, f in recorded(adapters):
             kind = FORMATS.get(f.suffix) or mimetypes.guess_type(f.name)[0] or "application/octet-stream"
             self.set(path, Canned(200, f.read_bytes(), kind))
         return self
@@ -135,5 +135,5 @@ class FakeUpstream(LoopbackServer):
         return tornado.web.Application([(r"/(.*)", _CannedHandler, {"upstream": self})])
 
 
-async def start_demo_upstream() -> FakeUpstream:
-    return await FakeUpstream().load_recorded().start()
+async def start_demo_upstream(adapters: dict | None = None) -> FakeUpstream:
+    return await FakeUpstream().load_recorded(adapters).start()

@@ -19,11 +19,13 @@ class Sources(dict):
     demo: bool = False
 
 
-def build_sources(settings: "Settings", *, demo_base_url: str | None = None) -> Sources:
+def build_sources(settings: "Settings", *, demo_base_url: str | None = None,
+                  adapters: dict[str, type[Source]] | None = None) -> Sources:
     """One adapter of every registered kind, pointed at its configured URL, or at the
     in-process demo upstream."""
-    check_settings(settings)
+    adapters = load_adapters() if adapters is None else adapters
+    check_settings(settings, adapters)
     sources = Sources({name: make_source(cls, settings, demo_base_url=demo_base_url)
-                       for name, cls in load_adapters().items()})
+                       for name, cls in adapters.items()})
     sources.demo = demo_base_url is not None
     return sources

@@ -34,13 +34,16 @@ def register(cls: type[Source]) -> type[Source]:
     return cls
 
 
-def load_adapters() -> dict[str, type[Source]]:
-    for package in _PACKAGES:
+def load_adapters(packages: Iterable[str] = _PACKAGES) -> dict[str, type[Source]]:
+    """The adapters declared in the modules of ``packages`` (imported here), by name."""
+    packages = tuple(packages)
+    for package in packages:
         pkg = importlib.import_module(package)
         for mod in pkgutil.iter_modules(pkg.__path__):
             if not mod.ispkg:
                 importlib.import_module(f"{package}.{mod.name}")
-    return REGISTRY
+    return {name: cls for name, cls in REGISTRY.items()
+            if any(cls.__module__ == p or cls.__module__.startswith(p + ".") for p in packages)}
 
 
 def env_name(source: str, key: str) -> str:
@@ -84,11 +87,12 @@ def make_source(cls: type[Source], settings: "Settings", *, demo_base_url: str |
     return cls(config_for(cls, settings, base_url=base), demo=demo_base_url is not None)
 
 
-def check_settings(settings: "Settings") -> None:
-    unknown = sorted(set(settings.sources) - set(load_adapters()))
+def check_settings(settings: "Settings", adapters: dict[str, type[Source]] | None = None) -> None:
+    adapters = load_adapters() if adapters is None else adapters
+    unknown = sorted(set(settings.sources) - set(adapters))
     if unknown:
         raise SourceSettingsError(f"SIS_SOURCES__{unknown[0].upper()}__... names no source; the sources are "
-                                  f"{', '.join(sorted(REGISTRY))}")
+                                  f"{', '.join(sorted(adapters))}")
 
 
 def source_settings_rows() -> Iterable[tuple[str, str, str]]:
