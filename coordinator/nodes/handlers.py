@@ -117,7 +117,6 @@ class EnrolHandler(NodeHandler):
                         "leaseTtlS": settings.lease_ttl_s, "heartbeatS": max(1.0, settings.lease_ttl_s / 3),
                         "resultMaxBytes": settings.result_max_bytes}, 201)
 
-
     async def enrol_window(self, per_minute: int) -> None:
         """Count this enrolment in its client IP's window (the access layer's limiter and
         client-IP rule, so several coordinators share one window through Redis); 429 when it
