@@ -188,6 +188,12 @@ async def test_two_loads_are_two_versions_and_the_newest_ready_come_first(db, re
     assert await rows_of(db, a.id) == [("a", 1.0, 1.0)]                   # each load's rows under its id
     assert [r[0] for r in await rows_of(db, b.id)] == ["b", "c"]
     assert await versions.newest_ready(db, "test-failing", 5) == []
+    version, report = await versions.current(db, "test-points")       # what an answer names
+    assert version.id == b.id and report.ok and report.records == 2
+    assert report.as_json()["dataset"] == {"dataset": "test-points", "version": b.id, "license": b.license,
+                                           "loadedAt": versions.iso(b.loaded_at), "sha256": b.sha256}
+    none, missing = await versions.current(db, "test-failing")
+    assert none is None and not missing.ok and "sis ingest test-failing FILE" in missing.error
 
 
 async def test_a_load_that_fails_midway_leaves_a_failed_version_never_served(db, registry, tmp_path):

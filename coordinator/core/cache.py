@@ -171,7 +171,8 @@ def _retrieve(task: asyncio.Task) -> None:
 
 def answer_to_bytes(answer: Answer) -> bytes:
     health = None if answer.health is None else [
-        {"name": s.name, "license": s.license, "ok": s.ok, "error": s.error, "records": s.records, "demo": s.demo}
+        {"name": s.name, "license": s.license, "ok": s.ok, "error": s.error, "records": s.records, "demo": s.demo,
+         "dataset": s.dataset}
         for s in answer.health.sources]
     return orjson.dumps({"data": answer.data, "caveats": answer.caveats, "health": health,
                          "cacheable": answer.cacheable, "status": answer.status, "headers": answer.headers})

@@ -53,6 +53,7 @@ class SourceReport:
     error: str | None = None
     records: int | None = None
     demo: bool = False
+    dataset: dict[str, Any] | None = None     # the ingested dataset version it read (datasets.versions)
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "ok": self.ok, "license": self.license}
@@ -62,6 +63,8 @@ class SourceReport:
             out["records"] = self.records
         if self.demo:
             out["demo"] = True
+        if self.dataset is not None:
+            out["dataset"] = self.dataset
         return out
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import select, update
 
 from coordinator.core.db import Database
 from coordinator.core.db.models import DatasetVersion
+from coordinator.core.honesty import SourceReport
 
 LOADING, READY, FAILED = "loading", "ready", "failed"
 BAD_SAMPLES_KEPT = 20          # the first bad records' reasons kept with the version
@@ -107,3 +108,15 @@ def provenance(version: DatasetVersion) -> dict:
     return {"dataset": version.kind, "version": version.id,
             "loadedAt": iso(version.loaded_at),
             "license": version.license, "sha256": version.sha256}
+
+
+async def current(db: Database, kind: str) -> tuple[DatasetVersion | None, SourceReport]:
+    """The newest ready version of ``kind`` and the health report an answer from it carries:
+    the version named (``provenance``), or, when none was loaded, an unusable source saying
+    which command loads one, so that an answer over no data says so instead of "none"."""
+    newest = await newest_ready(db, kind)
+    if not newest:
+        return None, SourceReport(f"dataset:{kind}", "n/a", ok=False,
+                                  error=f"no {kind} dataset has been loaded: sis ingest {kind} FILE")
+    v = newest[0]
+    return v, SourceReport(f"dataset:{kind}", v.license, ok=True, records=v.records, dataset=provenance(v))
