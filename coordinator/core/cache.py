@@ -18,7 +18,6 @@ one computation between them.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
@@ -37,7 +36,8 @@ Compute = Callable[[], Awaitable[Answer]]
 
 
 def cache_key(tool: str, family: str, params: dict[str, Any]) -> str:
-    return f"{tool}|{family}|" + json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
+    """Tool, family and the validated parameters, keys sorted: equal requests, equal keys."""
+    return f"{tool}|{family}|" + orjson.dumps(params, option=orjson.OPT_SORT_KEYS, default=str).decode()
 
 
 @dataclass(frozen=True)

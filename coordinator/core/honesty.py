@@ -128,6 +128,12 @@ class Answer:
     def degraded(self) -> bool:
         return self.health is not None and self.health.degraded
 
+    def with_headers(self, headers: dict[str, str]) -> "Answer":
+        """A copy with these headers first and its own after, sharing the encoded body (a
+        cached answer is served to many callers, each with their own rate-limit headers)."""
+        return Answer(self.data, self.caveats, self.health, self.cacheable, self.status,
+                      {**headers, **self.headers}, self._memo)
+
     @property
     def may_cache(self) -> bool:
         return self.cacheable and not self.degraded and self.status == 200

@@ -12,11 +12,10 @@ parameters alone (the cache key), never from who is calling.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any, Mapping
 
-from coordinator.access import caps
-from coordinator.access.policy import embed_headers
+from coordinator.core.access import caps
+from coordinator.core.access.policy import embed_headers
 from coordinator.core.cache import Pending, cache_key
 from coordinator.core.context import RequestFacts, ToolContext
 from coordinator.core.errors import ServiceError
@@ -45,7 +44,7 @@ async def call_tool(services: "Services", tool: Tool, family: str, raw: Mapping[
         raise
     if capped:
         answer = caps.cap_rows(answer, caller, caveats)
-    return dataclasses.replace(answer, headers={**limit_headers, **browser, **answer.headers}), ctx
+    return answer.with_headers({**limit_headers, **browser}), ctx
 
 
 async def run_cached(services: "Services", tool: Tool, ctx: ToolContext, params: dict[str, Any]) -> Answer:
