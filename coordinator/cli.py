@@ -157,7 +157,7 @@ def _fail(exc: Exception) -> int:
 
 
 async def _keys(args: argparse.Namespace) -> int:
-    from .access import credentials as creds
+    from coordinator.core.access import credentials as creds
     from coordinator.core.errors import ServiceError
 
     async def work(db) -> int:  # noqa: ANN001
@@ -182,7 +182,7 @@ async def _keys(args: argparse.Namespace) -> int:
 
 
 async def _embed(args: argparse.Namespace) -> int:
-    from .access import credentials as creds
+    from coordinator.core.access import credentials as creds
     from coordinator.core.errors import ServiceError
 
     settings = _settings(args)

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from .access.policy import Access
+from coordinator.core.access.policy import Access
 from coordinator.core.cache import AnswerCache, make_cache
 from coordinator.core.db import Database
 from coordinator.core.db import migrate as migrations

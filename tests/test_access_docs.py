@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from coordinator.access import meter, policy
-from coordinator.access.policy import ANON_CREDENTIAL
+from coordinator.core.access import meter, policy
+from coordinator.core.access.policy import ANON_CREDENTIAL
 from coordinator.core.settings import Settings
-from coordinator.access import tools as access_tools
+from coordinator.core.access import tools as access_tools
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "access.md").read_text()
 ACCESS_SETTINGS = ("redis_url", "rate_limit_prefix", "trusted_proxies", "client_ip_header", "embed_ttl_s",

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from coordinator.access import credentials as creds
+from coordinator.core.access import credentials as creds
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import embed, key
 from tests.test_error_shape import assert_error_shape

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from coordinator.access import credentials as creds
-from coordinator.access.clientip import ClientIp
+from coordinator.core.access import credentials as creds
+from coordinator.core.access.clientip import ClientIp
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import REDIS_URL, burst, key, unique_prefix
 from tests.test_error_shape import assert_error_shape
@@ -191,7 +191,7 @@ async def test_guessing_keys_is_limited_per_ip_before_any_database_lookup(coordi
 
 
 def test_an_ipv6_client_is_counted_by_its_slash_64():
-    from coordinator.access.policy import ip_bucket
+    from coordinator.core.access.policy import ip_bucket
     assert ip_bucket("2001:db8:1:2:aaaa::1") == ip_bucket("2001:db8:1:2:bbbb::9") == "2001:db8:1:2::/64"
     assert ip_bucket("2001:db8:1:3::1") != ip_bucket("2001:db8:1:2::1")
     assert ip_bucket("::ffff:192.0.2.1") == "192.0.2.1"

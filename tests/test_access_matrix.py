@@ -9,8 +9,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from coordinator.access import credentials as creds
-from coordinator.access import plans
+from coordinator.core.access import credentials as creds
+from coordinator.core.access import plans
 from coordinator.core.registry import BBOX, INTEGER, NUMBER, Tool
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import embed, expire_embed, key, registry_with_standins

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from coordinator.access.meter import day_period, month_period, seconds_until_period_end
+from coordinator.core.access.meter import day_period, month_period, seconds_until_period_end
 from coordinator.core.db import migrate
 from tests.conftest import PG_URL, reset_postgres
 from tests.support import make_settings, start_coordinator, stop_coordinator

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import update
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
-from coordinator.access import credentials as creds
+from coordinator.core.access import credentials as creds
 from coordinator.core.db.models import AccessUsage, EmbedToken
 from coordinator.core.honesty import Answer
 from coordinator.core.registry import BBOX, INTEGER, NUMBER, STRING, Param, Tool, ToolRegistry, radius

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from coordinator.access import credentials as creds
-from coordinator.access.policy import FAILED_CREDENTIALS_PER_MINUTE
+from coordinator.core.access import credentials as creds
+from coordinator.core.access.policy import FAILED_CREDENTIALS_PER_MINUTE
 from tests.test_access_support import embed, key
 from tests.test_error_shape import assert_error_shape
 

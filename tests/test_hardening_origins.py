@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.access import credentials as creds
+from coordinator.core.access import credentials as creds
 from coordinator.core.errors import BadParameter
 from tests.test_access_embed import sis
 from tests.test_access_support import embed, key

@@ -236,7 +236,7 @@ async def test_the_api_key_reaches_the_call_path_from_header_or_query(coordinato
         seen.append((family, facts.api_key, facts.credential))
         return await real(services, tool, family, raw, facts)
 
-    from coordinator.access.credentials import create_key
+    from coordinator.core.access.credentials import create_key
     k_query, _ = await create_key(coordinator.services.db, "mcp query")     # unknown keys are refused (401)
     k_header, _ = await create_key(coordinator.services.db, "mcp header")
     monkeypatch.setattr(mcp_face, "call_tool", spy)
@@ -260,7 +260,7 @@ async def test_usage_is_on_the_mcp_face_like_every_direct_tool(coordinator):
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    from coordinator.access.credentials import create_key
+    from coordinator.core.access.credentials import create_key
     secret, rec = await create_key(coordinator.services.db, "mcp usage")
     async with httpx2.AsyncClient(headers={"X-Api-Key": secret}) as http:
         async with mcp.Client(streamable_http_client(coordinator.base_url + "/mcp", http_client=http),

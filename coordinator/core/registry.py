@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
-from coordinator.access import plans
+from coordinator.core.access import plans
 from coordinator.core.context import ToolContext
 from coordinator.core.errors import BadParameter
 from coordinator.core.families import FAMILIES as FAMILY_TABLE, LEGACY_ABSENT_TOOLS, LEGACY_PATHS, NAMES as FAMILIES

@@ -24,7 +24,7 @@ class ToolHandler(BaseHandler):
 
     def set_default_headers(self) -> None:
         # Binds browsers only (SPEC.md, Authentication 9): an embed token's answers narrow it to the
-        # token's origin (coordinator/access/policy.py embed_headers); nothing here authorises anything.
+        # token's origin (coordinator/core/access/policy.py embed_headers); nothing here authorises anything.
         super().set_default_headers()
         self.set_header("Access-Control-Allow-Origin", "*")
         self.set_header("Access-Control-Expose-Headers",

@@ -13,7 +13,7 @@ from typing import Any
 
 import tornado.web
 
-from ..access.policy import ip_bucket
+from coordinator.core.access.policy import ip_bucket
 from coordinator.core.errors import BadParameter, NotFound, PayloadTooLarge, RateLimited, ServiceError
 from coordinator.faces.http import BaseHandler
 from ..sweeps import leases, results

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.access.plans import CAPS
+from coordinator.core.access.plans import CAPS
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer
 from coordinator.core.registry import Param, Tool, lat, lon, radius, tool, NUMBER

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.access import caps, credentials, plans
-from coordinator.access.policy import ANON_CREDENTIAL, KIND_ANON, KIND_EMBED, caller_kind
+from coordinator.core.access import caps, credentials, plans
+from coordinator.core.access.policy import ANON_CREDENTIAL, KIND_ANON, KIND_EMBED, caller_kind
 from coordinator.core.context import ToolContext
 from coordinator.core.errors import Forbidden
 from coordinator.core.honesty import Answer

@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING
 from coordinator.core.context import Caller
 from coordinator.core.errors import Forbidden, RateLimited, ServiceError, Unauthorized
 from coordinator.core.registry import Tool
-from . import credentials as creds
-from . import plans
-from .clientip import ClientIp
-from .meter import LIFE, Counter, RateLimiter, UsageStore, Window, day_period, month_period, \
+from coordinator.core.access import credentials as creds
+from coordinator.core.access import plans
+from coordinator.core.access.clientip import ClientIp
+from coordinator.core.access.meter import LIFE, Counter, RateLimiter, UsageStore, Window, day_period, month_period, \
     seconds_until_period_end
 
 if TYPE_CHECKING:  # pragma: no cover

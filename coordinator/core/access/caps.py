@@ -23,7 +23,7 @@ from coordinator.core.context import Caller
 from coordinator.core.errors import BadParameter
 from coordinator.core.honesty import Answer
 from coordinator.core.registry import BBOX, INTEGER, NUMBER, Tool
-from . import plans
+from coordinator.core.access import plans
 
 
 def caps_for(caller: Caller) -> plans.Caps:

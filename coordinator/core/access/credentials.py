@@ -22,7 +22,7 @@ from sqlalchemy import func, select, update
 from coordinator.core.db import Database
 from coordinator.core.db.models import AccessKey, EmbedToken
 from coordinator.core.errors import BadParameter, Conflict, NotFound
-from . import plans
+from coordinator.core.access import plans
 
 KEY_PREFIX = "sisk_"
 EMBED_PREFIX = "sise_"
