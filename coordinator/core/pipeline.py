@@ -9,10 +9,13 @@ tool cannot drift between its REST route and its MCP face. Access runs before
 the cache: a revoked caller never reaches a cached answer. No tool touches the
 cache itself; a tool that declares a TTL computes from its family and
 parameters alone (the cache key), never from who is calling.
+
+``services`` is ``coordinator.services.Services``, built above the core, typed
+loosely here so that no import runs back up.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from coordinator.core.access import caps
 from coordinator.core.access.policy import embed_headers
@@ -23,11 +26,8 @@ from coordinator.core.families import FAMILIES
 from coordinator.core.honesty import Answer, Health, SourceReport
 from coordinator.core.registry import COLD_ACCEPTED, Tool
 
-if TYPE_CHECKING:  # pragma: no cover
-    from coordinator.services import Services
 
-
-async def call_tool(services: "Services", tool: Tool, family: str, raw: Mapping[str, Any],
+async def call_tool(services: Any, tool: Tool, family: str, raw: Mapping[str, Any],
                     facts: RequestFacts) -> tuple[Answer, ToolContext]:
     access = services.access
     capped = FAMILIES[family].capped
@@ -47,7 +47,7 @@ async def call_tool(services: "Services", tool: Tool, family: str, raw: Mapping[
     return answer.with_headers({**limit_headers, **browser}), ctx
 
 
-async def run_cached(services: "Services", tool: Tool, ctx: ToolContext, params: dict[str, Any]) -> Answer:
+async def run_cached(services: Any, tool: Tool, ctx: ToolContext, params: dict[str, Any]) -> Answer:
     """The declared cache policy: a hit within the TTL, else the one computation for this
     key, met as the tool's cold behaviour says."""
     accepted = tool.cold == COLD_ACCEPTED
