@@ -20,13 +20,12 @@ import importlib
 import pkgutil
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 if TYPE_CHECKING:
     from coordinator.core.db import Database
-    from .ingest import Load
 
-Loader = Callable[["Load"], Awaitable[None]]
+Loader = Callable[[Any], Awaitable[None]]      # given an ``ingest.Load`` (ingest imports this module)
 Discard = Callable[["Database", int], Awaitable[None]]
 
 KINDS_MODULE = "dataset_kinds"
