@@ -13,7 +13,8 @@ from sqlalchemy import select
 from coordinator.core.db.models import Node, SweepJob, SweepLease
 from coordinator.core.errors import NotFound
 from ..sweeps import transitions as tr
-from ..sweeps.leases import for_update, release, retrying
+from coordinator.core.db.transactions import for_update, retrying
+from ..sweeps.leases import release
 from ..sweeps.records import Record
 from . import tokens
 from .tokens import TOKEN_PREFIX, Bearer, bearer, token_hash  # noqa: F401  (the names this module always had)

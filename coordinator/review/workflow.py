@@ -21,7 +21,7 @@ from coordinator.core.errors import BadParameter, Conflict, NotFound
 from ..seen.publish import publish
 from ..sweeps import coverage, jobs
 from ..sweeps import transitions as tr
-from ..sweeps.leases import for_update, retrying
+from coordinator.core.db.transactions import for_update, retrying
 from . import agreement
 
 MAX_REASON = 2000

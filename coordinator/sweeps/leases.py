@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, bindparam, case, exists, func, insert, select, update
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult
+from coordinator.core.db.transactions import for_update, retrying
 from coordinator.core.errors import Conflict, NotFound
 from ..nodes import tokens
 from ..nodes.tokens import Bearer
@@ -45,33 +45,6 @@ class Claim:
     lease_id: str
     job: Record          # the job's row (``jobs.job_document`` makes what the node gets)
     expires_at: datetime
-
-
-def _retryable(exc: Exception) -> bool:
-    orig = getattr(exc, "orig", None)
-    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    if code in ("40P01", "40001"):
-        return True
-    return isinstance(exc, OperationalError) and "locked" in str(exc)
-
-
-async def retrying(fn, attempts: int = 5):
-    """Run a transaction function again when the database says to (deadlock, serialisation,
-    SQLite busy past its timeout)."""
-    for i in range(attempts):
-        try:
-            return await fn()
-        except DBAPIError as exc:
-            if i == attempts - 1 or not _retryable(exc):
-                raise
-            await asyncio.sleep(0.01 * (i + 1))
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def for_update(db) -> bool | None:
-    """``with_for_update`` for ``session.get``: a row lock on PostgreSQL; nothing on SQLite,
-    where the whole write transaction already holds the database."""
-    return None if db.is_sqlite else True
 
 
 def _locked(db, q):
