@@ -5,7 +5,9 @@ Tornado hello-world measured in the same run, and the coordinator's peak memory.
 
 Each server runs in its own process; the load comes from a keep-alive HTTP/1.1
 client in another process, so on a 2-core machine server and client each get
-about one core. Figures are printed; nothing is asserted.
+about one core. Beside requests/s, each row gives the server process's CPU time
+per request (from /proc), which other work on the machine disturbs far less
+than the rate. Figures are printed; nothing is asserted.
 """
 from __future__ import annotations
 
@@ -105,6 +107,19 @@ def load(port: int, path: str, seconds: float, conns: int, key: str | None = Non
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def cpu_s(pid: int) -> float:
+    """User plus system CPU seconds of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(pid: int, port: int, path: str, seconds: float, conns: int, key: str | None = None) -> dict:
+    before = cpu_s(pid)
+    out = load(port, path, seconds, conns, key)
+    out["cpu_us"] = (cpu_s(pid) - before) / max(1, out["requests"]) * 1e6
+    return out
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -121,7 +136,8 @@ def main() -> None:
     procs = []
     try:
         hello_port = free_port()
-        procs.append(subprocess.Popen([sys.executable, "-c", HELLO, str(hello_port)], stdout=subprocess.PIPE))
+        hello = subprocess.Popen([sys.executable, "-c", HELLO, str(hello_port)], stdout=subprocess.PIPE)
+        procs.append(hello)
         tmp = tempfile.mkdtemp(prefix="sis-bench-")
         sis_port = free_port()
         env = {**os.environ, "SIS_POLL_INTERVAL_S": "0", "SIS_LOG_LEVEL": "WARNING",
@@ -138,18 +154,21 @@ def main() -> None:
         wait_ready(f"http://127.0.0.1:{sis_port}/healthz")
         urllib.request.urlopen(f"http://127.0.0.1:{sis_port}/earth/events", timeout=10).read()  # warm the cache
 
-        rows = [("tornado hello-world (baseline)", load(hello_port, "/", args.seconds, args.connections))]
+        rows = [("tornado hello-world (baseline)",
+                 measured(hello.pid, hello_port, "/", args.seconds, args.connections))]
         for path in ("/earth/limits", "/earth/events"):
-            rows.append((f"GET {path} keyless", load(sis_port, path, args.seconds, args.connections)))
+            rows.append((f"GET {path} keyless", measured(sis.pid, sis_port, path, args.seconds, args.connections)))
         for path in ("/earth/limits", "/earth/events"):
-            rows.append((f"GET {path} keyed", load(sis_port, path, args.seconds, args.connections, key)))
-        base = rows[0][1]["rps"]
+            rows.append((f"GET {path} keyed", measured(sis.pid, sis_port, path, args.seconds, args.connections,
+                                                       key)))
+        base, base_cpu = rows[0][1]["rps"], rows[0][1]["cpu_us"]
         print(f"\nAPI benchmark: {args.connections} keep-alive connections, {args.seconds:.0f} s each, "
               f"{os.cpu_count()} cores, python {sys.version.split()[0]}")
-        print(f"{'route':34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'vs hello':>9}")
+        print(f"{'route':34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'vs hello':>9} "
+              f"{'cpu us/req':>11} {'cpu vs hello':>13}")
         for name, r in rows:
             print(f"{name:34} {r['rps']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['errors']:7d} "
-                  f"{r['rps'] / base:9.2f}")
+                  f"{r['rps'] / base:9.2f} {r['cpu_us']:11.0f} {base_cpu / r['cpu_us']:13.2f}")
         print(f"coordinator peak resident memory: {peak_rss_mb(sis.pid):.0f} MB")
     finally:
         for p in procs:
