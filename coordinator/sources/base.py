@@ -122,15 +122,20 @@ class Source(abc.ABC, Generic[T]):
     def option(self, name: str) -> Any:
         return self.config.options.get(name, self.options[name])
 
+    def url(self, path: str, params: dict[str, Any] | None = None) -> str:
+        return f"{self.base_url}{path}" + ("?" + urlencode(params) if params else "")
+
     async def get(self, path: str, params: dict[str, Any] | None = None) -> tuple[int, bytes]:
-        url = f"{self.base_url}{path}"
-        if params:
-            url += "?" + urlencode(params)
-        return await fetch(url, self.timeout_s)
+        return await fetch(self.url(path, params), self.timeout_s)
 
     async def get_json(self, path: str, params: dict[str, Any] | None = None,
                        empty_statuses: tuple[int, ...] = ()) -> Any:
-        code, body = await self.get(path, params)
+        return await self.get_json_at(self.url(path, params), empty_statuses=empty_statuses)
+
+    async def get_json_at(self, url: str, *, empty_statuses: tuple[int, ...] = (),
+                          accept: str = "application/json") -> Any:
+        """JSON from a whole URL (a next-page link an upstream gave); SourceError unless 200."""
+        code, body = await fetch(url, self.timeout_s, accept=accept)
         if code in empty_statuses:
             return None
         if code != 200:

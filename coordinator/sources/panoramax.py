@@ -18,15 +18,13 @@ no image URL or no image size.
 """
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
 
 from sweep_engine.schema import PhotoRef, SchemaError
 
-from .base import Query, Source, SourceError, fetch
+from .base import Query, Source, SourceError
 from .registry import register
 
 log = logging.getLogger("sis.sweeps.photos")
@@ -57,25 +55,16 @@ class PhotoProvider(Source[PhotoRef]):
             raise SourceError("a photo search needs a bbox")
         return (await self.search(query.bbox, query.limit or PAGE_LIMIT)).photos
 
-    async def _get_json(self, url: str) -> Any:
-        code, body = await fetch(url, self.timeout_s, accept="application/geo+json, application/json")
-        if code != 200:
-            raise SourceError(f"HTTP {code}")
-        try:
-            return json.loads(body)
-        except ValueError as exc:
-            raise SourceError("answer is not JSON") from exc
-
     async def search(self, bbox: tuple[float, float, float, float], max_photos: int) -> PhotoSearch:
         """Every usable photo in ``bbox`` (w, s, e, n), up to ``max_photos``; raises SourceError
         when the provider cannot be read."""
         out = PhotoSearch([])
         seen: set[str] = set()
-        url: str | None = f"{self.base_url}/search?" + urlencode(
-            {"bbox": ",".join(f"{v:.7f}" for v in bbox), "limit": min(PAGE_LIMIT, max_photos)})
+        url: str | None = self.url("/search", {"bbox": ",".join(f"{v:.7f}" for v in bbox),
+                                               "limit": min(PAGE_LIMIT, max_photos)})
         pages = 0
         while url and len(out.photos) < max_photos:
-            doc = await self._get_json(url)
+            doc = await self.get_json_at(url, accept="application/geo+json, application/json")
             pages += 1
             if not isinstance(doc, dict) or not isinstance(doc.get("features"), list):
                 raise SourceError("answer is not a GeoJSON FeatureCollection")
