@@ -43,6 +43,7 @@ class Param:
     enum: tuple[str, ...] | None = None
     pattern: str | None = None
     max_length: int | None = None
+    min_length: int | None = None
     max_points: int | None = None           # lonlat_list
     location: str = "query"                 # "query" or "path"
 
@@ -67,6 +68,8 @@ class Param:
                 s["pattern"] = self.pattern
             if self.max_length:
                 s["maxLength"] = self.max_length
+            if self.min_length:
+                s["minLength"] = self.min_length
         if self.default is not None:
             s["default"] = self.default
         s["description"] = self.description + self.bound_text()
@@ -109,6 +112,9 @@ class Param:
         if self.max_length is not None and len(raw) > self.max_length:
             raise BadParameter(f"'{self.name}' must be at most {self.max_length} characters",
                                {"parameter": self.name, "maxLength": self.max_length})
+        if self.min_length is not None and len(raw) < self.min_length:
+            raise BadParameter(f"'{self.name}' must be at least {self.min_length} characters",
+                               {"parameter": self.name, "minLength": self.min_length})
         if self.enum and raw not in self.enum:
             raise BadParameter(f"'{self.name}' must be one of {', '.join(self.enum)}",
                                {"parameter": self.name, "value": raw, "allowed": list(self.enum)})

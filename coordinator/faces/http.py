@@ -3,6 +3,7 @@ one error shape (``write_error``), so no route can answer an error in another sh
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import orjson
 import tornado.web
 
-from coordinator.core.errors import CODE_BY_STATUS, ServiceError, error_body
+from coordinator.core.errors import CODE_BY_STATUS, BadParameter, ServiceError, error_body
 from coordinator.core.honesty import Answer
 
 log = logging.getLogger("sis.http")
@@ -33,6 +34,17 @@ def dumps(obj: Any) -> str:
     return dumps_bytes(obj).decode()
 
 
+def read_json_object(body: bytes, what: str = "the request body") -> dict[str, Any]:
+    """A JSON object body, or 400 saying what is wrong with it."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise BadParameter(f"{what} is not valid JSON") from None
+    if not isinstance(doc, dict):
+        raise BadParameter(f"{what} must be a JSON object")
+    return doc
+
+
 class BaseHandler(tornado.web.RequestHandler):
     """Owns the error shape and JSON writing for every route."""
 
@@ -40,6 +52,13 @@ class BaseHandler(tornado.web.RequestHandler):
         self.request_id = f"{_RUN}{next(_SEQ):08x}"
         self.set_header("X-Request-Id", self.request_id)
         self.set_header("X-Content-Type-Options", "nosniff")
+
+    async def prepare(self) -> None:
+        """Every route's first step (subclasses call it first)."""
+        return None
+
+    def body_bytes(self) -> bytes:
+        return self.request.body or b""
 
     def send_json(self, body: Any, status: int = 200, cache_control: str = "no-store") -> None:
         self.set_status(status)

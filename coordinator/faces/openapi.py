@@ -6,6 +6,7 @@ from typing import Any
 from coordinator import __version__
 from coordinator.core.families import FAMILIES
 from coordinator.core.registry import ToolRegistry
+from coordinator.faces.operations import SECURITY_SCHEMES
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -78,5 +79,6 @@ def openapi_document(registry: ToolRegistry, extra_paths: dict[str, Any] | None 
                  "description": "Geospatial, hazard, street-level and data-panel information. Every brief and "
                                 "score carries confidence and caveats; health says which sources answered."},
         "paths": paths,
-        "components": {"schemas": {"Error": ERROR_SCHEMA, "Answer": ANSWER_SCHEMA, "Health": HEALTH_SCHEMA}},
+        "components": {"schemas": {"Error": ERROR_SCHEMA, "Answer": ANSWER_SCHEMA, "Health": HEALTH_SCHEMA},
+                       "securitySchemes": SECURITY_SCHEMES},
     }

@@ -7,15 +7,15 @@ service's one error shape. Bodies are JSON; a result body over
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from typing import Any
 
 import tornado.web
 
 from coordinator.core.access.policy import ip_bucket
-from coordinator.core.errors import BadParameter, NotFound, PayloadTooLarge, RateLimited, ServiceError
-from coordinator.faces.http import BaseHandler
+from coordinator.core.errors import NotFound, PayloadTooLarge, RateLimited, ServiceError
+from coordinator.core.registry import STRING, Param
+from coordinator.faces.operations import AUTH_NODE, Body, Operation, OperationHandler, openapi_paths
 from ..sweeps import leases, results
 from ..sweeps import transitions as tr
 from ..sweeps.jobs import job_document
@@ -26,10 +26,8 @@ from .tokens import Bearer, bearer
 
 log = logging.getLogger("sis.nodes")
 PREFIX = "/node/v1"
-MAX_SMALL_BODY = 16 * 1024
 STREAM_CEILING = 64 * 1024 * 1024
 NEXT_VALUES = {"1": True, "true": True, "0": False, "false": False}
-TEXT_FIELDS = {"platform": 200, "gpu": 200, "engineVersion": 60, "engineBuild": 128, "name": 120}
 MAX_REASON = 200
 
 
@@ -43,35 +41,84 @@ class InvalidResult(ServiceError):
         return 422
 
 
-class NodeHandler(BaseHandler):
-    SUPPORTED_METHODS = ("GET", "POST")
+_LEASE_ID = Param("leaseId", STRING, "A lease id, as the lease route gave it", pattern=r"[A-Za-z0-9_]+",
+                  location="path")   # no length bound: an id no row has is 404, as before
+_TEXT = r"[\s\S]*\S[\s\S]*"      # text with something besides blanks in it
 
+ENROL = Operation(
+    "POST", f"{PREFIX}/enrol", "node_enrol", "Enrol a node: returns its id and bearer token (shown once)", "node",
+    description="Node protocol (docs/node-protocol.md); not a tool of the public API. Open, or with the "
+                "X-Enrol-Secret header when the coordinator sets one; limited per client IP.",
+    responses={"201": "Enrolled", "401": "X-Enrol-Secret missing or wrong (when the coordinator sets one)",
+               "403": "Engine build not published", "429": "Too many enrolments from this address"},
+    body=Body(required=True, description="What the node is and runs",
+              fields=tuple(Param(k, STRING, d, required=k != "name", default="" if k == "name" else None,
+                                 max_length=n, pattern=None if k == "name" else _TEXT)
+                           for k, n, d in (("platform", 200, "Operating system and machine"),
+                                           ("gpu", 200, "The accelerator the engine runs on"),
+                                           ("engineVersion", 60, "The engine's version"),
+                                           ("engineBuild", 128, "The engine build hash (sha256:...)"),
+                                           ("name", 120, "A name for the node (optional)")))))
+ME = Operation("GET", f"{PREFIX}/me", "node_me", "The node's own record: trust, streak, counts", "node",
+               auth=AUTH_NODE, description="Node protocol (docs/node-protocol.md).",
+               responses={"200": "The node's record"})
+LEASE = Operation(
+    "POST", f"{PREFIX}/lease", "node_lease", "Lease a job (data only), or 204 with Retry-After when none waits",
+    "node", auth=AUTH_NODE, description="Node protocol (docs/node-protocol.md); not a tool of the public API.",
+    responses={"200": "A lease and its job", "204": "No job now", "401": "Bad token", "403": "Node revoked"},
+    body=Body(description="Empty, or an empty object"))
+HEARTBEAT = Operation(
+    "POST", f"{PREFIX}/leases/{{leaseId}}/heartbeat", "node_heartbeat",
+    "Extend a lease; the answer is continue or cancel", "node", auth=AUTH_NODE,
+    description="Node protocol (docs/node-protocol.md); not a tool of the public API.",
+    responses={"200": "continue (with the new expiry) or cancel (with its reason)",
+               "404": "Not this node's lease"},
+    path_params=(_LEASE_ID,), body=Body(description="Empty, or an empty object"))
+RESULT = Operation(
+    "POST", f"{PREFIX}/leases/{{leaseId}}/result", "node_result",
+    "Submit the result of a lease (idempotent); with next=1, also lease the next job", "node", auth=AUTH_NODE,
+    description="Node protocol (docs/node-protocol.md); not a tool of the public API.",
+    responses={"200": "Accepted (or the same submission again); with next=1, `next` holds the next lease and job "
+                      "as the lease route answers them, or null (with Retry-After) when none waits",
+               "400": "next is not 1 or 0", "404": "Not this node's lease",
+               "409": "Lease lapsed, or a different result already",
+               "413": "Body too large (recorded as invalid)", "422": "Rejected, with every reason"},
+    path_params=(_LEASE_ID,),
+    query=(Param("next", STRING, "1 or true: also lease the node's next job, in the same answer",
+                 default="0", enum=tuple(sorted(NEXT_VALUES))),),
+    body=Body(required=True, description="A Result of sweep_engine.schema, checked whole by the coordinator",
+              schema={"type": "object", "description": "A Result of sweep_engine.schema (schemaVersion, jobId, "
+                                                       "nodeId, engine, facts, measurements, skipped)"}))
+RELEASE = Operation(
+    "POST", f"{PREFIX}/leases/{{leaseId}}/release", "node_release",
+    "Give a lease back unworked: the job is queued again at once, with no failure counted", "node", auth=AUTH_NODE,
+    description="Node protocol (docs/node-protocol.md); not a tool of the public API.",
+    responses={"200": "The lease's state: cancelled when it was active, else as it was (a release sent again "
+                      "answers the same)", "400": "Bad body", "404": "Not this node's lease"},
+    path_params=(_LEASE_ID,),
+    body=Body(description="Optional: why the lease is given back",
+              fields=(Param("reason", STRING, "Why the lease is given back", default="the node is stopping",
+                            max_length=MAX_REASON, pattern=_TEXT),)))
+OPERATIONS = [ENROL, ME, LEASE, HEARTBEAT, RESULT, RELEASE]
+
+
+class NodeHandler(OperationHandler):
     @property
     def sweeps(self) -> Sweeps:
         return sweeps_of(self.application.services)  # type: ignore[attr-defined]
 
-    def check_xsrf_cookie(self) -> None:  # bearer-token API, no cookies
-        return None
-
-    def json_body(self, limit: int = MAX_SMALL_BODY) -> dict[str, Any]:
-        body = self.request.body or b"{}"
-        if len(body) > limit:
-            raise PayloadTooLarge("the request body is too large", {"maxBytes": limit})
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            raise BadParameter("the request body is not valid JSON") from None
-        if not isinstance(doc, dict):
-            raise BadParameter("the request body must be a JSON object")
-        return doc
+    async def authenticate(self) -> Bearer | None:
+        """The token a node route needs: 401 at once when there is none. It is looked up
+        where it is used (a lease and a result in their batch's own transaction)."""
+        if self.operation.auth != AUTH_NODE:
+            return None
+        return bearer(self.request.headers.get("Authorization"))
 
     async def node(self):
         return await registry.authenticate(self.sweeps, self.request.headers.get("Authorization"))
 
     def bearer(self) -> Bearer:
-        """The request's token, for a route whose batch looks it up in its own transaction
-        (a lease, a result); 401 at once when there is none."""
-        return bearer(self.request.headers.get("Authorization"))
+        return self.caller
 
     async def next_lease(self, presented: Bearer) -> dict[str, Any] | None:
         """A new lease for this node as the lease route answers it, or None (with the
@@ -95,17 +142,10 @@ class EnrolHandler(NodeHandler):
                 self.request.headers.get("X-Enrol-Secret", ""), settings.node_enrol_secret):
             from coordinator.core.errors import Unauthorized
             raise Unauthorized("enrolment needs the X-Enrol-Secret header of this coordinator")
-        doc = self.json_body()
-        unknown = sorted(set(doc) - set(TEXT_FIELDS))
-        if unknown:
-            raise BadParameter(f"unknown field '{unknown[0]}'", {"parameter": unknown[0], "allowed": sorted(TEXT_FIELDS)})
-        values = {}
-        for key, limit in TEXT_FIELDS.items():
-            v = doc.get(key, "" if key == "name" else None)
-            if v is None or not isinstance(v, str) or (key != "name" and not v.strip()) or len(v) > limit:
-                raise BadParameter(f"'{key}' must be text of at most {limit} characters",
-                                   {"parameter": key, "maxLength": limit})
-            values[key] = v.strip()
+        values = self.body_values()
+        values["name"] = values["name"].strip()
+        for key in ("platform", "gpu", "engineVersion", "engineBuild"):
+            values[key] = values[key].strip()
         if values["engineBuild"] not in accepted_builds(settings):
             from coordinator.core.errors import Forbidden
             raise Forbidden("this engine build is not among the published builds: download the current node app",
@@ -141,6 +181,7 @@ class MeHandler(NodeHandler):
 
 class LeaseHandler(NodeHandler):
     async def post(self) -> None:
+        self.body_values()
         doc = await self.next_lease(self.bearer())
         if doc is None:
             self.set_status(204)
@@ -152,6 +193,7 @@ class LeaseHandler(NodeHandler):
 class HeartbeatHandler(NodeHandler):
     async def post(self, lease_id: str) -> None:
         node = await self.node()
+        self.body_values()
         beat = await leases.heartbeat(self.sweeps, node, lease_id)
         if beat is None:
             raise NotFound("no such lease for this node", {"leaseId": lease_id})
@@ -170,11 +212,7 @@ class ReleaseHandler(NodeHandler):
 
     async def post(self, lease_id: str) -> None:
         node = await self.node()
-        doc = self.json_body()
-        why = doc.get("reason", "the node is stopping")
-        if set(doc) - {"reason"} or not isinstance(why, str) or not why.strip() or len(why) > MAX_REASON:
-            raise BadParameter(f"the body may hold only 'reason', text of at most {MAX_REASON} characters",
-                               {"parameter": "reason", "maxLength": MAX_REASON})
+        why = self.body_values()["reason"]
         state = await leases.give_back(self.sweeps, node, lease_id, why.strip())
         if state is None:
             raise NotFound("no such lease for this node", {"leaseId": lease_id})
@@ -186,18 +224,16 @@ class ResultHandler(NodeHandler):
     """The body streams in and is kept only up to ``result_max_bytes``; past that it is
     dropped as it arrives (never buffered), and the submission is refused with 413."""
 
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
         # ?next=1: the node also asks for its next job, as a BOINC scheduler request
         # reports work and asks for more in one; one request per job instead of two.
-        flag = self.get_query_argument("next", "0")
-        if flag not in NEXT_VALUES:
-            raise BadParameter("'next' must be 1 or 0", {"parameter": "next", "value": flag[:20]})
-        self.wants_next = NEXT_VALUES[flag]
         self.limit = self.sweeps.settings.result_max_bytes
         self.chunks: list[bytes] = []
         self.size = 0
         # Past this, Tornado stops reading and closes the connection.
         self.request.connection.set_max_body_size(max(4 * self.limit, STREAM_CEILING))
+        await super().prepare()
+        self.wants_next = NEXT_VALUES[self.args["next"]]
 
     def data_received(self, chunk: bytes) -> None:
         self.size += len(chunk)
@@ -228,63 +264,12 @@ class ResultHandler(NodeHandler):
         self.send_json(answer, 200)
 
 
+HANDLERS = ((ENROL, EnrolHandler), (ME, MeHandler), (LEASE, LeaseHandler), (HEARTBEAT, HeartbeatHandler),
+            (RESULT, ResultHandler), (RELEASE, ReleaseHandler))
+
+
 def node_routes() -> list[tuple[str, type, dict]]:
-    return [
-        (rf"{PREFIX}/enrol", EnrolHandler, {}),
-        (rf"{PREFIX}/me", MeHandler, {}),
-        (rf"{PREFIX}/lease", LeaseHandler, {}),
-        (rf"{PREFIX}/leases/([A-Za-z0-9_]+)/heartbeat", HeartbeatHandler, {}),
-        (rf"{PREFIX}/leases/([A-Za-z0-9_]+)/result", ResultHandler, {}),
-        (rf"{PREFIX}/leases/([A-Za-z0-9_]+)/release", ReleaseHandler, {}),
-    ]
+    return [(op.route(), handler, {"operation": op}) for op, handler in HANDLERS]
 
 
-def _op(op_id: str, summary: str, responses: dict[str, str], auth: bool = True, body: str | None = None) -> dict:
-    op: dict[str, Any] = {"operationId": op_id, "summary": summary, "tags": ["node"],
-                          "description": "Node protocol (docs/node-protocol.md); not a tool of the public API.",
-                          "responses": {code: {"description": text} for code, text in responses.items()}}
-    if auth:
-        op["description"] += " Needs Authorization: Bearer <node token>."
-    if body:
-        op["requestBody"] = {"required": True, "description": body,
-                             "content": {"application/json": {"schema": {"type": "object"}}}}
-    return {"post": op}
-
-
-def lease_param() -> list[dict]:
-    return [{"name": "leaseId", "in": "path", "required": True, "schema": {"type": "string"}}]
-
-
-# GET /node/v1/me (a node's own record) is left out of this document: a GET that needs a
-# node token would read, to generic checks of the document, as a public page (it is in
-# docs/node-protocol.md).
-NODE_PATHS: dict[str, Any] = {
-    f"{PREFIX}/enrol": _op("node_enrol", "Enrol a node: returns its id and bearer token (shown once)",
-                           {"201": "Enrolled", "400": "Bad field", "403": "Engine build not published"},
-                           auth=False, body="platform, gpu, engineVersion, engineBuild, name (optional)"),
-    f"{PREFIX}/lease": _op("node_lease", "Lease a job (data only), or 204 with Retry-After when none waits",
-                           {"200": "A lease and its job", "204": "No job now", "401": "Bad token",
-                            "403": "Node revoked"}),
-    f"{PREFIX}/leases/{{leaseId}}/heartbeat": _op(
-        "node_heartbeat", "Extend a lease; the answer is continue or cancel",
-        {"200": "continue (with the new expiry) or cancel (with its reason)", "404": "Not this node's lease"}),
-    f"{PREFIX}/leases/{{leaseId}}/result": _op(
-        "node_result", "Submit the result of a lease (idempotent); with next=1, also lease the next job",
-        {"200": "Accepted (or the same submission again); with next=1, `next` holds the next lease and job as "
-                "the lease route answers them, or null (with Retry-After) when none waits",
-         "400": "next is not 1 or 0", "409": "Lease lapsed, or a different result already",
-         "413": "Body too large (recorded as invalid)", "422": "Rejected, with every reason"},
-        body="A Result of sweep_engine.schema"),
-    f"{PREFIX}/leases/{{leaseId}}/release": _op(
-        "node_release", "Give a lease back unworked: the job is queued again at once, with no failure counted",
-        {"200": "The lease's state: cancelled when it was active, else as it was (a release sent again "
-                "answers the same)", "400": "Bad body", "404": "Not this node's lease"},
-        body="Optional: reason, text of at most 200 characters (default: the node is stopping)"),
-}
-for _path in (f"{PREFIX}/leases/{{leaseId}}/heartbeat", f"{PREFIX}/leases/{{leaseId}}/result",
-              f"{PREFIX}/leases/{{leaseId}}/release"):
-    NODE_PATHS[_path]["post"]["parameters"] = lease_param()
-NODE_PATHS[f"{PREFIX}/leases/{{leaseId}}/result"]["post"]["parameters"].append(
-    {"name": "next", "in": "query", "required": False, "schema": {"type": "string", "enum": sorted(NEXT_VALUES)},
-     "description": "1 or true: also lease the node's next job, in the same answer (default 0)"})
-NODE_PATHS[f"{PREFIX}/leases/{{leaseId}}/release"]["post"]["requestBody"]["required"] = False
+NODE_PATHS: dict[str, Any] = openapi_paths(OPERATIONS)
