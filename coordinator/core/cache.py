@@ -141,15 +141,26 @@ class AnswerCache:
                 raise
             except BaseException as exc:
                 if accepted:
-                    self._handover[key] = (self.clock() + self.handover_s, _Failed(error=exc))
+                    self._hand_over_locally(key, _Failed(error=exc))
                 raise
             if answer.may_cache:
                 await self.put(key, answer, ttl_s)
             elif accepted:
-                self._handover[key] = (self.clock() + self.handover_s, _Failed(answer=answer))
+                self._hand_over_locally(key, _Failed(answer=answer))
             return answer
         finally:
             self._inflight.pop(key, None)
+
+    def _hand_over_locally(self, key: str, failed: _Failed) -> None:
+        """Keep the outcome for the next poll; outcomes nobody came for are dropped once they
+        expire, so many cold keys that failed cannot grow this without bound."""
+        now = self.clock()
+        if len(self._handover) >= self.max_entries:
+            for k in [k for k, (expires, _) in self._handover.items() if expires <= now]:
+                del self._handover[k]
+            while len(self._handover) >= self.max_entries:
+                self._handover.pop(next(iter(self._handover)))
+        self._handover[key] = (now + self.handover_s, failed)
 
     def _take_handover(self, key: str) -> _Failed | None:
         hit = self._handover.pop(key, None)
