@@ -10,7 +10,8 @@ import sys
 
 from . import __version__
 from coordinator.core.db.urls import StartupError, connection_problem, normalise
-from coordinator.core.settings import load, settings_table
+from coordinator.core.settings import SettingsMoved, load, settings_table
+from coordinator.sources.registry import SourceSettingsError, check_settings
 
 
 def _settings(args: argparse.Namespace):
@@ -27,9 +28,10 @@ def _settings(args: argparse.Namespace):
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "settings"
         raise StartupError(f"setting {where} (SIS_{where.upper()}): {err['msg']}") from None
-    except FileNotFoundError as exc:                     # SIS_CONFIG names no file
+    except (FileNotFoundError, SettingsMoved) as exc:    # SIS_CONFIG names no file; an old setting's name
         raise StartupError(str(exc)) from None
     settings.database_url = normalise(settings.database_url)
+    check_settings(settings)
     return settings
 
 
@@ -282,11 +284,11 @@ def parser() -> argparse.ArgumentParser:
 def _startup_problem(args: argparse.Namespace, exc: BaseException) -> str | None:
     """One line for a start-up mistake (a bad URL or setting, a port in use, a database
     that cannot be reached or does not exist), or None for anything else."""
-    if isinstance(exc, StartupError):
+    if isinstance(exc, (StartupError, SourceSettingsError)):
         return str(exc)
     try:
         url = _settings(args).database_url
-    except StartupError:
+    except (StartupError, SourceSettingsError):
         return None
     return connection_problem(exc, url)
 

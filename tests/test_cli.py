@@ -198,3 +198,16 @@ def test_a_sqlite_file_whose_folder_cannot_be_made_is_said_in_one_line(tmp_path)
 def test_a_config_file_that_is_not_there_is_said_in_one_line(tmp_path):
     line = one_line_refusal(run("migrate", env={"SIS_CONFIG": str(tmp_path / "none.toml")}))
     assert line == f"sis migrate: SIS_CONFIG names {tmp_path}/none.toml, which is not a file"
+
+
+@pytest.mark.parametrize("env, said", [
+    ({"SIS_GDACS_BASE_URL": "http://x"}, "SIS_GDACS_BASE_URL is now SIS_SOURCES__GDACS__BASE_URL"),
+    ({"SIS_SOURCES__GDCAS__BASE_URL": "http://x"}, "SIS_SOURCES__GDCAS__... names no source"),
+    ({"SIS_SOURCES__USGS__FED": "2.5_day"}, "SIS_SOURCES__USGS__FED is not a setting of source 'usgs'"),
+])
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["poll"], ["migrate"]])
+def test_wrong_source_settings_are_refused_in_one_line_before_anything_starts(tmp_path, env, said, command):
+    db = tmp_path / "never.db"
+    line = one_line_refusal(run(*command, "--database", f"sqlite:///{db}", env=env))
+    assert said in line
+    assert not db.exists()                                   # refused before migrations ran

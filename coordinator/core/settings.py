@@ -111,10 +111,14 @@ class Settings(BaseSettings):
         return self.database_url.startswith("sqlite")
 
 
+class SettingsMoved(ValueError):
+    """A setting of an earlier release is still set under its old name."""
+
+
 def load(**overrides: Any) -> Settings:
     moved = [f"{old} is now {new}" for old, new in MOVED.items() if old in os.environ]
     if moved:
-        raise ValueError("settings have moved: " + "; ".join(moved))
+        raise SettingsMoved("settings have moved: " + "; ".join(moved))
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 

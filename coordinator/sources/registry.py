@@ -88,11 +88,15 @@ def make_source(cls: type[Source], settings: "Settings", *, demo_base_url: str |
 
 
 def check_settings(settings: "Settings", adapters: dict[str, type[Source]] | None = None) -> None:
+    """Refuse settings for a source that does not exist, and any source's settings that its
+    adapter does not take (``config_for``), before anything is started."""
     adapters = load_adapters() if adapters is None else adapters
     unknown = sorted(set(settings.sources) - set(adapters))
     if unknown:
         raise SourceSettingsError(f"SIS_SOURCES__{unknown[0].upper()}__... names no source; the sources are "
                                   f"{', '.join(sorted(adapters))}")
+    for cls in adapters.values():
+        config_for(cls, settings)
 
 
 def source_settings_rows() -> Iterable[tuple[str, str, str]]:
