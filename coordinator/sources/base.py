@@ -38,12 +38,13 @@ class SourceError(Exception):
     """The upstream answered, but not with something usable."""
 
 
-async def fetch(url: str, timeout_s: float, accept: str = "application/json") -> tuple[int, bytes]:
+async def fetch(url: str, timeout_s: float, accept: str = "application/json",
+                headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
     """GET ``url`` from an upstream: (status, body), or SourceError when it cannot be reached.
     ``raise_error=False`` still raises Tornado's 599 family (a timeout, a connection closed
     mid-answer), so those are caught here as well as the operating system's errors."""
     req = HTTPRequest(url, method="GET", connect_timeout=timeout_s, request_timeout=timeout_s,
-                      headers={"User-Agent": USER_AGENT, "Accept": accept}, follow_redirects=True,
+                      headers={"User-Agent": USER_AGENT, "Accept": accept, **(headers or {})}, follow_redirects=True,
                       max_redirects=3)
     try:
         resp = await AsyncHTTPClient().fetch(req, raise_error=False)
@@ -125,8 +126,10 @@ class Source(abc.ABC, Generic[T]):
     def url(self, path: str, params: dict[str, Any] | None = None) -> str:
         return f"{self.base_url}{path}" + ("?" + urlencode(params) if params else "")
 
-    async def get(self, path: str, params: dict[str, Any] | None = None) -> tuple[int, bytes]:
-        return await fetch(self.url(path, params), self.timeout_s)
+    async def get(self, path: str, params: dict[str, Any] | None = None,
+                  headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+        """``headers``: for an upstream that takes its key in a header (a bearer token)."""
+        return await fetch(self.url(path, params), self.timeout_s, headers=headers)
 
     async def get_json(self, path: str, params: dict[str, Any] | None = None,
                        empty_statuses: tuple[int, ...] = ()) -> Any:
