@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import delete, func, select
 
 from coordinator.core.db import Database
+from coordinator.core.db.leader import Leadership
 from coordinator.core.db.models import EventChange, EventPoll, HazardEvent
 from ..sources import Sources
 from ..sources.registry import load_adapters
@@ -170,24 +171,37 @@ async def history_status(db: Database, interval_s: float, running: bool) -> tupl
 
 
 class Poller:
-    """Polls the event sources every ``interval_s`` seconds in the background."""
+    """Polls the event sources every ``interval_s`` seconds in the background, in one
+    process at a time among coordinators sharing a PostgreSQL database: the poll runs
+    only while this process holds the poller's leadership (``core.db.leader``); the
+    others stand by and take over when it stops. ``running`` is true on every process
+    whose poller is started (leading or standing by): the history is being kept."""
+
+    ROLE = "hazard-poller"
 
     def __init__(self, db: Database, sources: Sources, interval_s: float, keep: int) -> None:
         self.db, self.sources, self.interval_s, self.keep = db, sources, interval_s, keep
+        self.leader = Leadership(db.url, self.ROLE)
+        self.polls = 0            # polls this process ran
         self._task: asyncio.Task | None = None
 
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    @property
+    def leading(self) -> bool:
+        return self.leader.leading
+
     def start(self) -> None:
         if self.interval_s > 0 and not self.running:
-            self._task = asyncio.get_running_loop().create_task(self._loop(), name="event-poller")
+            self._task = asyncio.get_running_loop().create_task(self.leader.run(self._loop), name="event-poller")
 
     async def _loop(self) -> None:
         while True:
             try:
                 out = await poll_once(self.db, self.sources, keep=self.keep)
+                self.polls += 1
                 log.info("event poll %s: %d events, %d changes", out.poll_id, len(out.feed.events), len(out.changes))
             except Exception:  # keep polling: one bad poll must not end the history
                 log.exception("event poll failed")

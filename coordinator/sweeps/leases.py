@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import and_, bindparam, case, exists, func, insert, select, update
 
+from coordinator.core.db.leader import Leadership
 from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult
 from coordinator.core.db.transactions import for_update, retrying
 from coordinator.core.errors import Conflict, NotFound
@@ -340,8 +341,14 @@ async def sweep_lapsed(sweeps, batch: int = 500) -> int:
 
 
 class Sweeper:
-    """The background task that runs ``sweep_lapsed`` every ``lease_sweep_interval_s``.
+    """The background task that runs ``sweep_lapsed`` every ``lease_sweep_interval_s``, in
+    one process at a time among coordinators sharing a PostgreSQL database: passes run only
+    while this process holds the sweeper's leadership (``core.db.leader``); the others
+    stand by and take over when it stops. (Two sweepers would be safe, the lapsed leases
+    are read ``FOR UPDATE SKIP LOCKED``, but would do the same work twice.)
     ``passes`` wakes waiters after each pass, so tests await it instead of sleeping."""
+
+    ROLE = "lease-sweeper"
 
     def __init__(self, sweeps) -> None:
         self.sweeps = sweeps
@@ -349,14 +356,20 @@ class Sweeper:
         self.lapsed_total = 0
         self.passes = asyncio.Condition()
         self.pass_count = 0
+        db = sweeps.db.inner if hasattr(sweeps.db, "inner") else sweeps.db
+        self.leader = Leadership(db.url, self.ROLE)
 
     @property
     def running(self) -> bool:
         return self.task is not None and not self.task.done()
 
+    @property
+    def leading(self) -> bool:
+        return self.leader.leading
+
     def start(self) -> None:
         if self.sweeps.settings.lease_sweep_interval_s > 0 and not self.running:
-            self.task = asyncio.get_running_loop().create_task(self._loop())
+            self.task = asyncio.get_running_loop().create_task(self.leader.run(self._loop), name="lease-sweeper")
 
     async def stop(self) -> None:
         if self.task is not None:

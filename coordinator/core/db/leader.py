@@ -1,0 +1,148 @@
+"""Leadership: background work that must run in one coordinator process at a time.
+
+Several coordinators may share one PostgreSQL database (``sis serve --workers N``, or N
+``sis serve`` behind a load balancer). The hazard poller and the lease sweeper must
+still run once, not once per process: two pollers would record every poll twice, and
+two sweepers would race to return the same lapsed lease. Each such role takes a
+PostgreSQL session advisory lock (``pg_try_advisory_lock``) on a connection of its own,
+opened for that purpose and held for as long as the process leads. The process that
+holds the lock runs the work; the others try again every ``retry_s`` seconds. A leader
+that stops unlocks and closes its connection, so another takes over within ``retry_s``;
+a leader that dies loses its session, and with it the lock, as soon as PostgreSQL sees
+the connection close. A leader checks its connection every ``retry_s`` too: when the
+connection is gone the lock may be another's already, so the work is stopped at once.
+
+On SQLite a single coordinator process is assumed (``sis serve --workers`` refuses more
+than one there), so the work simply runs.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from typing import Awaitable, Callable
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+log = logging.getLogger("sis.leader")
+
+RETRY_S = 5.0
+
+
+def lock_key(role: str) -> int:
+    """The advisory lock's 64-bit key for a role: stable across processes and releases.
+    Advisory locks belong to one database, so coordinators of other databases on the same
+    server never contend."""
+    return int.from_bytes(hashlib.sha256(f"sis:{role}".encode()).digest()[:8], "big", signed=True)
+
+
+class Leadership:
+    """Runs ``work`` while this process holds the role's lock (always, on SQLite)."""
+
+    def __init__(self, database_url: str, role: str, *, retry_s: float = RETRY_S) -> None:
+        self.url = database_url
+        self.role = role
+        self.retry_s = retry_s
+        self.is_sqlite = make_url(database_url).get_backend_name() == "sqlite"
+        self.key = lock_key(role)
+        self.leading = False
+        self.terms = 0                      # how many times this process became the leader
+        self._engine: AsyncEngine | None = None
+        self._conn: AsyncConnection | None = None
+
+    async def run(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Forever (until cancelled): wait to lead, then run ``work`` for as long as the lock
+        is held. ``work`` is cancelled when the lock is lost; it is not expected to return."""
+        if self.is_sqlite:
+            self.leading = True
+            self.terms += 1
+            try:
+                await work()
+            finally:
+                self.leading = False
+            return
+        try:
+            while True:
+                try:
+                    won = await self._try_lock()
+                except Exception as exc:   # the database is unreachable: stand by, try again
+                    log.warning("%s: could not try for leadership: %s", self.role, exc)
+                    await self._drop()
+                    won = False
+                if won:
+                    await self._lead(work)
+                await asyncio.sleep(self.retry_s)
+        finally:                           # a standby keeps its connection between tries
+            await self._drop()
+
+    async def _lead(self, work: Callable[[], Awaitable[None]]) -> None:
+        self.leading = True
+        self.terms += 1
+        log.info("%s: this process leads (advisory lock %d)", self.role, self.key)
+        task = asyncio.get_running_loop().create_task(work(), name=f"{self.role}-work")
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.retry_s)
+                if done:
+                    if not task.cancelled() and task.exception() is not None:
+                        log.error("%s: the work ended with an error; leadership given up",
+                                  self.role, exc_info=task.exception())
+                    return
+                if not await self._alive():
+                    log.warning("%s: the leader's connection is gone; work stopped, leadership lost",
+                                self.role)
+                    return
+        finally:
+            self.leading = False
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            await self._release()
+
+    async def _try_lock(self) -> bool:
+        if self._engine is None:
+            self._engine = create_async_engine(self.url, poolclass=NullPool)
+        if self._conn is None:
+            self._conn = await self._engine.connect()
+            await self._conn.execution_options(isolation_level="AUTOCOMMIT")
+        got = (await self._conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self.key})).scalar()
+        return bool(got)
+
+    async def _alive(self) -> bool:
+        try:
+            assert self._conn is not None
+            await self._conn.execute(text("SELECT 1"))
+            return True
+        except Exception:
+            return False
+
+    async def _release(self) -> None:
+        """Unlock and close the connection (closing alone would unlock too; unlocking first
+        says so whatever becomes of the connection)."""
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+        await self._drop()
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                await conn.close()
+            except Exception:            # the session is gone already: discard the connection
+                with contextlib.suppress(Exception):
+                    await conn.invalidate()
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            with contextlib.suppress(Exception):
+                await engine.dispose()
+
+    async def backend_pid(self) -> int | None:
+        """The PostgreSQL backend holding the lock, while leading (for operators and tests)."""
+        if self._conn is None:
+            return None
+        return (await self._conn.execute(text("SELECT pg_backend_pid()"))).scalar()
