@@ -6,6 +6,7 @@ import itertools
 import json
 import logging
 import os
+import re
 from typing import Any
 
 import orjson
@@ -34,12 +35,49 @@ def dumps(obj: Any) -> str:
     return dumps_bytes(obj).decode()
 
 
+MAX_JSON_DEPTH = 32
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_INNERMOST = re.compile(rb"[\[{][\]}]")
+
+
+class JsonRefused(ValueError):
+    """A body that is not JSON, or nests deeper than a face reads."""
+
+
+def json_depth_exceeds(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a JSON text opens more than ``max_depth`` arrays or objects inside each
+    other, found without parsing it: strings blanked, everything but brackets dropped,
+    then innermost pairs removed one level at a time (each level one pass of a regular
+    expression, in C), so a hostile body costs at most ``max_depth`` linear passes and
+    never a recursion."""
+    skeleton = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKET)
+    for _ in range(max_depth):
+        skeleton, n = _INNERMOST.subn(b"", skeleton)
+        if n == 0:
+            return False     # nothing left to open, or unbalanced: not JSON, which json.loads says
+    return _INNERMOST.search(skeleton) is not None
+
+
+def parse_json(body: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The one JSON reader of every face: ``JsonRefused`` for a text that is not JSON or
+    that nests deeper than ``max_depth`` (checked before ``json.loads``, whose recursion
+    would otherwise fail with RecursionError, a 500)."""
+    raw = body.encode() if isinstance(body, str) else body
+    if json_depth_exceeds(raw, max_depth):
+        raise JsonRefused(f"nests deeper than {max_depth} levels")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise JsonRefused("is not valid JSON") from None
+
+
 def read_json_object(body: bytes, what: str = "the request body") -> dict[str, Any]:
     """A JSON object body, or 400 saying what is wrong with it."""
     try:
-        doc = json.loads(body)
-    except ValueError:
-        raise BadParameter(f"{what} is not valid JSON") from None
+        doc = parse_json(body)
+    except JsonRefused as exc:
+        raise BadParameter(f"{what} {exc}", {"maxDepth": MAX_JSON_DEPTH} if "deeper" in str(exc) else {}) from None
     if not isinstance(doc, dict):
         raise BadParameter(f"{what} must be a JSON object")
     return doc

@@ -5,7 +5,6 @@ Every family's routes come from ``Tool.routes`` and the family table:
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from coordinator.core.errors import BadParameter
@@ -13,7 +12,7 @@ from coordinator.core.families import FAMILIES
 from coordinator.core.honesty import Answer
 from coordinator.core.pipeline import RequestFacts, call_tool
 from coordinator.core.registry import Tool, ToolRegistry
-from coordinator.faces.http import MAX_JSON_BODY, BaseHandler
+from coordinator.faces.http import MAX_JSON_BODY, BaseHandler, read_json_object
 
 
 class ToolHandler(BaseHandler):
@@ -49,12 +48,7 @@ class ToolHandler(BaseHandler):
                 raise BadParameter("the request body is too large", {"maxBytes": MAX_JSON_BODY})
             ctype = self.request.headers.get("Content-Type", "")
             if "json" in ctype:
-                try:
-                    body = json.loads(self.request.body)
-                except ValueError:
-                    raise BadParameter("the request body is not valid JSON") from None
-                if not isinstance(body, dict):
-                    raise BadParameter("the request body must be a JSON object")
+                body = read_json_object(self.request.body)
                 for k, v in body.items():
                     if k in raw and str(raw[k]) != str(v):
                         raise BadParameter(f"'{k}' is given in both the query and the body, differently",

@@ -15,6 +15,7 @@ import tornado.web
 from coordinator.core.access.policy import ip_bucket
 from coordinator.core.errors import NotFound, PayloadTooLarge, RateLimited, ServiceError
 from coordinator.core.registry import STRING, Param
+from coordinator.faces.http import MAX_JSON_DEPTH, json_depth_exceeds
 from coordinator.faces.operations import AUTH_NODE, Body, Operation, OperationHandler, openapi_paths
 from ..sweeps import leases, results
 from ..sweeps import transitions as tr
@@ -246,7 +247,12 @@ class ResultHandler(NodeHandler):
         presented = self.bearer()
         too_large = self.size > self.limit
         body = f"over the limit: {self.size} bytes".encode() if too_large else b"".join(self.chunks)
-        outcome = await results.submit(self.sweeps, presented, lease_id, body, too_large=too_large, size=self.size)
+        # Read by the faces' one JSON rule: a body nesting deeper is recorded as an invalid
+        # result (its lease ends) before anything recursive reads it.
+        refused = (f"the JSON nests deeper than {MAX_JSON_DEPTH} levels"
+                   if not too_large and json_depth_exceeds(body) else None)
+        outcome = await results.submit(self.sweeps, presented, lease_id, body, too_large=too_large, size=self.size,
+                                       refused=refused)
         if too_large:
             raise PayloadTooLarge(f"the result body is over {self.limit} bytes; it was recorded as invalid",
                                   {"maxBytes": self.limit, "reasons": outcome.reasons,

@@ -65,6 +65,7 @@ class Submission:
     body: bytes
     too_large: bool = False
     size: int | None = None
+    refused: str | None = None   # why the face refused to read the body (nested too deep): invalid
 
     @property
     def digest(self) -> str:
@@ -76,10 +77,10 @@ def _facts(body: dict) -> list[Fact]:
 
 
 async def submit(sweeps, node: Node | Bearer, lease_id: str, body: bytes, *, too_large: bool = False,
-                 size: int | None = None) -> SubmitOutcome:
+                 size: int | None = None, refused: str | None = None) -> SubmitOutcome:
     """Record and decide one submission (raises ``NotFound`` or ``Conflict``; given a
     ``Bearer`` token, ``Unauthorized`` or ``Forbidden`` when it does not admit a node)."""
-    return await sweeps.submits(Submission(node, lease_id, body, too_large, size))
+    return await sweeps.submits(Submission(node, lease_id, body, too_large, size, refused))
 
 
 async def submit_batch(sweeps, subs: list[Submission]) -> list[SubmitOutcome | Exception]:
@@ -215,10 +216,14 @@ class _Batch:
         if sub.too_large:
             parsed, reasons = None, [f"body: {sub.size if sub.size is not None else len(sub.body)} bytes is over "
                                      f"the limit of {settings.result_max_bytes} bytes"]
+        elif sub.refused:
+            parsed, reasons = None, [f"body: {sub.refused}"]
         else:
             try:
                 parsed, reasons = validate_result(sub.body, job, node.id, tr.aware(lease.leased_at), now,
                                                   settings)
+            except RecursionError:        # a body the face let through that still nests too deep: invalid
+                parsed, reasons = None, ["body: the JSON nests too deeply to read"]
             except Exception as exc:      # a fault in validation fails this submission alone
                 return exc
 

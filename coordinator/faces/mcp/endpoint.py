@@ -17,7 +17,6 @@ as the SDK routes them (see ``protocol``):
 """
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -25,7 +24,7 @@ import tornado.web
 
 from coordinator import __version__
 from coordinator.core.pipeline import RequestFacts
-from coordinator.faces.http import MAX_JSON_BODY, BaseHandler, dumps
+from coordinator.faces.http import MAX_JSON_BODY, BaseHandler, JsonRefused, dumps, parse_json
 from coordinator.faces.mcp import protocol
 from coordinator.faces.mcp import tools as mcp_tools
 from coordinator.faces.mcp.protocol import (HANDSHAKE_VERSIONS, INVALID_REQUEST, LATEST_HANDSHAKE, METHOD_NOT_FOUND, PARSE_ERROR, PROTOCOL_VERSION_HEADER, ROUTING_HEADERS, SERVER_INFO_META, HEADER_MISMATCH,
@@ -131,9 +130,9 @@ class McpHandler(BaseHandler):
         if len(body) > MAX_JSON_BODY:
             raise RpcError(PARSE_ERROR, "Parse error: the request body is too large", {"maxBytes": MAX_JSON_BODY})
         try:
-            return json.loads(body)
-        except (ValueError, RecursionError):
-            raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON") from None
+            return parse_json(body)
+        except JsonRefused as exc:
+            raise RpcError(PARSE_ERROR, f"Parse error: the body {exc}") from None
 
     async def serve_modern(self, msg: Message, headers: dict[str, str]) -> None:
         if msg.kind == "response":

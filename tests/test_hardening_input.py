@@ -1,0 +1,69 @@
+"""Hostile input on every face (issue 31): deeply nested JSON, oversized bodies, URIs and
+headers, rate limits on the node and review routes, 405 with Allow, empty parameters."""
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import select
+
+from coordinator.core.db.models import SweepLease, SweepResult
+from coordinator.faces.http import json_depth_exceeds, parse_json
+from tests.test_error_shape import assert_error_shape
+from tests.test_review_kit import reviewer
+from tests.test_sweeps_kit import CENTRE, enrolled, photos, request_sweep, sweeps_db, sweeps_sqlite  # noqa: F401
+
+DEEP = "[" * 5000 + "]" * 5000                       # 10 KB: RecursionError in json.loads
+DEEP_OBJECT = '{"a":' * 2500 + "1" + "}" * 2500
+JUST_DEEP = "[" * 33 + "]" * 33                        # one level past the bound
+
+
+def test_the_json_reader_bounds_depth_without_recursing():
+    assert json_depth_exceeds(JUST_DEEP.encode()) and not json_depth_exceeds(("[" * 32 + "]" * 32).encode())
+    assert not json_depth_exceeds(b'{"text": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}')
+    assert parse_json(b'{"a": [1, {"b": "x\\"]"}]}') == {"a": [1, {"b": 'x"]'}]}
+    for body, why in ((DEEP, "deeper than 32"), (DEEP_OBJECT, "deeper than 32"),
+                      ("[" * 100_000, "not valid JSON"), ('{"a": [' * 20_000, "not valid JSON")):
+        try:
+            parse_json(body)
+        except ValueError as exc:      # never a RecursionError
+            assert why in str(exc), (body[:10], exc)
+        else:
+            raise AssertionError("a deep body was read")
+
+
+async def test_deep_json_is_400_on_sweep_request_enrol_and_review_bodies(sweeps_sqlite):
+    auth = await reviewer(sweeps_sqlite)
+    for path, headers in (("/earth/sweep-request", {}), ("/node/v1/enrol", {}),
+                          ("/review/v1/jobs/1/approve", auth), ("/review/v1/sweeps/sr_x/approve", auth)):
+        for body in (DEEP, DEEP_OBJECT, JUST_DEEP):
+            r = await sweeps_sqlite.post(path, body, headers={**headers, "Content-Type": "application/json"})
+            assert r.status == 400, (path, r.status, r.body[:200])
+            assert_error_shape(r.json(), "bad_parameter")
+            assert "deeper than 32" in r.json()["error"]["message"]
+
+
+async def test_deep_json_on_mcp_is_a_parse_error(sweeps_sqlite):
+    for body in (DEEP, DEEP_OBJECT):
+        r = await sweeps_sqlite.post("/mcp", body, headers={"Content-Type": "application/json",
+                                                            "Accept": "application/json"})
+        assert r.status == 400, r.body[:200]
+        doc = r.json()
+        assert doc["error"]["code"] == -32700 and "deeper than 32" in doc["error"]["message"]
+
+
+async def test_a_deep_result_is_recorded_invalid_and_ends_its_lease(sweeps_db, photos):
+    photos.scatter(*CENTRE, radius_m=300, n=6, seed=1)
+    await request_sweep(sweeps_db, radius=300)
+    (node,) = await enrolled(sweeps_db)
+    doc = await node.lease()
+    lid = doc["lease"]["leaseId"]
+    r = await node.submit(lid, DEEP)
+    assert r.status == 422, r.body[:300]
+    assert_error_shape(r.json(), "invalid_result")
+    assert any("deeper than 32" in x for x in r.json()["error"]["details"]["reasons"])
+    async with sweeps_db.services.db.read() as s:
+        lease = (await s.execute(select(SweepLease).where(SweepLease.id == lid))).scalar_one()
+        result = (await s.execute(select(SweepResult).where(SweepResult.lease_id == lid))).scalar_one()
+    assert lease.state != "active" and result.state == "invalid"
+    again = await node.submit(lid, DEEP)                       # the same submission: the same answer
+    assert again.status == 422 and json.loads(again.body)["error"]["details"]["duplicate"] is True
