@@ -9,11 +9,12 @@ import math
 
 import numpy as np
 
-from . import schema
+from . import road_edges, schema
 from .aggregate import PhotoMeasurement
 from .calibrate import EXACT_GROUND_SIGMA, NETWORK_GROUND_SIGMA, SCALE_DOUBT, calibrate
 from .camera import Camera
-from .measure import combined_road, measure_objects, road_width
+from .labels import SEG
+from .measure import ROAD_EDGE_NEIGHBOURS, combined_road, measure_objects, road_width
 from .structures import seg_structures
 
 # The depth network's error, log units, that calibration weighs the depth cues by (chosen on validation
@@ -64,22 +65,39 @@ def _depth_scale_sigma(doubt: float, usual: float) -> float:
     return doubt if doubt > SCALE_DOUBT else usual
 
 
-def _road(c: Camera, depth: np.ndarray, seg: np.ndarray, depth_sigma: float | None, doubt: float):
-    on_plane = road_width(c, depth, seg, plane=True)
-    by_depth = road_width(c, depth, seg, plane=False)
+# Where the photo's own lines can check the road mask's edges (``road_edges``), the road may also end at
+# a class the segmentation gives a verge it does not know (grass read as building or vegetation): the check,
+# not the neighbouring class, then says whether the edge is a road edge.
+CHECKED_EDGE_NEIGHBOURS = ROAD_EDGE_NEIGHBOURS | frozenset(SEG[c] for c in ("building", "vegetation", "fence"))
+
+
+def _road(c: Camera, depth: np.ndarray, seg: np.ndarray, depth_sigma: float | None, doubt: float,
+          grey: np.ndarray | None = None):
+    """The road width, and the edge check's evidence (None without an image): a width neither of whose
+    mask edges the photo's lines support is withheld; one unsupported edge is flagged in the evidence."""
+    neighbours = ROAD_EDGE_NEIGHBOURS if grey is None else CHECKED_EDGE_NEIGHBOURS
+    on_plane = road_width(c, depth, seg, plane=True, neighbours=neighbours)
+    by_depth = road_width(c, depth, seg, plane=False, neighbours=neighbours)
     if depth_sigma:
-        return combined_road(on_plane, by_depth, NETWORK_GROUND_SIGMA,
+        road = combined_road(on_plane, by_depth, NETWORK_GROUND_SIGMA,
                              _depth_scale_sigma(doubt, ROAD_DEPTH_SCALE_SIGMA))
-    return combined_road(on_plane, by_depth, EXACT_GROUND_SIGMA, ROAD_EXACT_DEPTH_SIGMA)
+    else:
+        road = combined_road(on_plane, by_depth, EXACT_GROUND_SIGMA, ROAD_EXACT_DEPTH_SIGMA)
+    if road is None or grey is None:
+        return road, None
+    chk = road_edges.check(c, grey, road.left, road.right)
+    return (None if chk.rejects else road), chk.evidence()
 
 
 def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarray, seg: np.ndarray | None,
-                  detections, *, min_score: float = 0.5,
-                  depth_sigma: float | None = None) -> tuple[PhotoMeasurement, dict]:
+                  detections, *, min_score: float = 0.5, depth_sigma: float | None = None,
+                  image: np.ndarray | None = None) -> tuple[PhotoMeasurement, dict]:
     """One photo's measurements with its calibrated camera, and the calibration evidence.
 
     ``depth_sigma``: the depth model's error (log units) when depth comes from a network
     (``MODEL_DEPTH_SIGMA``), which the calibration weighs its depth cues by; None for exact depth.
+    ``image``: the photo at the depth map's size (RGB or grey), for the road edges' check against its
+    own lines (``road_edges``); without it the road mask is taken as it is.
     """
     dets = [(label, box, score) for label, box, score in detections if score >= min_score]
     cal = calibrate(cam, depth, seg, dets, min_score=min_score, depth_sigma=depth_sigma)
@@ -88,7 +106,10 @@ def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarra
     doubt = abs(error)
     if depth_sigma and doubt > SCALE_CORRECT:
         depth = depth * math.exp(-error)
-    road = _road(c, depth, seg, depth_sigma, doubt) if seg is not None else None
+    grey = road_edges.to_grey(image) if image is not None else None
+    road, edges = _road(c, depth, seg, depth_sigma, doubt, grey) if seg is not None else (None, None)
+    if edges is not None:
+        cal.evidence["roadEdges"] = edges
     object_sigma = _depth_scale_sigma(doubt, OBJECT_DEPTH_SIGMA) if depth_sigma else None
     pm = PhotoMeasurement(photo_id=photo_id, captured_at=captured_at, camera=c, scale_trust=cal.scale_trust,
                           road=road,

@@ -75,6 +75,8 @@ class RoadWidthEstimate:
     east: float   # centre of the measured stretch, metres from the camera's ground point
     north: float
     method: str = "road-mask edges x metric depth, perpendicular to the fitted road direction"
+    left: np.ndarray | None = None    # (n, 2) ENU edge points the width was read from, for ``road_edges.check``
+    right: np.ndarray | None = None
 
 METHOD_DEPTH = "road-mask edges x metric depth, perpendicular to the fitted road direction"
 METHOD_GROUND = ("road-mask edges on the calibrated ground plane (camera height and pitch from depth and vehicles), "
@@ -105,7 +107,8 @@ def robust_spread(values: np.ndarray) -> float:
 
 
 def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float = 3.0, far_m: float = 40.0,
-               min_rows: int = 5, plane: bool = False) -> RoadWidthEstimate | None:
+               min_rows: int = 5, plane: bool = False,
+               neighbours: frozenset = ROAD_EDGE_NEIGHBOURS) -> RoadWidthEstimate | None:
     """Road width from the road mask; None where fewer than ``min_rows`` rows show both edges.
 
     Each row's edge points are placed at the row's road depth, or with ``plane`` where their rays meet the
@@ -122,8 +125,7 @@ def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float
             continue
         x0, x1 = xs[0], xs[-1]
         # An edge counts only where the road ends at a kerb or sidewalk, not at a vehicle or the frame.
-        if x0 == 0 or x1 == w - 1 or seg[y, x0 - 1] not in ROAD_EDGE_NEIGHBOURS \
-                or seg[y, x1 + 1] not in ROAD_EDGE_NEIGHBOURS:
+        if x0 == 0 or x1 == w - 1 or seg[y, x0 - 1] not in neighbours or seg[y, x1 + 1] not in neighbours:
             continue
         d = depth[y, xs]
         d = d[np.isfinite(d)]
@@ -152,7 +154,8 @@ def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float
     mid = (left + right).mean(0) / 2
     return RoadWidthEstimate(width_m=float(np.median(widths)), spread_m=robust_spread(widths),
                              samples=len(widths), nearest_m=float(min(rows)), farthest_m=float(max(rows)),
-                             east=float(mid[0]), north=float(mid[1]), method=METHOD_GROUND if plane else METHOD_DEPTH)
+                             east=float(mid[0]), north=float(mid[1]), method=METHOD_GROUND if plane else METHOD_DEPTH,
+                             left=left, right=right)
 
 
 METHOD_BOTH = ("road-mask edges on the calibrated ground plane and by metric depth, weighed by their errors, "
@@ -174,7 +177,8 @@ def combined_road(on_plane: RoadWidthEstimate | None, by_depth: RoadWidthEstimat
     spread = max(on_plane.spread_m, by_depth.spread_m, abs(on_plane.width_m - by_depth.width_m) / 2)
     return RoadWidthEstimate(width_m=width, spread_m=spread, samples=on_plane.samples,
                              nearest_m=on_plane.nearest_m, farthest_m=on_plane.farthest_m,
-                             east=on_plane.east, north=on_plane.north, method=METHOD_BOTH)
+                             east=on_plane.east, north=on_plane.north, method=METHOD_BOTH,
+                             left=on_plane.left, right=on_plane.right)
 
 
 def _pixels(box, w: int, h: int) -> tuple[int, int, int, int]:

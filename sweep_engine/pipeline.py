@@ -79,6 +79,18 @@ def inside(lon: float, lat: float, polygon: dict) -> bool:
     return in_ring(rings[0]) and not any(in_ring(r) for r in rings[1:])
 
 
+def at_size(image: torch.Tensor | np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """A photo ((3, H, W) tensor or (H, W, 3) array) as an (h, w, 3) float array at ``size`` (h, w): the
+    depth map's grid, on which the road edges are checked."""
+    t = torch.from_numpy(np.array(image)) if isinstance(image, np.ndarray) else image
+    if t.ndim == 3 and t.shape[0] != 3:
+        t = t.permute(2, 0, 1)
+    if tuple(t.shape[-2:]) != tuple(size):
+        from torch.nn import functional as F
+        t = F.interpolate(t[None].float(), size=tuple(size), mode="bilinear", antialias=True, align_corners=False)[0]
+    return t.float().permute(1, 2, 0).cpu().numpy()
+
+
 class Engine:
     def __init__(self, config: EngineConfig):
         self.config = config
@@ -152,8 +164,12 @@ class Engine:
         return outs, spent
 
     def measure(self, photo: schema.PhotoRef, image_size: tuple[int, int], out: ModelOutput,
-                camera_height_m: float | None = None, focal_px: float | None = None):
-        """One photo's geometry from the networks' output: ``(PhotoMeasurement, evidence)``."""
+                camera_height_m: float | None = None, focal_px: float | None = None,
+                image: torch.Tensor | np.ndarray | None = None):
+        """One photo's geometry from the networks' output: ``(PhotoMeasurement, evidence)``.
+
+        ``image``: the decoded photo ((3, H, W) tensor or (H, W, 3) array, any size), for the road edges'
+        check against the photo's own lines (``road_edges``); without it the road mask is taken as it is."""
         w0, h0 = image_size
         ref = dataclasses.replace(photo, width=w0, height=h0)
         cam = camera_for_photo(ref, self.config.input_width, self.config.input_height, focal_px=focal_px,
@@ -166,7 +182,8 @@ class Engine:
             rescale = cam.fy / out.depth_focal_px
             depth = out.depth * np.float32(rescale)
         pm, evidence = measure_photo(photo.id, photo.captured_at, cam, depth, out.seg, out.detections,
-                                     min_score=self.config.min_score, depth_sigma=self.depth_sigma)
+                                     min_score=self.config.min_score, depth_sigma=self.depth_sigma,
+                                     image=None if image is None else at_size(image, out.depth.shape))
         if out.depth_focal_px:
             evidence = {**evidence, "depthModelFocalPx": out.depth_focal_px, "depthRescale": rescale}
         return pm, evidence
@@ -189,7 +206,8 @@ class Engine:
         measurements = []
         for p, img, out in zip(kept, images, outs):
             try:
-                pm, evidence = self.measure(p, (img.shape[-1], img.shape[-2]), out, camera_height_m=height)
+                pm, evidence = self.measure(p, (img.shape[-1], img.shape[-2]), out, camera_height_m=height,
+                                            image=img)
                 measurement = to_schema(pm, evidence)
             except Exception as exc:  # one photo's degenerate output must not cost the job its other photos
                 log.exception("measuring photo %s failed", p.id)
