@@ -1,0 +1,128 @@
+"""Air quality: measured station readings from the World Air Quality Index project's station
+feeds (WAQI; UPSTREAMS.md §2.2), as each station reported them, never interpolated.
+
+A feed is ``/feed/{city or @uid}?token=`` and answers ``{"status": "ok", "data": {"aqi",
+"idx", "attributions", "city": {"name", ...}, "dominentpol", "iaqi": {"pm25": {"v": ...}, ...},
+"time": {"s", "tz", "v", "iso"}}}``. Errors come with HTTP 200 as ``{"status": "error",
+"data": "Invalid key"}``; ``aqi`` is the string ``"-"`` when a station is offline.
+
+The values in ``iaqi`` are US-EPA AQI sub-indices, not concentrations: each reading says so
+(``scale``) instead of giving a unit it does not have. ``t``, ``h``, ``p``, ``w`` and ``dew``
+are weather, not air quality, and are left out. The time is the station's own (``time.iso``,
+with its UTC offset) and is also given in UTC.
+
+WAQI needs a token (``SIS_SOURCES__WAQI__API_KEY``), sent as the ``token`` query parameter;
+without it the answer is degraded naming that setting. Its terms: non-commercial use, show the
+attributions (carried on every record). Which feeds are read is the option ``stations``.
+
+The recorded sample (``samples/waqi/feed/jakarta.json``) is a constructed sample in the
+recorded WAQI feed format, made for this project, not a real recording.
+"""
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+from typing import Any
+
+from coordinator.core.context import ToolContext
+from coordinator.core.honesty import Answer, Health
+from coordinator.core.registry import Tool, tool
+from coordinator.sources.base import Query, Source, SourceError
+from coordinator.sources.registry import register
+
+TOOLS: list[Tool] = []
+
+LICENSE = "WAQI terms (non-commercial, attribution required)"
+POLLUTANTS = {"pm25": "PM2.5", "pm10": "PM10", "o3": "O3", "no2": "NO2", "so2": "SO2", "co": "CO"}
+SCALE = "US EPA AQI sub-index (0-500), not a concentration"
+
+
+def _utc(iso: str | None) -> str | None:
+    if not iso:
+        return None
+    try:
+        t = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        return None          # a time without its offset cannot be placed: unknown
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _index(v: Any) -> int | float | None:
+    """An index value, or None for the offline mark ``"-"`` and anything not a number."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return v
+    try:
+        return float(v) if "." in str(v) else int(str(v))
+    except ValueError:
+        return None
+
+
+def parse_feed(doc: Any, feed: str) -> dict[str, Any]:
+    if not isinstance(doc, dict) or doc.get("status") != "ok":
+        why = doc.get("data") if isinstance(doc, dict) else None
+        raise SourceError(f"feed {feed}: WAQI said {doc.get('status') if isinstance(doc, dict) else '?'}"
+                          + (f" ({why})" if isinstance(why, str) else ""))
+    d = doc["data"]
+    t = d.get("time") or {}
+    attributions = [{"name": a.get("name"), "url": a.get("url")} for a in d.get("attributions") or []]
+    station = {"station": d["city"]["name"], "stationId": d.get("idx"), "feed": feed,
+               "time": t.get("iso"), "timeUtc": _utc(t.get("iso")),
+               "aqi": {"value": _index(d.get("aqi")), "scale": "US EPA AQI (0-500)"},
+               "dominantPollutant": POLLUTANTS.get(str(d.get("dominentpol") or "").lower()),
+               "attributions": attributions, "license": LICENSE}
+    readings = []
+    for key, name in POLLUTANTS.items():
+        v = (d.get("iaqi") or {}).get(key)
+        if isinstance(v, dict) and _index(v.get("v")) is not None:
+            readings.append({"station": station["station"], "stationId": station["stationId"],
+                             "time": station["time"], "timeUtc": station["timeUtc"], "pollutant": name,
+                             "value": _index(v["v"]), "scale": SCALE, "measured": True,
+                             "attributions": attributions, "license": LICENSE})
+    return {**station, "readings": readings}
+
+
+@register
+class Waqi(Source[dict]):
+    name = "waqi"
+    label = "WAQI"
+    license = LICENSE
+    default_base_url = "https://api.waqi.info"
+    description = "World Air Quality Index station feeds (JSON, needs a token)"
+    needs_key = True
+    options = {"stations": "jakarta"}           # feeds: city names or @uid, comma-separated
+
+    async def fetch(self, query: Query) -> list[dict]:
+        feeds = [f.strip() for f in str(self.option("stations")).split(",") if f.strip()]
+
+        async def one(feed: str) -> dict:
+            try:
+                doc = await self.get_json(f"/feed/{feed}", {"token": self.api_key})
+            except SourceError as exc:
+                raise SourceError(f"feed {feed}: {exc}") from None
+            return parse_feed(doc, feed)
+
+        return list(await asyncio.gather(*(one(f) for f in feeds)))
+
+
+@tool(TOOLS, name="air_quality", title="Air quality (measured)", routes={"public": "/air-quality"},
+      description="Measured air quality at monitoring stations: for each station its name, the time it "
+                  "reported (its own and UTC), and each pollutant's value on the scale it is given in (US EPA "
+                  "AQI sub-indices, not concentrations). Station readings only, never interpolated.",
+      params=(), scopes=("earth.air-quality",), cache_ttl_s=600, tags=("panels",))
+async def air_quality(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    read = await ctx.services.sources["waqi"].read(Query())
+    readings = [r for s in read.records for r in s["readings"]]
+    stations = [{k: v for k, v in s.items() if k != "readings"} for s in read.records]
+    caveats = ["Readings are what each station measured, at its place and time; nothing is interpolated, so "
+               "air between stations is unknown.",
+               "Values are US EPA AQI sub-indices (0-500), not concentrations in µg/m³ or ppm.",
+               "WAQI data is for non-commercial use; show each record's attributions."]
+    offline = [s["station"] for s in stations if s["aqi"]["value"] is None]
+    if offline:
+        caveats.append(f"No current index from {', '.join(offline)} (offline): unknown, not clean air.")
+    return Answer({"count": len(readings) if read.report.ok else None, "readings": readings,
+                   "stations": stations}, caveats=caveats, health=Health([read.report]))
