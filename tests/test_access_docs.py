@@ -38,7 +38,7 @@ def test_every_refusal_reason_and_limit_name_in_the_code_is_documented():
 
 def test_the_anonymous_literal_statuses_and_headers_are_documented():
     assert f"The anonymous credential's literal is `{ANON_CREDENTIAL}`" in DOC
-    for text in ("| 401 |", "| 403 |", "| 429 |", "| 400 |", "| 503 |", "| 409 |", "RateLimit-Limit",
+    for text in ("| 401 |", "| 403 |", "| 429 |", "| 400 |", "| 409 |", "When Redis is down", "RateLimit-Limit",
                  "RateLimit-Remaining", "RateLimit-Reset", "Retry-After", "frame-ancestors",
                  "Access-Control-Allow-Origin", "Cache-Control: private"):
         assert text in DOC, text

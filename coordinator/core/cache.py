@@ -174,7 +174,7 @@ def _retrieve(task: asyncio.Task) -> None:
     themselves, and one that nobody awaited (an accepted tool's) is handed over."""
     if not task.cancelled():
         exc = task.exception()
-        if exc is not None and not isinstance(exc, ServiceError):
+        if exc is not None and not isinstance(exc, (ServiceError, *_REDIS_DOWN)):  # Redis down: said once
             log.error("a cached computation failed", exc_info=exc)
 
 
@@ -219,19 +219,30 @@ class RedisAnswerCache(AnswerCache):
     """Several coordinators' cache in one Redis. Within a process the in-flight table of
     ``AnswerCache`` still joins concurrent requests; across processes a lock key
     (``SET NX`` with a lease) elects the one that computes, and the others poll for its
-    entry or its hand-over. Entries expire in Redis by their TTL."""
+    entry or its hand-over. Entries expire in Redis by their TTL.
+
+    When Redis does not answer, requests are served by an in-process ``AnswerCache``
+    (``local``) and a warning is logged once: each process caches and single-flights on
+    its own, as one coordinator does, until Redis answers again (tried ``RETRY_S`` after
+    it failed). An answer computed while Redis failed is still returned; it is only not
+    shared."""
 
     shared = True
     POLL_S = 0.02
+    RETRY_S = 5.0
+    TIMEOUT_S = 0.5
 
     def __init__(self, url: str, prefix: str = "sis", *, handover_s: float = 300.0, lock_s: float = 120.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(clock=clock, handover_s=handover_s)
         from redis.asyncio import Redis
 
-        self.redis = Redis.from_url(url)
+        self.redis = Redis.from_url(url, socket_connect_timeout=self.TIMEOUT_S, socket_timeout=self.TIMEOUT_S)
         self.prefix = f"{prefix}:cache"
         self.lock_s = lock_s
+        self.local = AnswerCache(clock=clock, handover_s=handover_s)   # while Redis does not answer
+        self.fallbacks = 0
+        self._down_until = -float("inf")
 
     def _k(self, kind: str, key: str) -> str:
         return f"{self.prefix}:{kind}:{key}"
@@ -247,21 +258,44 @@ class RedisAnswerCache(AnswerCache):
 
     def clear(self) -> None:  # entries expire by themselves; tests use their own prefix
         super().clear()
+        self.local.clear()
 
     async def close(self) -> None:
         await super().close()
+        await self.local.close()
         await self.redis.aclose()
 
     def _take_handover(self, key: str) -> _Failed | None:
         return None   # read in run(), asynchronously
 
+    @property
+    def degraded(self) -> bool:
+        return self._down_until != -float("inf")
+
+    def _fell_back(self, exc: BaseException) -> None:
+        if not self.degraded:
+            self.fallbacks += 1
+            log.warning("answer cache storage (Redis) unreachable: %s; answers are cached per process "
+                        "until it answers again (tried every %.0f s)", exc or type(exc).__name__, self.RETRY_S)
+        self._down_until = self.clock() + self.RETRY_S
+
     async def run(self, key: str, ttl_s: float, compute: Compute, *, bound_s: float | None = None,
                   accepted: bool = False) -> Outcome:
-        if accepted:
-            raw = await self.redis.getdel(self._k("hk", key))
-            if raw is not None:
-                return _failed_from_bytes(raw).give()
-        return await super().run(key, ttl_s, compute, bound_s=bound_s, accepted=accepted)
+        if self.clock() >= self._down_until:
+            try:
+                if accepted:
+                    raw = await self.redis.getdel(self._k("hk", key))
+                    if raw is not None:
+                        return _failed_from_bytes(raw).give()
+                outcome = await super().run(key, ttl_s, compute, bound_s=bound_s, accepted=accepted)
+            except _REDIS_DOWN as exc:
+                self._fell_back(exc)
+            else:
+                if self.degraded and not accepted:
+                    self._down_until = -float("inf")
+                    log.warning("answer cache storage (Redis) answers again: answers are shared again")
+                return outcome
+        return await self.local.run(key, ttl_s, compute, bound_s=bound_s, accepted=accepted)
 
     async def _compute(self, key: str, ttl_s: float, compute: Compute, accepted: bool) -> Answer:
         """This process's one task for ``key``: compute if this process holds the lock, else
@@ -305,16 +339,25 @@ class RedisAnswerCache(AnswerCache):
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
-            await self._hand_over(key, token, _Failed(error=exc), accepted)
+            try:
+                await self._hand_over(key, token, _Failed(error=exc), accepted)
+            except _REDIS_DOWN as down:   # the error still reaches this process's requests
+                self._fell_back(down)
             raise
         else:
-            if answer.may_cache:
-                await self.put(key, answer, ttl_s)
-            else:
-                await self._hand_over(key, token, _Failed(answer=answer), accepted)
+            try:
+                if answer.may_cache:
+                    await self.put(key, answer, ttl_s)
+                else:
+                    await self._hand_over(key, token, _Failed(answer=answer), accepted)
+            except _REDIS_DOWN as exc:   # the answer stands; it is only not shared
+                self._fell_back(exc)
             return answer
         finally:
-            await self._release(lock, token)
+            try:
+                await self._release(lock, token)
+            except _REDIS_DOWN as exc:   # the lock's lease lapses by itself
+                self._fell_back(exc)
 
     async def _hand_over(self, key: str, token: str, failed: _Failed, accepted: bool) -> None:
         raw = _failed_to_bytes(failed)
@@ -328,6 +371,15 @@ class RedisAnswerCache(AnswerCache):
         """Delete the lock only if it is still ours (a lease that lapsed may be another's now)."""
         await self.redis.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
                               "end return 0", 1, lock, token)
+
+
+def _redis_down_errors() -> tuple[type[BaseException], ...]:
+    from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeout
+
+    return (RedisConnectionError, RedisTimeout)
+
+
+_REDIS_DOWN = _redis_down_errors()
 
 
 def make_cache(redis_url: str, prefix: str) -> AnswerCache:

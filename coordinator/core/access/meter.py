@@ -3,7 +3,7 @@
 Per-minute ceilings use a moving window (no double burst at a window edge), kept
 in process memory for one coordinator (``LocalWindows``) or in Redis through the
 ``limits`` library when ``SIS_REDIS_URL`` is set, so that several coordinators
-share one window. Both are atomic (one event loop in memory, a Lua script in
+share one window (and in process memory again while Redis does not answer). Both are atomic (one event loop in memory, a Lua script in
 Redis), which is what makes "120 allowed of N concurrent" exact.
 
 Day, month and budget counters must survive a restart, so they are rows of
@@ -28,7 +28,6 @@ from sqlalchemy import bindparam, select, tuple_, update
 from sqlalchemy.exc import DBAPIError
 
 from coordinator.core.db import Database
-from coordinator.core.errors import Unavailable
 from coordinator.core.db.models import AccessKey, AccessUsage, EmbedToken
 from coordinator.core.access.credentials import aware
 
@@ -90,60 +89,84 @@ class LocalWindows:
 
 
 class RateLimiter:
-    """Per-minute moving windows, identified by text parts (``"ip", "1.2.3.4"``)."""
+    """Per-minute moving windows, identified by text parts (``"ip", "1.2.3.4"``).
 
-    def __init__(self, redis_url: str = "", prefix: str = "sis", *, enforce: bool = True) -> None:
+    With ``SIS_REDIS_URL`` set the windows live in Redis, shared by every coordinator.
+    When Redis does not answer, each process falls back to its own windows
+    (``LocalWindows``) and logs a warning once: a client then gets up to the limit from
+    each process instead of from all together, which is neither "no limits" nor "refuse
+    everyone". Redis is tried again ``RETRY_S`` seconds after it failed; when it answers,
+    the shared windows resume (with what they counted before the outage) and that is
+    logged too. Requests counted locally during the outage are not carried over."""
+
+    RETRY_S = 5.0
+    TIMEOUT_S = 0.5       # a Redis that accepts but does not answer must not hold a request longer
+
+    def __init__(self, redis_url: str = "", prefix: str = "sis", *, enforce: bool = True,
+                 clock=time.monotonic) -> None:  # noqa: ANN001
         self.shared = bool(redis_url)
         self.enforce = enforce
+        self.local = LocalWindows()
+        self.fallbacks = 0            # outages seen, for operators and tests
+        self._clock = clock
+        self._down_until = -math.inf  # while the clock is short of it, Redis is not asked
         self._pool = None
         if redis_url:
             from redis.asyncio import BlockingConnectionPool
 
             # A blocking pool: a burst of concurrent requests waits for a connection
             # instead of failing with "too many connections".
-            self._pool = BlockingConnectionPool.from_url(redis_url, max_connections=32, timeout=10)
+            self._pool = BlockingConnectionPool.from_url(redis_url, max_connections=32, timeout=10,
+                                                         socket_connect_timeout=self.TIMEOUT_S,
+                                                         socket_timeout=self.TIMEOUT_S)
             uri = "async+" + redis_url if not redis_url.startswith("async+") else redis_url
             self.storage: Storage = RedisStorage(uri, implementation="redispy", key_prefix=f"{prefix}:rl",
                                                  connection_pool=self._pool)
             self.strategy = MovingWindowRateLimiter(self.storage)
-        else:
-            self.local = LocalWindows()
+
+    @property
+    def degraded(self) -> bool:
+        """Shared storage configured but not answering: windows are this process's own."""
+        return self.shared and self._down_until != -math.inf
 
     async def hit(self, per_minute: int, *ident: str) -> Window:
-        if not self.shared:
-            return self._local(per_minute, ident, count=True)
-        item = RateLimitItemPerMinute(per_minute)
-        try:
-            allowed = await self.strategy.hit(item, *ident)
-            return await self._window(item, allowed, ident)
-        except Exception as exc:
-            raise self._unreachable(exc) from exc
+        if self.shared and self._clock() >= self._down_until:
+            item = RateLimitItemPerMinute(per_minute)
+            try:
+                allowed = await self.strategy.hit(item, *ident)
+                return await self._window(item, allowed, ident)
+            except Exception as exc:
+                self._fell_back(exc)
+        return self._local(per_minute, ident, count=True)
 
     async def peek(self, per_minute: int, *ident: str) -> Window:
         """The window's state without counting a request."""
-        if not self.shared:
-            return self._local(per_minute, ident, count=False)
-        item = RateLimitItemPerMinute(per_minute)
-        try:
-            allowed = await self.strategy.test(item, *ident)
-            return await self._window(item, allowed, ident)
-        except Exception as exc:
-            raise self._unreachable(exc) from exc
+        if self.shared and self._clock() >= self._down_until:
+            item = RateLimitItemPerMinute(per_minute)
+            try:
+                allowed = await self.strategy.test(item, *ident)
+                return await self._window(item, allowed, ident)
+            except Exception as exc:
+                self._fell_back(exc)
+        return self._local(per_minute, ident, count=False)
 
     def _local(self, per_minute: int, ident: tuple[str, ...], *, count: bool) -> Window:
         allowed, remaining, reset = self.local.hit(per_minute, ident, count=count)
         return Window(allowed or not self.enforce, per_minute, remaining, reset if remaining < per_minute else 0)
 
-    def _unreachable(self, exc: Exception) -> Exception:
-        """Shared storage that does not answer fails closed: nobody is let through uncounted."""
-        if not self.shared:
-            return exc
-        log.warning("rate-limit storage unreachable: %s", exc)
-        return Unavailable("the rate-limit storage did not answer; retry shortly",
-                           {"retryAfterS": 5}, headers={"Retry-After": "5"})
+    def _fell_back(self, exc: Exception) -> None:
+        if not self.degraded:
+            self.fallbacks += 1
+            log.warning("rate-limit storage (Redis) unreachable: %s; per-minute limits are counted per "
+                        "process until it answers again (tried every %.0f s)", exc or type(exc).__name__,
+                        self.RETRY_S)
+        self._down_until = self._clock() + self.RETRY_S
 
     async def _window(self, item: RateLimitItemPerMinute, allowed: bool, ident: tuple[str, ...]) -> Window:
         stats = await self.strategy.get_window_stats(item, *ident)
+        if self.degraded:
+            self._down_until = -math.inf
+            log.warning("rate-limit storage (Redis) answers again: per-minute limits are shared again")
         reset = max(0, math.ceil(stats.reset_time - time.time()))
         return Window(allowed or not self.enforce, item.amount, max(0, stats.remaining), reset if stats.remaining < item.amount else 0)
 

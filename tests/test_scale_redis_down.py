@@ -1,0 +1,138 @@
+"""When Redis is down: per-minute limits fall back to each process's own windows with a
+logged warning (never to no limits, never to refusing everyone), the shared answer
+cache falls back to the in-process one, and both return to Redis when it answers."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+
+import pytest
+
+from tests.support import free_port, make_settings, start_coordinator, stop_coordinator
+from tests.test_access_support import REDIS_URL, burst, unique_prefix
+
+needs_redis = pytest.mark.skipif(not REDIS_URL, reason="Redis tests: set SIS_TEST_REDIS_URL")
+
+
+def allowed(statuses: list[int]) -> int:
+    counts = Counter(statuses)
+    assert set(counts) <= {200, 429}, counts
+    return counts[200]
+
+
+def warnings_about(caplog, words: str) -> int:
+    return sum(1 for r in caplog.records if r.levelno == logging.WARNING and words in r.getMessage())
+
+
+async def test_with_redis_unreachable_limits_are_per_process_and_exact_and_the_cache_is_local(
+        sqlite_url, upstream, caplog):
+    caplog.set_level(logging.WARNING)
+    c = await start_coordinator(make_settings(sqlite_url, upstream, redis_url=f"redis://127.0.0.1:{free_port()}/0",
+                                              rate_limit_prefix=unique_prefix()))
+    try:
+        cache = c.services.cache
+        assert cache.shared
+        r1 = await c.get("/earth/events")
+        r2 = await c.get("/earth/events")
+        assert r1.status == r2.status == 200
+        assert r1.json() == r2.json()
+        assert cache.degraded and cache.local.hits == 1     # the second answer came from this process's cache
+        assert warnings_about(caplog, "answer cache storage (Redis) unreachable") == 1
+
+        statuses = await burst(c.base_url, "/earth/limits", clients=64, per_client=4)
+        got = allowed(statuses)
+        print(f"\nRedis unreachable: {got} + 2 of {len(statuses) + 2} allowed (64 concurrent clients, 120/min)")
+        assert 117 <= got <= 119                       # 120 less the two above: neither no limits nor nobody
+        assert c.services.access.limiter.degraded
+        assert warnings_about(caplog, "rate-limit storage (Redis) unreachable") == 1   # said once, not per request
+    finally:
+        await stop_coordinator(c)
+
+
+class RedisProxy:
+    """A TCP relay in front of the real Redis that can stop answering mid-run (every
+    connection cut, the port refusing) and start again on the same port."""
+
+    def __init__(self, target: str) -> None:
+        from urllib.parse import urlparse
+        u = urlparse(target)
+        self.target = (u.hostname, u.port or 6379)
+        self.db = u.path
+        self.port = free_port()
+        self.server: asyncio.AbstractServer | None = None
+        self.writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}{self.db}"
+
+    async def start(self) -> "RedisProxy":
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", self.port, reuse_address=True)
+        return self
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for w in list(self.writers):
+            w.close()
+        await self.server.wait_closed()
+        self.writers.clear()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection(*self.target)
+        self.writers.update((writer, up_w))
+
+        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            try:
+                while data := await r.read(65536):
+                    w.write(data)
+                    await w.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                w.close()
+
+        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+
+
+@needs_redis
+async def test_redis_stopping_mid_run_falls_back_per_process_and_sharing_resumes_when_it_answers(
+        sqlite_url, upstream, caplog):
+    caplog.set_level(logging.WARNING)
+    proxy = await RedisProxy(REDIS_URL).start()
+    prefix = unique_prefix()
+    a = await start_coordinator(make_settings(sqlite_url, upstream, redis_url=proxy.url, rate_limit_prefix=prefix))
+    b = await start_coordinator(make_settings(sqlite_url, upstream, redis_url=proxy.url, rate_limit_prefix=prefix))
+    try:
+        for c in (a, b):
+            c.services.access.limiter.RETRY_S = 0.3
+        # Redis up: one window for both coordinators.
+        sa, sb = await asyncio.gather(burst(a.base_url, "/earth/limits", clients=10, per_client=5),
+                                      burst(b.base_url, "/earth/limits", clients=10, per_client=5))
+        assert allowed(sa + sb) == 100
+        assert not a.services.access.limiter.degraded
+
+        await proxy.stop()
+        # Redis gone: each process counts on its own, 120 each, exactly.
+        sa, sb = await asyncio.gather(burst(a.base_url, "/earth/limits", clients=32, per_client=5),
+                                      burst(b.base_url, "/earth/limits", clients=32, per_client=5))
+        print(f"\nRedis stopped mid-run: {allowed(sa)} + {allowed(sb)} of {len(sa + sb)} allowed "
+              "(per-process windows of 120)")
+        assert 119 <= allowed(sa) <= 121 and 119 <= allowed(sb) <= 121
+        assert a.services.access.limiter.degraded and b.services.access.limiter.degraded
+        assert warnings_about(caplog, "rate-limit storage (Redis) unreachable") == 2    # once per process
+
+        await proxy.start()
+        await asyncio.sleep(0.4)      # past the retry interval
+        # Redis back: the shared window resumes with the 100 it held, so 20 more pass in all.
+        sa, sb = await asyncio.gather(burst(a.base_url, "/earth/limits", clients=5, per_client=5),
+                                      burst(b.base_url, "/earth/limits", clients=5, per_client=5))
+        assert allowed(sa + sb) == 20
+        assert not a.services.access.limiter.degraded and not b.services.access.limiter.degraded
+        assert warnings_about(caplog, "answers again") >= 2
+    finally:
+        await stop_coordinator(a)
+        await stop_coordinator(b)
+        if proxy.server is not None and proxy.server.is_serving():
+            await proxy.stop()
