@@ -145,3 +145,24 @@ def test_a_vehicles_contact_is_its_nearest_corner_so_it_weighs_less_than_its_dep
     # weighed like a person's, the vehicles' contact read them 0.7 % near (median), 2.2 % at worst
     assert np.median(vehicles) < 0.004 and max(vehicles) < 0.012
     assert np.median(errors["person"]) < 0.015
+
+
+def test_road_labelled_away_from_the_carriageway_is_not_measured():
+    """A network on an unfamiliar street labels patches of the verge (and of the sky) road: only the road
+    connected, row by row, to the bottom of the image is the carriageway (``measure.carriageway``)."""
+    from sweep_engine.labels import SEG
+    from sweep_engine.measure import carriageway
+
+    f = render(street_scene(5, width=256, height=192, road_width_m=7.0, n_vehicles=0, furniture=False))
+    seg = f.seg.copy()
+    patch = np.zeros(seg.shape, bool)
+    for y in range(seg.shape[0]):   # the middle third of the right sidewalk, row by row
+        xs = np.flatnonzero(seg[y, 128:] == SEG["sidewalk"]) + 128
+        if len(xs) >= 6:
+            third = (xs[-1] - xs[0]) // 3
+            patch[y, xs[0] + third:xs[-1] - third] = True
+    seg[patch] = SEG["road"]
+    seg[:10, 100:150] = SEG["road"]                                   # and a stretch of sky
+    assert carriageway(seg)[patch].sum() == 0 and carriageway(seg)[:10].sum() == 0
+    est = road_width(f.camera, f.depth, seg)
+    assert est is not None and est.width_m == pytest.approx(7.0, rel=0.01)
