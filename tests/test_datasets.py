@@ -274,9 +274,10 @@ def test_kinds_are_declared_once_and_checked():
     assert DatasetKind(name="x", description="d", license="L", suffixes=(".osm.pbf",), load=load).takes("A.OSM.PBF")
 
 
-def test_no_production_kind_exists_yet():
-    """The kinds come with the issues that need them; until then none is discovered."""
-    assert [n for n in KINDS.names() if not n.startswith("test-")] == []
+def test_production_kinds_are_the_capabilities_own():
+    """The kinds come with the issues that need them (pb2002: the plates panel), found by
+    discovery."""
+    assert [n for n in KINDS.names() if not n.startswith("test-")] == ["pb2002"]
 
 
 # ---- the command line ----------------------------------------------------------
@@ -347,17 +348,17 @@ def test_the_cli_ingests_lists_and_refuses_in_one_line(backend, cli_kinds, tmp_p
     assert rc == 0 and out[-1] == "1 dataset versions" and out[1].split()[:3] == ["2", "test-failing", "failed"]
 
     rc, out, err = cli(capsys, "datasets", "kinds")
-    assert rc == 0 and [line.split()[0] for line in out[:-1]] == ["test-failing", "test-points"]
-    assert out[1].split()[1:3] == [".geojsons,.geojsonl", "CC0-1.0"] and out[-1] == "2 kinds"
+    assert rc == 0 and [line.split()[0] for line in out[:-1]] == ["pb2002", "test-failing", "test-points"]
+    assert out[2].split()[1:3] == [".geojsons,.geojsonl", "CC0-1.0"] and out[-1] == "3 kinds"
 
     rc, out, err = cli(capsys, "ingest", "roads", str(good), "--database", url)
     assert rc == 2 and out == [] and err == [
-        "sis ingest: unknown dataset kind 'roads': available kinds are test-failing, test-points"]
+        "sis ingest: unknown dataset kind 'roads': available kinds are pb2002, test-failing, test-points"]
 
 
-def test_ingest_says_when_no_kind_exists_in_one_line(tmp_path):
-    """Run as a user would, where no kind is declared: one line, no traceback, and
-    nothing created."""
+def test_ingest_of_an_unknown_kind_says_so_in_one_line(tmp_path):
+    """Run as a user would, with only the production kinds declared: one line, no
+    traceback, and nothing created."""
     import os
     import subprocess
     import sys
@@ -367,6 +368,5 @@ def test_ingest_says_when_no_kind_exists_in_one_line(tmp_path):
                           "--database", f"sqlite:///{tmp_path}/sis.db"], capture_output=True, text=True,
                          timeout=60, env=dict(os.environ))
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert out.stderr.splitlines() == ["sis ingest: unknown dataset kind 'roads': no kinds are available yet "
-                                       "(capabilities declare them; see docs/datasets.md)"]
+    assert out.stderr.splitlines() == ["sis ingest: unknown dataset kind 'roads': available kinds are pb2002"]
     assert not (tmp_path / "sis.db").exists()

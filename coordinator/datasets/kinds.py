@@ -11,8 +11,8 @@ the checksum, the extent, ready or failed) is done for every kind alike by
 Kinds live beside the capability that uses them, in a module named
 ``dataset_kinds.py`` in its package (``coordinator/<capability>/dataset_kinds.py``);
 ``discover`` imports every such module, so adding a kind is that one module and no
-table to extend. No production kind exists yet: they come with the issues that need
-them (map extracts, bathymetry, plates).
+table to extend. Kinds come with the issues that need them: ``pb2002`` (plates) is in
+``coordinator/panels/dataset_kinds.py``.
 """
 from __future__ import annotations
 
