@@ -67,3 +67,79 @@ async def test_a_deep_result_is_recorded_invalid_and_ends_its_lease(sweeps_db, p
     assert lease.state != "active" and result.state == "invalid"
     again = await node.submit(lid, DEEP)                       # the same submission: the same answer
     assert again.status == 422 and json.loads(again.body)["error"]["details"]["duplicate"] is True
+
+
+# ---- bodies over a route's limit: 413 before the body is read (item 4) ---------------------
+
+async def raw_exchange(base_url: str, head: bytes, body_chunks=(), timeout: float = 5.0) -> tuple[int, dict, bytes]:
+    """Send ``head`` (request line and headers), then each chunk of ``body_chunks``, and
+    read the answer: its status, headers and body. The answer is awaited before any chunk
+    is sent when ``body_chunks`` is empty: a server that waits for the body never answers."""
+    import asyncio
+
+    host, port = base_url.rsplit("/", 1)[-1].split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(head)
+        await writer.drain()
+        for chunk in body_chunks:
+            writer.write(chunk)
+            await writer.drain()
+        raw = await asyncio.wait_for(reader.read(65536), timeout)
+        while b"\r\n\r\n" not in raw:
+            more = await asyncio.wait_for(reader.read(65536), timeout)
+            if not more:
+                break
+            raw += more
+        head_text, _, rest = raw.partition(b"\r\n\r\n")
+        lines = head_text.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:])}
+        length = int(headers.get("content-length", "0"))
+        while len(rest) < length:
+            more = await asyncio.wait_for(reader.read(65536), timeout)
+            if not more:
+                break
+            rest += more
+        return int(lines[0].split()[1]), headers, rest
+    finally:
+        writer.close()
+
+
+def _post_head(path: str, length: int | None, extra: str = "") -> bytes:
+    size = f"Content-Length: {length}\r\n" if length is not None else "Transfer-Encoding: chunked\r\n"
+    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{size}{extra}\r\n").encode()
+
+
+async def test_a_50_mb_body_is_answered_413_before_it_is_sent(sweeps_sqlite):
+    auth = await reviewer(sweeps_sqlite)
+    key = auth.get("X-Api-Key") or auth["Authorization"].split()[-1]
+    (node,) = await enrolled(sweeps_sqlite)
+    for path, extra, limit in (("/earth/sweep-request?lat=48.85&lon=2.35&radius=300", "", 64 * 1024),
+                               ("/node/v1/enrol", "", 16 * 1024),
+                               ("/node/v1/lease", f"Authorization: {node.auth['Authorization']}\r\n", 16 * 1024),
+                               ("/review/v1/jobs/1/approve", f"X-Api-Key: {key}\r\n", 16 * 1024),
+                               ("/mcp", "Accept: application/json\r\n", 64 * 1024),
+                               ("/healthz", "", 64 * 1024)):
+        status, headers, body = await raw_exchange(sweeps_sqlite.base_url, _post_head(path, 50_000_000, extra))
+        if path == "/mcp":
+            assert status == 400 and json.loads(body)["error"]["data"] == {"maxBytes": limit}
+            continue
+        assert status == 413, (path, status, body[:200])
+        assert_error_shape(json.loads(body), "payload_too_large")
+        assert json.loads(body)["error"]["details"]["maxBytes"] == limit
+
+
+async def test_a_review_route_answers_401_before_reading_a_body(sweeps_sqlite):
+    status, _, body = await raw_exchange(sweeps_sqlite.base_url, _post_head("/review/v1/jobs/1/approve", 10_000))
+    assert status == 401, body[:200]
+    assert_error_shape(json.loads(body), "unauthorized")
+
+
+async def test_a_chunked_body_over_the_limit_is_dropped_as_it_arrives_and_answered_413(sweeps_sqlite):
+    chunk = b"x" * 8192
+    chunks = [b"%x\r\n%s\r\n" % (len(chunk), chunk)] * 40 + [b"0\r\n\r\n"]      # 320 KB over a 64 KB route
+    status, _, body = await raw_exchange(sweeps_sqlite.base_url,
+                                         _post_head("/earth/sweep-request?lat=48.85&lon=2.35&radius=300", None),
+                                         chunks)
+    assert status == 413, body[:200]
+    assert_error_shape(json.loads(body), "payload_too_large")

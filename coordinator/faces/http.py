@@ -12,12 +12,15 @@ from typing import Any
 import orjson
 import tornado.web
 
-from coordinator.core.errors import CODE_BY_STATUS, BadParameter, ServiceError, error_body
+from coordinator.core.errors import CODE_BY_STATUS, BadParameter, PayloadTooLarge, ServiceError, error_body
 from coordinator.core.honesty import Answer
 
 log = logging.getLogger("sis.http")
 
 MAX_JSON_BODY = 64 * 1024
+# A body sent in chunks (no Content-Length) over a route's limit is read and dropped as it
+# arrives, up to this many times the limit, to answer 413; past that the connection closes.
+DISCARD_FACTOR = 16
 
 # Request ids: unique per process start and cheap (no random draw per request).
 _RUN = os.urandom(4).hex()
@@ -83,20 +86,49 @@ def read_json_object(body: bytes, what: str = "the request body") -> dict[str, A
     return doc
 
 
+@tornado.web.stream_request_body
 class BaseHandler(tornado.web.RequestHandler):
-    """Owns the error shape and JSON writing for every route."""
+    """Owns the error shape, JSON writing and request bodies for every route.
+
+    Bodies stream (``stream_request_body``): ``prepare`` runs when the headers are in,
+    before any of the body is read, so a declared ``Content-Length`` over the route's
+    ``body_limit`` is answered 413 at once, and a subclass's ``prepare`` (a reviewer's key,
+    say) answers before a byte of the body is taken. A body sent without a length is kept
+    only up to the limit and dropped as it arrives beyond it; ``body_bytes`` then refuses
+    it with 413. Nothing is ever buffered whole past the limit."""
 
     def set_default_headers(self) -> None:
         self.request_id = f"{_RUN}{next(_SEQ):08x}"
         self.set_header("X-Request-Id", self.request_id)
         self.set_header("X-Content-Type-Options", "nosniff")
 
+    def body_limit(self) -> int:
+        """The largest body this route reads, in bytes."""
+        return MAX_JSON_BODY
+
     async def prepare(self) -> None:
         """Every route's first step (subclasses call it first)."""
-        return None
+        limit = self.body_limit()
+        self._chunks: list[bytes] = []
+        self._size = 0
+        declared = self.request.headers.get("Content-Length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+            raise PayloadTooLarge(f"the request body is over {limit} bytes", {"maxBytes": limit})
+        self.request.connection.set_max_body_size(max(limit, 1024) * DISCARD_FACTOR)
+
+    def data_received(self, chunk: bytes) -> None:
+        self._size += len(chunk)
+        if self._size <= self.body_limit():
+            self._chunks.append(chunk)
+        else:
+            self._chunks.clear()
 
     def body_bytes(self) -> bytes:
-        return self.request.body or b""
+        """The request's body, read to its end; 413 when it was over the limit."""
+        limit = self.body_limit()
+        if getattr(self, "_size", 0) > limit:
+            raise PayloadTooLarge(f"the request body is over {limit} bytes", {"maxBytes": limit})
+        return b"".join(getattr(self, "_chunks", ()))
 
     def send_json(self, body: Any, status: int = 200, cache_control: str = "no-store") -> None:
         self.set_status(status)

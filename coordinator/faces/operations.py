@@ -231,6 +231,10 @@ class OperationHandler(BaseHandler):
 
     async def prepare(self) -> None:
         await super().prepare()
+        await self.prepare_request()
+
+    async def prepare_request(self) -> None:
+        """Who calls, their limit, and the path and query, before any of the body is read."""
         self.caller = await self.authenticate()
         await self.limit_caller(self.caller)
         self.args = self.operation.parse_path(tuple(self.path_args))

@@ -12,7 +12,7 @@ from coordinator.core.families import FAMILIES
 from coordinator.core.honesty import Answer
 from coordinator.core.pipeline import RequestFacts, call_tool
 from coordinator.core.registry import Tool, ToolRegistry
-from coordinator.faces.http import MAX_JSON_BODY, BaseHandler, read_json_object
+from coordinator.faces.http import BaseHandler, read_json_object
 
 
 class ToolHandler(BaseHandler):
@@ -43,12 +43,11 @@ class ToolHandler(BaseHandler):
             if len(values) > 1:
                 raise BadParameter(f"'{name}' is given more than once", {"parameter": name})
             raw[name] = values[0].decode("utf-8", errors="replace")
-        if self.request.method == "POST" and self.request.body:
-            if len(self.request.body) > MAX_JSON_BODY:
-                raise BadParameter("the request body is too large", {"maxBytes": MAX_JSON_BODY})
+        raw_body = self.body_bytes() if self.request.method == "POST" else b""
+        if raw_body:
             ctype = self.request.headers.get("Content-Type", "")
             if "json" in ctype:
-                body = read_json_object(self.request.body)
+                body = read_json_object(raw_body)
                 for k, v in body.items():
                     if k in raw and str(raw[k]) != str(v):
                         raise BadParameter(f"'{k}' is given in both the query and the body, differently",

@@ -10,8 +10,6 @@ import hmac
 import logging
 from typing import Any
 
-import tornado.web
-
 from coordinator.core.access.policy import ip_bucket
 from coordinator.core.errors import NotFound, PayloadTooLarge, RateLimited, ServiceError
 from coordinator.core.registry import STRING, Param
@@ -220,28 +218,33 @@ class ReleaseHandler(NodeHandler):
         self.send_json({"leaseId": lease_id, "state": state})
 
 
-@tornado.web.stream_request_body
 class ResultHandler(NodeHandler):
     """The body streams in and is kept only up to ``result_max_bytes``; past that it is
-    dropped as it arrives (never buffered), and the submission is refused with 413."""
+    dropped as it arrives (never buffered), and the submission is recorded as invalid and
+    refused with 413, a declared length over the limit included: the node learns why, and
+    the job goes on without waiting for its lease to lapse."""
+
+    def body_limit(self) -> int:
+        return self.sweeps.settings.result_max_bytes
 
     async def prepare(self) -> None:
-        # ?next=1: the node also asks for its next job, as a BOINC scheduler request
-        # reports work and asks for more in one; one request per job instead of two.
-        self.limit = self.sweeps.settings.result_max_bytes
-        self.chunks: list[bytes] = []
-        self.size = 0
+        self.limit = self.body_limit()
+        self._chunks: list[bytes] = []
+        self._size = 0
         # Past this, Tornado stops reading and closes the connection.
         self.request.connection.set_max_body_size(max(4 * self.limit, STREAM_CEILING))
-        await super().prepare()
+        await OperationHandler.prepare_request(self)
+        # ?next=1: the node also asks for its next job, as a BOINC scheduler request
+        # reports work and asks for more in one; one request per job instead of two.
         self.wants_next = NEXT_VALUES[self.args["next"]]
 
-    def data_received(self, chunk: bytes) -> None:
-        self.size += len(chunk)
-        if self.size <= self.limit:
-            self.chunks.append(chunk)
-        else:
-            self.chunks.clear()
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def chunks(self) -> list[bytes]:
+        return self._chunks
 
     async def post(self, lease_id: str) -> None:
         presented = self.bearer()

@@ -139,7 +139,16 @@ class PageHandler(BaseHandler):
         self.finish((STATIC / "index.html").read_bytes())
 
 
+@tornado.web.stream_request_body
 class AssetHandler(tornado.web.StaticFileHandler):
+    """The page's files. A body sent to them is dropped as it arrives, never buffered."""
+
+    def prepare(self) -> None:
+        self.request.connection.set_max_body_size(1024 * 1024)
+
+    def data_received(self, chunk: bytes) -> None:
+        return None
+
     def set_extra_headers(self, path: str) -> None:
         self.set_header("X-Content-Type-Options", "nosniff")
 

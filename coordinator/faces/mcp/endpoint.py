@@ -23,6 +23,7 @@ from typing import Any
 import tornado.web
 
 from coordinator import __version__
+from coordinator.core.errors import PayloadTooLarge
 from coordinator.core.pipeline import RequestFacts
 from coordinator.faces.http import MAX_JSON_BODY, BaseHandler, JsonRefused, dumps, parse_json
 from coordinator.faces.mcp import protocol
@@ -66,9 +67,15 @@ class McpHandler(BaseHandler):
     def initialize(self, family: str) -> None:
         self.family = family
 
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
         if self.request.method != "POST":
             raise tornado.web.HTTPError(405)
+        try:
+            await super().prepare()
+        except PayloadTooLarge:
+            # Answered before the body is read, as a JSON-RPC parse error (the protocol's own).
+            self.send_rpc(None, error=RpcError(PARSE_ERROR, "Parse error: the request body is too large",
+                                               {"maxBytes": MAX_JSON_BODY}))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         if status_code == 405:
@@ -126,9 +133,10 @@ class McpHandler(BaseHandler):
         return out
 
     def decode_body(self) -> Any:
-        body = self.request.body
-        if len(body) > MAX_JSON_BODY:
-            raise RpcError(PARSE_ERROR, "Parse error: the request body is too large", {"maxBytes": MAX_JSON_BODY})
+        try:
+            body = self.body_bytes()
+        except PayloadTooLarge:
+            raise RpcError(PARSE_ERROR, "Parse error: the request body is too large", {"maxBytes": MAX_JSON_BODY}) from None
         try:
             return parse_json(body)
         except JsonRefused as exc:
