@@ -84,6 +84,7 @@ class Settings(BaseSettings):
     job_max_failures: int = Field(5, ge=1, description="Lapsed leases plus rejected results after which a job is parked as failed, with its reason.")
     trust_streak: int = Field(10, ge=1, description="Consecutive valid results after which a node is trusted (its jobs are no longer replicated); one invalid result resets the streak.")
     quorum_max: int = Field(3, ge=2, le=5, description="Most replicas of one job: two disagreeing results call one more node, up to this many.")
+    reissue_max: int = Field(2, ge=0, le=20, description="Times the ground of a rejected job is swept again (a new job, offered only to nodes other than those whose results were rejected) before it is parked with its reason; 0 parks it at the first rejection.")
     fact_margin_m: float = Field(25.0, ge=0, le=500, description="How far outside a job's area a submitted fact may lie (positions are derived from photos at the area's edge).")
     object_margin_m: float = Field(150.0, ge=0, le=1000, description="How far outside a job's area a measured object may lie (seen from a photo inside it).")
     result_max_bytes: int = Field(2_000_000, ge=1024, description="Largest result body a node may submit; larger ones are refused (413) and not kept.")

@@ -5,8 +5,15 @@ Approving it, in one write transaction: the job moves to ``approved``, the
 canonical result's facts and measurements go live (``seen.publish``), and its
 cells are covered (``coverage.mark_cells_covered``, which also moves covering
 sweep requests to ``covered``). Rejecting it moves the job to ``rejected`` with
-the reason; nothing of it is served and its cells stay as they were. Every
-verdict is a row of ``sweep_transitions`` with the reviewer and the reason.
+the reason; nothing of it is served. Its ground goes back to the queue, as
+volunteer-computing systems send a work unit out again when its results fail:
+with reissue (the default) a new job is made for its photos (``jobs.reissue``),
+closed to the nodes whose results were rejected, and its cells stay ``queued``
+under it; past ``reissue_max`` reissues of that ground, or rejected without
+reissue (ground that should not be swept), its cells are parked with the reason
+(``coverage.park_cells``), which the public queue shows. All of it happens in the
+verdict's transaction. Every verdict and what follows from it is a row of
+``sweep_transitions`` with the reviewer and the reason.
 """
 from __future__ import annotations
 
@@ -144,8 +151,39 @@ def _reason(reason: Any, required: bool) -> str:
     return reason.strip()
 
 
+async def _send_again(s, settings, job: SweepJob, actor: str, reason: str, reissue: bool, now) -> dict[str, Any]:
+    """What follows a rejection, in its transaction: the ground reissued (a new job closed
+    to the nodes whose results went to the reviewer, and to those its forebears were
+    closed to) or, past the limit or without reissue, parked. Returns what the verdict's
+    answer says of it."""
+    line = await jobs.lineage(s, job.id)
+    limit = settings.reissue_max
+    if reissue and line.generation < limit:
+        rejected_nodes = set((await s.execute(select(SweepResult.node_id).where(
+            SweepResult.job_id == job.id, SweepResult.state == tr.RESULT_ACCEPTED))).scalars())
+        exclude = line.excluded | rejected_nodes
+        generation = line.generation + 1
+        new_id = await jobs.reissue(s, job, generation, exclude, now)
+        closed = ", ".join(f"node:{n}" for n in sorted(exclude)) or "no node"
+        await tr.record(s, tr.row("job", new_id, None, tr.JOB_QUEUED, actor,
+                                  f"reissue {generation} of {limit} of the ground of rejected job {job.id}, "
+                                  f"not offered to {closed}: {reason}", now))
+        job.reason = f"{job.reason}; reissued as {jobs.wire_id(new_id)} (reissue {generation} of {limit})"
+        return {"reissued": {"jobId": new_id, "wireId": jobs.wire_id(new_id), "generation": generation,
+                             "reissueMax": limit, "notOfferedTo": sorted(exclude)}}
+    if reissue:
+        why = (f"rejected {line.generation + 1} times, past the reissue limit (SIS_REISSUE_MAX = {limit}); "
+               f"last reason: {reason}")
+    else:
+        why = f"rejected without reissue: {reason}"
+    parked = await coverage.park_cells(s, [int(c, 16) for c in job.cells], actor=actor,
+                                       reason=f"job {job.id} {why}", public_reason=f"parked: {why}", at=now)
+    job.reason = f"{job.reason}; ground parked: {why}"
+    return {"parked": {"reason": why, "cells": len(parked)}}
+
+
 async def _decide(sweeps, reviewer: Reviewer, job_id: int, approve: bool, reason: str,
-                  *, only_unanimous: bool = False) -> dict[str, Any] | None:
+                  *, only_unanimous: bool = False, reissue: bool = True) -> dict[str, Any] | None:
     db = sweeps.db
     actor = _actor(reviewer)
 
@@ -184,6 +222,8 @@ async def _decide(sweeps, reviewer: Reviewer, job_id: int, approve: bool, reason
             job.reason = None if approve else f"rejected by {actor}: {reason}"
             job.updated_at = now
             await tr.record(s, tr.row("job", job.id, tr.JOB_IN_REVIEW, job.state, actor, why, now))
+            if not approve:
+                out.update(await _send_again(s, sweeps.settings, job, actor, reason, reissue, now))
             return out
 
     return await retrying(run)
@@ -193,8 +233,15 @@ async def approve(sweeps, reviewer: Reviewer, job_id: int, reason: Any = None) -
     return await _decide(sweeps, reviewer, job_id, True, _reason(reason, required=False))
 
 
-async def reject(sweeps, reviewer: Reviewer, job_id: int, reason: Any) -> dict[str, Any]:
-    return await _decide(sweeps, reviewer, job_id, False, _reason(reason, required=True))
+async def reject(sweeps, reviewer: Reviewer, job_id: int, reason: Any, reissue: Any = True) -> dict[str, Any]:
+    """Reject a job with its reason. ``reissue`` (default True) sweeps its ground again by
+    other nodes, up to ``reissue_max`` times; False parks it at once (ground that should
+    not be swept)."""
+    if reissue is None:
+        reissue = True
+    if not isinstance(reissue, bool):
+        raise BadParameter("'reissue' must be true or false", {"parameter": "reissue"})
+    return await _decide(sweeps, reviewer, job_id, False, _reason(reason, required=True), reissue=reissue)
 
 
 async def approve_sweep(sweeps, reviewer: Reviewer, sweep_id: str, reason: Any = None) -> dict[str, Any]:

@@ -1,7 +1,10 @@
 """``sis jobs list|requeue``: the operator's view of sweep jobs, and the way back for a
 parked one. A job parks (``failed``) after ``job_max_failures`` lapsed leases or trusted
 nodes' invalid results; nothing else moves it again, so an operator who has looked at
-its reason (a poison photo fixed upstream, a bad engine build withdrawn) requeues it."""
+its reason (a poison photo fixed upstream, a bad engine build withdrawn) requeues it.
+A rejected job is not requeued: its ground was reissued as a new job or parked by the
+review (``review.workflow``); the list shows that lineage (``from job-3, reissue 1``,
+``reissued as job-9``)."""
 from __future__ import annotations
 
 import argparse
@@ -61,7 +64,7 @@ async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
 async def _list(db, state: str | None, limit: int) -> int:  # noqa: ANN001
     from sqlalchemy import func, select
 
-    from coordinator.core.db.models import SweepJob
+    from coordinator.core.db.models import SweepJob, SweepReissue
     from .jobs import wire_id
 
     async with db.read() as s:
@@ -71,11 +74,22 @@ async def _list(db, state: str | None, limit: int) -> int:  # noqa: ANN001
             q, count = q.where(SweepJob.state == state), count.where(SweepJob.state == state)
         rows = list((await s.execute(q)).scalars())
         total = (await s.execute(count)).scalar_one()
+        ids = [j.id for j in rows]
+        links = list((await s.execute(select(SweepReissue).where(
+            SweepReissue.job_id.in_(ids) | SweepReissue.parent_id.in_(ids))))) if ids else []
+    parent = {r.job_id: r for (r,) in links}
+    child = {r.parent_id: r.job_id for (r,) in links}
     print(f"{'job':14} {'state':9} {'sweep':26} {'photos':>6} {'valid':>5} {'quorum':>6} {'failures':>8}  "
-          f"{'updated':26} reason")
+          f"{'updated':26} {'lineage':34} reason")
     for j in rows:
+        line = []
+        if j.id in parent:
+            line.append(f"from {wire_id(parent[j.id].parent_id)}, reissue {parent[j.id].generation}")
+        if j.id in child:
+            line.append(f"reissued as {wire_id(child[j.id])}")
         print(f"{wire_id(j.id):14} {j.state:9} {j.sweep_id:26} {len(j.photos):6d} {j.valid_results:5d} "
-              f"{j.quorum:6d} {j.failures:8d}  {tr.iso(j.updated_at):26} {j.reason or ''}")
+              f"{j.quorum:6d} {j.failures:8d}  {tr.iso(j.updated_at):26} {'; '.join(line) or '-':34} "
+              f"{j.reason or ''}")
     shown = f" ({len(rows)} shown)" if len(rows) < total else ""
     print(f"{total} job{'s' if total != 1 else ''}{shown}")
     return 0

@@ -13,7 +13,11 @@ exact geometry.
 A cell is ``queued`` while jobs exist for it and ``covered`` once approved
 results cover it. ``mark_cells_covered`` is the one way to cover cells: the
 review workflow calls it when it approves a job, and it moves every queued
-request whose sweepable cells are now all covered to ``covered``.
+request whose sweepable cells are now all covered to ``covered``. A rejected
+job's cells stay ``queued`` while a reissued job sweeps them again; past the
+reissue limit (or rejected without reissue) they are ``parked`` (``park_cells``),
+and a request none of whose ground is queued any more, some of it parked, is
+``parked`` with the reason the public queue shows.
 """
 from __future__ import annotations
 
@@ -170,12 +174,13 @@ async def mark_cells_covered(session: AsyncSession, cells: Iterable[int], *, act
             existing.state, existing.updated_at, existing.covered_at = tr.CELL_COVERED, at, at
     await session.flush()
     moved: list[str] = []
-    candidates: set[str] = set()
+    candidates: dict[str, str] = {}
     for part in chunks(cells):
-        q = (select(SweepRequestCell.request_id).join(SweepRequest, SweepRequest.id == SweepRequestCell.request_id)
-             .where(SweepRequestCell.cell.in_(part), SweepRequest.state == tr.REQUEST_QUEUED))
-        candidates.update((await session.execute(q)).scalars())
-    for request_id in sorted(candidates):
+        q = (select(SweepRequestCell.request_id, SweepRequest.state)
+             .join(SweepRequest, SweepRequest.id == SweepRequestCell.request_id)
+             .where(SweepRequestCell.cell.in_(part), SweepRequest.state.in_((tr.REQUEST_QUEUED, tr.REQUEST_PARKED))))
+        candidates.update(dict((await session.execute(q)).all()))
+    for request_id, before in sorted(candidates.items()):
         q = (select(SweepRequestCell.cell).where(SweepRequestCell.request_id == request_id,
                                                  SweepRequestCell.sweepable.is_(True)))
         wanted = set((await session.execute(q)).scalars())
@@ -183,9 +188,57 @@ async def mark_cells_covered(session: AsyncSession, cells: Iterable[int], *, act
         if all(states.get(c) is not None and states[c].state == tr.CELL_COVERED for c in wanted):
             await session.execute(update(SweepRequest).where(SweepRequest.id == request_id)
                                   .values(state=tr.REQUEST_COVERED, updated_at=at))
-            logs.append(tr.row("request", request_id, tr.REQUEST_QUEUED, tr.REQUEST_COVERED, actor,
+            logs.append(tr.row("request", request_id, before, tr.REQUEST_COVERED, actor,
                                f"every sweepable cell is covered ({reason})", at))
             logs += await _mark_swept_without_imagery(session, request_id, actor, at)
             moved.append(request_id)
+        else:
+            logs += await _settle_parked(session, request_id, states, actor, reason, at)
     await tr.record(session, *logs)
     return moved
+
+
+async def _settle_parked(session: AsyncSession, request_id: str, states: dict[int, CoverageCell], actor: str,
+                         reason: str, at: datetime) -> list[dict]:
+    """Move a queued request to ``parked`` when none of its sweepable cells (``states``) is
+    queued any more and some are parked: nothing will sweep the rest by itself."""
+    values = [st.state for st in states.values()]
+    if tr.CELL_QUEUED in values or tr.CELL_PARKED not in values:
+        return []
+    res = await session.execute(update(SweepRequest).where(SweepRequest.id == request_id,
+                                                           SweepRequest.state == tr.REQUEST_QUEUED)
+                                .values(state=tr.REQUEST_PARKED, updated_at=at))
+    if not res.rowcount:
+        return []
+    return [tr.row("request", request_id, tr.REQUEST_QUEUED, tr.REQUEST_PARKED, actor,
+                   f"no cell of it is queued any more and some are parked ({reason})", at)]
+
+
+async def park_cells(session: AsyncSession, cells: Iterable[int], *, actor: str, reason: str,
+                     public_reason: str, at: datetime) -> list[int]:
+    """Park the queued ones of these cells (a rejected job's ground past its reissue limit,
+    or rejected without reissue): they are not swept again by themselves. The request
+    owning each such cell takes ``public_reason`` (what the public queue shows: the why,
+    never who asked or who decided) and is moved to ``parked`` when none of its ground is
+    queued any more. ``reason`` (with the actor) goes to the log. Runs in the caller's
+    write transaction; returns the cells parked."""
+    cells = set(cells)
+    known = await cell_states(session, cells)
+    logs, parked = [], []
+    for cell in sorted(cells):
+        st = known.get(cell)
+        if st is not None and st.state == tr.CELL_QUEUED:
+            logs.append(tr.row("cell", cell, tr.CELL_QUEUED, tr.CELL_PARKED, actor, reason, at))
+            st.state, st.updated_at = tr.CELL_PARKED, at
+            parked.append(cell)
+    await session.flush()
+    owners = sorted({known[c].request_id for c in parked if known[c].request_id})
+    for request_id in owners:
+        await session.execute(update(SweepRequest).where(SweepRequest.id == request_id)
+                              .values(reason=public_reason, updated_at=at))
+        q = (select(SweepRequestCell.cell).where(SweepRequestCell.request_id == request_id,
+                                                 SweepRequestCell.sweepable.is_(True)))
+        states = await cell_states(session, set((await session.execute(q)).scalars()))
+        logs += await _settle_parked(session, request_id, states, actor, reason, at)
+    await tr.record(session, *logs)
+    return parked

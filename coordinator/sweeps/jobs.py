@@ -5,20 +5,28 @@ jobs of at most ``job_max_photos`` photos, so that a job is a compact patch of
 ground. A cell holding more photos than that is split over several jobs with the
 same area. A job's area is the convex hull of its cells' hexagons: always one
 polygon, and the ground its photos can speak for.
+
+A rejected job's ground is swept again by a new job (``reissue``): the same photos,
+cells and area, linked to the rejected one (``sweep_reissues``, its generation) and
+closed to the nodes whose results were rejected (``sweep_job_exclusions``), which the
+claims in ``leases`` honour (``not_excluded``, ``excluded_pairs``).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 
 import h3
 from shapely.geometry import MultiPolygon, mapping
 from shapely.ops import unary_union
+from sqlalchemy import exists, insert, select
 
 from sweep_engine.schema import Job, PhotoRef
 
-from coordinator.core.db.models import SweepJob
+from coordinator.core.db.models import SweepJob, SweepJobExclusion, SweepReissue
 from . import coverage
+from . import transitions as tr
 
 WIRE_PREFIX = "job-"
 
@@ -103,3 +111,58 @@ def job_document(job: SweepJob) -> Job:
                center_lat=job.center_lat, radius_m=job.radius_m,
                photos=[PhotoRef.from_dict(p) for p in job.photos],
                params={"h3Resolution": coverage.RESOLUTION, "cells": list(job.cells)})
+
+
+# ---- rejected ground swept again ----
+
+EXCLUSIONS = SweepJobExclusion.__table__
+
+
+def not_excluded(job_id_column, node_id: str):
+    """A claim's condition: the job is not closed to this node (``sweep_job_exclusions``)."""
+    return ~exists().where(EXCLUSIONS.c.job_id == job_id_column, EXCLUSIONS.c.node_id == node_id)
+
+
+async def excluded_pairs(session, job_ids: list[int], node_ids) -> set[tuple[int, str]]:
+    """(job, node) pairs among these that a claim must skip: the job is closed to the node."""
+    if not job_ids:
+        return set()
+    q = select(EXCLUSIONS.c.job_id, EXCLUSIONS.c.node_id).where(
+        EXCLUSIONS.c.job_id.in_(job_ids), EXCLUSIONS.c.node_id.in_(sorted(node_ids)))
+    return {(jid, nid) for jid, nid in await session.execute(q)}
+
+
+@dataclass
+class Lineage:
+    """Where a job comes from: ``generation`` 0 for an original, n for the n-th reissue of
+    its ground; ``parent`` the rejected job it was made from; ``excluded`` the nodes it is
+    never offered to."""
+
+    generation: int
+    parent: int | None
+    excluded: set[str]
+
+
+async def lineage(session, job_id: int) -> Lineage:
+    row = (await session.execute(select(SweepReissue.generation, SweepReissue.parent_id)
+                                 .where(SweepReissue.job_id == job_id))).first()
+    excluded = set((await session.execute(select(EXCLUSIONS.c.node_id)
+                                          .where(EXCLUSIONS.c.job_id == job_id))).scalars())
+    return Lineage(row.generation if row else 0, row.parent_id if row else None, excluded)
+
+
+async def reissue(session, job: SweepJob, generation: int, exclude: set[str], at: datetime) -> int:
+    """A new queued job for a rejected job's photos, cells and area, under the same sweep
+    request, closed to the nodes in ``exclude``; returns its id. Its counters start
+    afresh (quorum one; an untrusted node's claim raises it to two). The caller records
+    the transitions, in the same transaction."""
+    new_id = (await session.execute(insert(SweepJob).values(
+        sweep_id=job.sweep_id, state=tr.JOB_QUEUED, area=job.area, center_lat=job.center_lat, center_lon=job.center_lon,
+        radius_m=job.radius_m, cells=list(job.cells), photos=list(job.photos), quorum=1, active_leases=0,
+        valid_results=0, failures=0, canonical_lease_id=None, reason=None, created_at=at, updated_at=at)
+        .returning(SweepJob.id))).scalar_one()
+    session.add(SweepReissue(job_id=new_id, parent_id=job.id, generation=generation, created_at=at))
+    if exclude:
+        await session.execute(insert(EXCLUSIONS), [{"job_id": new_id, "node_id": n} for n in sorted(exclude)])
+    await session.flush()
+    return new_id

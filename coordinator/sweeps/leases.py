@@ -1,9 +1,11 @@
 """Leases: how a node claims a replica of a job, keeps it, and loses it.
 
 A claim picks the oldest queued job that this node does not already hold or has
-not already answered, takes a lease on it, and moves the job to ``leased`` once
-every replica it needs is held. Claims that arrive together are served by one
-write transaction (``claim_batch`` behind a ``batching.Batcher``). On
+not already answered, and that is not closed to it (a reissued job is closed to
+the nodes whose results were rejected: ``jobs.not_excluded``), takes a lease on
+it, and moves the job to ``leased`` once every replica it needs is held. Claims
+that arrive together are served by one write transaction (``claim_batch``
+behind a ``batching.Batcher``). On
 PostgreSQL the jobs are read ``FOR UPDATE SKIP LOCKED``, so concurrent batches
 (of this process or another) take different rows without waiting; on SQLite the
 transaction starts with ``BEGIN IMMEDIATE`` (``Database.write``), so batches are
@@ -33,7 +35,7 @@ from coordinator.core.errors import Conflict, NotFound
 from ..nodes import tokens
 from ..nodes.tokens import Bearer
 from . import transitions as tr
-from .jobs import wire_id
+from .jobs import excluded_pairs, not_excluded, wire_id
 from .records import JOBS, LEASES, Record, record
 
 log = logging.getLogger("sis.sweeps.leases")
@@ -110,6 +112,8 @@ async def claim_batch(sweeps, who: list[Node | Bearer]) -> list[Claim | None | E
                 held = {(jid, nid) for jid, nid in await s.execute(select(LEASES.c.job_id, LEASES.c.node_id).where(
                     LEASES.c.job_id.in_([j.id for j in jobs]), LEASES.c.node_id.in_({n.id for n in nodes}),
                     LEASES.c.state.in_(_HELD)))}
+                # A reissued job is never offered to the nodes whose results were rejected.
+                held |= await excluded_pairs(s, [j.id for j in jobs], {n.id for n in nodes})
             claims: list[Claim | None | Exception] = []
             new_leases: list[dict] = []
             logs: list[dict] = []
@@ -173,7 +177,8 @@ async def _claim_one(s, db, node: Node, now: datetime, settings, logs: list[dict
     transaction wrote before it."""
     j = _PICK
     held = exists().where(and_(LEASES.c.job_id == j.c.id, LEASES.c.node_id == node.id, LEASES.c.state.in_(_HELD)))
-    pick = select(j.c.id).where(j.c.state == tr.JOB_QUEUED, ~held).order_by(j.c.id).limit(1)
+    pick = (select(j.c.id).where(j.c.state == tr.JOB_QUEUED, ~held, not_excluded(j.c.id, node.id))
+            .order_by(j.c.id).limit(1))
     quorum = JOBS.c.quorum if node.trusted else case((JOBS.c.quorum < 2, 2), else_=JOBS.c.quorum)
     stmt = (update(JOBS).where(JOBS.c.id == _locked(db, pick).scalar_subquery())
             .values(quorum=quorum, active_leases=JOBS.c.active_leases + 1, updated_at=now,

@@ -7,7 +7,10 @@ grows) instead of doubling the work. Otherwise the photo provider is asked for
 photo references in the circle, and jobs are made for the cells that hold
 photos and are neither covered nor queued. Two requests racing for the same
 ground both try to claim its cells in ``coverage_cells`` (primary key): one
-wins, the other retries and merges.
+wins, the other retries and merges. Parked ground (rejected past the reissue
+limit, or rejected without reissue) is held like queued ground: a request over
+it merges into the request that parked it, whose state and reason say so, so
+asking again is no way around a reviewer's verdict.
 """
 from __future__ import annotations
 
@@ -75,11 +78,21 @@ def requester_hash(ip: str | None, key: str = "") -> str | None:
 
 
 def public_request(req: SweepRequest, done: int, failed: int) -> dict[str, Any]:
-    """What the public queue shows of a request: never who asked."""
-    return {"id": req.id, "center": {"type": "Point", "coordinates": [req.lon, req.lat]},
-            "radiusM": req.radius_m, "state": req.state, "requestedAt": tr.iso(req.requested_at),
-            "updatedAt": tr.iso(req.updated_at), "timesRequested": req.asked,
-            "progress": {"jobsDone": done, "jobsTotal": req.jobs_total, "jobsFailed": failed}}
+    """What the public queue shows of a request: never who asked. ``reason`` is there once
+    some of its ground was parked (``coverage.park_cells``): why, never who decided."""
+    out = {"id": req.id, "center": {"type": "Point", "coordinates": [req.lon, req.lat]},
+           "radiusM": req.radius_m, "state": req.state, "requestedAt": tr.iso(req.requested_at),
+           "updatedAt": tr.iso(req.updated_at), "timesRequested": req.asked,
+           "progress": {"jobsDone": done, "jobsTotal": req.jobs_total, "jobsFailed": failed}}
+    if req.reason:
+        out["reason"] = req.reason
+    return out
+
+
+def _parked_caveat(request: dict[str, Any]) -> list[str]:
+    if request.get("state") != tr.REQUEST_PARKED and not request.get("reason"):
+        return []
+    return [f"Some of this ground is parked and is not swept again by itself: {request.get('reason')}"]
 
 
 async def progress(session, request_ids: list[str]) -> dict[str, tuple[int, int]]:
@@ -127,7 +140,7 @@ def _owner(states: dict[int, CoverageCell], cells: set[int]) -> str | None:
     counts: dict[str, int] = defaultdict(int)
     for c in cells:
         st = states.get(c)
-        if st is not None and st.state == tr.CELL_QUEUED and st.request_id:
+        if st is not None and st.state in tr.HELD and st.request_id:
             counts[st.request_id] += 1
     return max(sorted(counts), key=lambda k: counts[k]) if counts else None
 
@@ -138,7 +151,7 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
     async with db.read() as s:
         states = await coverage.cell_states(s, cells)
     covered = {c for c, st in states.items() if st.state in tr.SWEPT}
-    pending = {c for c, st in states.items() if st.state == tr.CELL_QUEUED}
+    pending = {c for c, st in states.items() if st.state in tr.HELD}
     base = dict(cells=len(cells), covered_cells=len(covered))
     if covered == cells:
         return Outcome(False, "covered", "this ground is already covered: every cell of it has been swept and "
@@ -146,9 +159,10 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
     at = tr.utcnow()
     if cells <= covered | pending:
         owner = _owner(states, cells)
-        return Outcome(True, merged=True, request=await _merge(db, owner, at), **base,
+        merged = await _merge(db, owner, at)
+        return Outcome(True, merged=True, request=merged, **base,
                        caveats=["This ground is already queued by an earlier request; yours was merged into it "
-                                "rather than doubling the work."])
+                                "rather than doubling the work.", *_parked_caveat(merged)])
     try:
         found = await sweeps.provider.search(_bbox(lat, lon, radius_m), settings.sweep_max_photos)
     except SourceError as exc:
@@ -195,7 +209,7 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
     async with db.write() as s:
         states = await coverage.cell_states(s, cells)
         covered = {c for c, st in states.items() if st.state == tr.CELL_COVERED}
-        pending = {c for c, st in states.items() if st.state == tr.CELL_QUEUED}
+        pending = {c for c, st in states.items() if st.state in tr.HELD}
         bare = {c for c, st in states.items() if st.state == tr.CELL_NO_IMAGERY}
         covered_cells = len((covered | bare) & ground)
         base = dict(cells=len(ground), covered_cells=covered_cells, caveats=caveats)
@@ -213,7 +227,9 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
             req = await s.get(SweepRequest, owner)
             await tr.record(s, tr.row("request", owner, req.state, req.state, ACTOR_API,
                                       "asked again over the same ground: merged", at))
-            return Outcome(True, merged=True, request=await request_json(s, req), **base)
+            merged = await request_json(s, req)
+            caveats.extend(_parked_caveat(merged))
+            return Outcome(True, merged=True, request=merged, **base)
         new_cells = photo_cells - covered - pending
         plans = jobs.split({c: by_cell[c] for c in new_cells}, settings.job_max_photos)
         req = SweepRequest(id=tr.new_id("sr"), lat=lat, lon=lon, radius_m=radius_m, state=tr.REQUEST_QUEUED,

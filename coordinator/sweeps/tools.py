@@ -50,10 +50,11 @@ async def sweep_request(ctx: ToolContext, params: dict[str, Any]) -> Answer:
 
 
 @tool(TOOLS, name="sweep_queue", title="Public sweep queue",
-      description="Sweep requests, oldest first: id, centre, radius, state, requested and updated times, and "
+      description="Sweep requests, oldest first: id, centre, radius, state (queued, covered, or parked: ground "
+                  "rejected in review and not swept again, with its reason), requested and updated times, and "
                   "progress in jobs done / total. Never who asked.",
       params=(Param("state", STRING, "Which requests to list", default="queued",
-                    enum=("queued", "covered", "all")),
+                    enum=("queued", "covered", "parked", "all")),
               Param("limit", INTEGER, "Most requests listed", default=100, minimum=1, maximum=500)),
       routes={"earth": "/sweep-queue"}, http_max_age_s=10, tags=("sweeps",))
 async def sweep_queue(ctx: ToolContext, params: dict[str, Any]) -> Answer:

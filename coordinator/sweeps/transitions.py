@@ -14,13 +14,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from coordinator.core.db.models import SweepTransition
 
-# Sweep requests: the ground asked for.
-REQUEST_QUEUED, REQUEST_COVERED = "queued", "covered"
+# Sweep requests: the ground asked for. parked: none of its ground is queued any more and
+# some of it is parked (below), so it cannot become covered until an operator acts.
+REQUEST_QUEUED, REQUEST_COVERED, REQUEST_PARKED = "queued", "covered", "parked"
 
 # Jobs (work units). queued: waits for a lease; leased: every replica it needs is held;
 # in_review: a quorum of valid, agreeing results waits for a reviewer; failed: parked
 # after too many lapsed leases or rejected results (its reason says which);
-# approved / rejected: the reviewer's verdict (a later part sets them).
+# approved / rejected: the reviewer's verdict. A rejected job's ground is reissued (a new
+# job, ``jobs.reissue``) or parked (``coverage.park_cells``).
 JOB_QUEUED, JOB_LEASED, JOB_IN_REVIEW, JOB_FAILED = "queued", "leased", "in_review", "failed"
 JOB_APPROVED, JOB_REJECTED = "approved", "rejected"
 JOB_STATES = (JOB_QUEUED, JOB_LEASED, JOB_IN_REVIEW, JOB_FAILED, JOB_APPROVED, JOB_REJECTED)
@@ -40,8 +42,12 @@ RESULT_DISAGREED, RESULT_INVALID = "disagreed", "invalid"
 # swept with no imagery (a covered request asked the provider, which listed no usable photo
 # in it). Both of the last two are swept ground, counted as covered by the queue and the seen
 # layer alike; the share that had imagery is reported apart.
-CELL_QUEUED, CELL_COVERED, CELL_NO_IMAGERY = "queued", "covered", "no_imagery"
+# A cell is parked when the job sweeping it was rejected past the reissue limit, or
+# rejected without reissue: it is not swept again by itself, and a new request over it
+# merges into the request that parked it (whose reason the public queue shows).
+CELL_QUEUED, CELL_COVERED, CELL_NO_IMAGERY, CELL_PARKED = "queued", "covered", "no_imagery", "parked"
 SWEPT = (CELL_COVERED, CELL_NO_IMAGERY)
+HELD = (CELL_QUEUED, CELL_PARKED)      # ground a request owns without its being swept
 
 
 def utcnow() -> datetime:

@@ -357,3 +357,26 @@ class DatasetVersion(Base):
     east: Mapped[float | None] = mapped_column(Float, nullable=True)
     north: Mapped[float | None] = mapped_column(Float, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+# ---- rejected ground swept again (migration 0009) ----
+
+class SweepReissue(Base):
+    """A job made again from a rejected one (``review.workflow``): the same photos and
+    cells, under the same sweep request. ``generation`` counts the reissues of that ground
+    (1 for the first); once it reaches ``reissue_max`` a further rejection parks the
+    ground instead. A job with no row here is an original (generation 0)."""
+
+    __tablename__ = "sweep_reissues"
+    job_id: Mapped[int] = mapped_column(BigId, ForeignKey("sweep_jobs.id", ondelete="CASCADE"), primary_key=True)
+    parent_id: Mapped[int] = mapped_column(BigId, ForeignKey("sweep_jobs.id", ondelete="CASCADE"), index=True)
+    generation: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class SweepJobExclusion(Base):
+    """A node a job is never offered to: a reissued job excludes the nodes whose results
+    on the rejected job (and on its rejected forebears) went to the reviewer."""
+
+    __tablename__ = "sweep_job_exclusions"
+    job_id: Mapped[int] = mapped_column(BigId, ForeignKey("sweep_jobs.id", ondelete="CASCADE"), primary_key=True)
+    node_id: Mapped[str] = mapped_column(String(40), primary_key=True)
