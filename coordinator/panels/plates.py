@@ -14,7 +14,7 @@ Classes: CRB continental rift, CTF continental transform, CCB continental conver
 oceanic spreading ridge, OTF oceanic transform, OCB oceanic convergent, SUB subduction.
 
 It is loaded by ``sis ingest pb2002 PB2002_steps.dat`` (the kind is declared in
-``dataset_kinds.py``) into ``plate_steps`` (migration 0010), one row per step tagged with its
+``dataset_kinds.py``) into ``plate_steps`` (``PlateStep``, migration 0010), one row per step tagged with its
 dataset version. The answer joins each boundary's steps into lines and names the dataset
 version it read (``versions.current``); with none loaded it says so, degraded. The model's
 files are published under ODC-By 1.0 in their GeoJSON form; the kind records that license
@@ -30,6 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from coordinator.core.context import ToolContext
+from coordinator.core.db.models import PlateStep
 from coordinator.core.honesty import Answer, Health
 from coordinator.core.registry import Tool, tool
 from coordinator.datasets import versions
@@ -43,21 +44,7 @@ CLASSES = {"CRB": "continental rift boundary", "CTF": "continental transform fau
            "OTF": "oceanic transform fault", "OCB": "oceanic convergent boundary", "SUB": "subduction zone"}
 BOUNDARY_ID = re.compile(r"^([A-Za-z]{2,3})([-/\\])([A-Za-z]{2,3})$")
 
-_meta = sa.MetaData()
-BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-PLATE_STEPS = sa.Table(
-    "plate_steps", _meta,
-    sa.Column("id", BigId, primary_key=True, autoincrement=True),
-    sa.Column("version_id", BigId, nullable=False),
-    sa.Column("seq", sa.Integer(), nullable=False),
-    sa.Column("boundary", sa.String(12), nullable=False),
-    sa.Column("lon1", sa.Float(), nullable=False), sa.Column("lat1", sa.Float(), nullable=False),
-    sa.Column("lon2", sa.Float(), nullable=False), sa.Column("lat2", sa.Float(), nullable=False),
-    sa.Column("length_km", sa.Float(), nullable=False),
-    sa.Column("velocity_mm_a", sa.Float(), nullable=True),
-    sa.Column("step_class", sa.String(3), nullable=False),
-    sa.Column("orogen", sa.Boolean(), nullable=False),
-)
+PLATE_STEPS = PlateStep.__table__
 
 
 @dataclass(frozen=True)

@@ -380,3 +380,25 @@ class SweepJobExclusion(Base):
     __tablename__ = "sweep_job_exclusions"
     job_id: Mapped[int] = mapped_column(BigId, ForeignKey("sweep_jobs.id", ondelete="CASCADE"), primary_key=True)
     node_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+
+
+# ---- PB2002 plate boundary steps, dataset kind pb2002 (migration 0010) ----
+
+class PlateStep(Base):
+    """One step of ``PB2002_steps.dat`` loaded by ``sis ingest pb2002``
+    (``coordinator/panels/plates.py``), tagged with its dataset version."""
+
+    __tablename__ = "plate_steps"
+    __table_args__ = (Index("ix_plate_steps_version_seq", "version_id", "seq"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    version_id: Mapped[int] = mapped_column(BigId, ForeignKey("dataset_versions.id"))
+    seq: Mapped[int] = mapped_column(Integer)
+    boundary: Mapped[str] = mapped_column(String(12))
+    lon1: Mapped[float] = mapped_column(Float)
+    lat1: Mapped[float] = mapped_column(Float)
+    lon2: Mapped[float] = mapped_column(Float)
+    lat2: Mapped[float] = mapped_column(Float)
+    length_km: Mapped[float] = mapped_column(Float)
+    velocity_mm_a: Mapped[float | None] = mapped_column(Float, nullable=True)
+    step_class: Mapped[str] = mapped_column(String(3))
+    orogen: Mapped[bool] = mapped_column(Boolean)
