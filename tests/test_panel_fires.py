@@ -14,7 +14,6 @@ from tests.support import make_settings, start_coordinator, stop_coordinator
 BBOX = "113.75,-2.5,114,-2.25"
 PATH = f"/firms/DEMO_MAP_KEY/VIIRS_SNPP_NRT/{BBOX}/2"
 NOW = datetime(2026, 11, 25, 6, 0, tzinfo=timezone.utc)
-HEADER = "latitude,longitude,bright_ti4,scan,track,acq_date,acq_time,satellite,instrument,confidence,version,bright_ti5,frp,daynight\n"
 
 
 @pytest.fixture

@@ -49,7 +49,8 @@ async def test_a_cold_point_is_accepted_then_answered(c, upstream):
                      "license": "BNPB InaRISK (terms unstated)"}
     assert len(body["hazards"]) == 11
     volcano = next(h for h in body["hazards"] if h["hazard"] == "volcano")
-    assert volcano["index"]["value"] is None and volcano["index"]["confidence"] == "unknown" and volcano["class"] is None
+    assert volcano["index"]["value"] is None and volcano["index"]["confidence"] == "unknown"
+    assert volcano["class"] is None
     assert body["multiHazard"]["index"]["value"] == 0.5871 and body["multiHazard"]["class"] == "sedang"
     assert body["health"]["degraded"] is False
     assert (await c.get(URL)).status == 200                 # from the cache now
@@ -66,7 +67,8 @@ async def test_concurrent_requests_share_one_computation(c, upstream):
 
 
 async def test_a_failing_service_is_degraded_and_handed_over_once(c, upstream):
-    upstream.set_json(path("INDEKS_BAHAYA_GEMPABUMI"), {"error": {"code": 500, "message": "Error performing identify"}})
+    upstream.set_json(path("INDEKS_BAHAYA_GEMPABUMI"),
+                      {"error": {"code": 500, "message": "Error performing identify"}})
     assert (await c.get(URL)).status == 202
     r = await until_ready(c)
     body = r.json()
@@ -77,7 +79,8 @@ async def test_a_failing_service_is_degraded_and_handed_over_once(c, upstream):
     quake = next(h for h in body["hazards"] if h["hazard"] == "earthquake")
     assert quake["index"]["value"] is None and "Error performing identify" in quake["index"]["reason"]
     assert body["caveats"][0].startswith("Degraded")
-    upstream.set_json(path("INDEKS_BAHAYA_GEMPABUMI"), sample("inarisk", "INDEKS_BAHAYA_GEMPABUMI/ImageServer/identify"))
+    upstream.set_json(path("INDEKS_BAHAYA_GEMPABUMI"),
+                      sample("inarisk", "INDEKS_BAHAYA_GEMPABUMI/ImageServer/identify"))
     assert (await c.get(URL)).status == 202                 # not cached: computed anew
     assert (await until_ready(c)).json()["health"]["degraded"] is False
 
