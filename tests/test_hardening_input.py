@@ -143,3 +143,87 @@ async def test_a_chunked_body_over_the_limit_is_dropped_as_it_arrives_and_answer
                                          chunks)
     assert status == 413, body[:200]
     assert_error_shape(json.loads(body), "payload_too_large")
+
+
+# ---- rate limits on node and review routes, 414, 431, 405 with Allow, empty values (item 8) ----
+
+async def test_node_routes_are_rate_limited_per_node_and_per_address(sqlite_url, photos):
+    from tests.support import stop_coordinator
+    from tests.test_sweeps_kit import start
+
+    c = await start(sqlite_url, photos, node_per_minute=3, node_ip_per_minute=8)
+    try:
+        a, b = await enrolled(c, 2)                        # enrolment counts in the address's window: 2
+        statuses = [(await c.get("/node/v1/me", headers=a.auth)).status for _ in range(4)]
+        assert statuses == [200, 200, 200, 429], statuses      # a's own window: 3
+        r = await c.get("/node/v1/me", headers=a.auth)
+        assert_error_shape(r.json(), "rate_limited")
+        assert r.json()["error"]["details"]["limit"] == "nodePerMinute" and int(r.headers["Retry-After"]) >= 1
+        assert (await c.get("/node/v1/me", headers=b.auth)).status == 200     # b has its own
+        r = await c.get("/node/v1/me", headers={"Authorization": "Bearer sisn_guess"})
+        assert r.status == 429 and r.json()["error"]["details"]["limit"] == "nodeIpPerMinute"   # 8 from here
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_review_routes_are_rate_limited_per_reviewer_and_per_address(sqlite_url, photos):
+    from tests.support import stop_coordinator
+    from tests.test_sweeps_kit import start
+
+    c = await start(sqlite_url, photos, reviewer_per_minute=2, review_ip_per_minute=4)
+    try:
+        auth = await reviewer(c)
+        assert [(await c.get("/review/v1/me", headers=auth)).status for _ in range(3)] == [200, 200, 429]
+        r = await c.get("/review/v1/me", headers={"X-Api-Key": "sisr_guess"})
+        assert r.status == 401                                            # the address's 4th
+        r = await c.get("/review/v1/me", headers={"X-Api-Key": "sisr_guess"})
+        assert r.status == 429 and r.json()["error"]["details"]["limit"] == "reviewIpPerMinute"
+        assert_error_shape(r.json(), "rate_limited")
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_a_long_query_is_414_and_large_headers_431_in_the_one_shape(sweeps_sqlite):
+    for path in ("/earth/events?bbox=" + "1" * 100_000, "/node/v1/me?x=" + "a" * 100_000,
+                 "/no-such-path?" + "q" * 100_000):
+        r = await sweeps_sqlite.get(path)
+        assert r.status == 414, (path[:30], r.status)
+        assert_error_shape(r.json(), "uri_too_long")
+    r = await sweeps_sqlite.get("/earth/events", headers={f"X-Pad-{i}": "v" * 1000 for i in range(40)})
+    assert r.status == 431
+    assert_error_shape(r.json(), "headers_too_large")
+
+
+async def test_405_answers_carry_allow(sweeps_sqlite):
+    for method, path, allow in (("POST", "/earth/events", "GET, OPTIONS"), ("GET", "/node/v1/lease", "POST"),
+                                ("DELETE", "/review/v1/me", "GET"), ("POST", "/healthz", "GET"),
+                                ("GET", "/mcp", "POST")):
+        r = await sweeps_sqlite.request(method, path, b"{}" if method == "POST" else None)
+        assert r.status == 405, (method, path, r.status)
+        assert_error_shape(r.json(), "method_not_allowed")
+        assert r.headers.get("Allow") == allow, (path, r.headers.get("Allow"))
+
+
+async def test_an_empty_value_is_400_not_silently_the_default(sweeps_sqlite):
+    auth = await reviewer(sweeps_sqlite)
+    for path, name, headers in (("/earth/street-measure?lat=48.85&lon=2.35&maxM=", "maxM", {}),
+                                ("/earth/seen?lat=48.85&lon=2.35&radius=", "radius", {}),
+                                ("/earth/sweep-queue?state=", "state", {}),
+                                ("/earth/sweep-queue?limit=", "limit", {}),
+                                ("/review/v1/pending?limit=", "limit", auth)):
+        r = await sweeps_sqlite.get(path, headers=headers)
+        assert r.status == 400, (path, r.status, r.body[:200])
+        assert_error_shape(r.json(), "bad_parameter")
+        assert r.json()["error"]["details"]["parameter"] == name and "empty" in r.json()["error"]["message"]
+    assert (await sweeps_sqlite.get("/earth/sweep-queue")).status == 200          # left out: the default
+
+
+async def test_openapi_lists_every_answer_of_tool_routes_too(sweeps_sqlite):
+    doc = (await sweeps_sqlite.get("/openapi.json")).json()
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            if "x-tool" not in op:
+                continue
+            assert {"400", "401", "404", "429"} <= set(op["responses"]), (path, method)
+            if method == "post":
+                assert "413" in op["responses"], path

@@ -75,6 +75,12 @@ class Param:
         s["description"] = self.description + self.bound_text()
         return s
 
+    @property
+    def takes_empty(self) -> bool:
+        """Whether empty text is a value of this parameter (free text with no pattern, enum
+        or minimum length); for every other kind an empty value is refused, not defaulted."""
+        return self.kind == STRING and not self.enum and not self.pattern and not self.min_length
+
     def bound_text(self) -> str:
         parts = []
         if self.minimum is not None and self.maximum is not None:
@@ -287,11 +293,17 @@ class Tool:
         out: dict[str, Any] = {}
         for p in self.params:
             value = raw.get(p.name)
-            if value is None or value == "":
+            if value is None or value == "" and p.required:
                 if p.required:
                     raise BadParameter(f"'{p.name}' is required", {"parameter": p.name})
                 out[p.name] = p.default
                 continue
+            if value == "" and not p.takes_empty:
+                # ``maxM=`` is a client's slip (a form field left blank, a variable unset), not a
+                # request for the default: answering the default would hide it.
+                raise BadParameter(f"'{p.name}' is empty: give a value, or leave the parameter out"
+                                   + (f" for its default ({p.default})" if p.default is not None else ""),
+                                   {"parameter": p.name, "value": ""})
             out[p.name] = p.parse(value)
         return out
 

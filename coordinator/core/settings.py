@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     requester_hash_key: str = Field("", description="Key of the keyed hash (HMAC-SHA-256) kept of a sweep requester's address, for abuse handling (by env or file, never in the repository); empty means a random key per process start, so hashes compare only within one run and no address can be recovered from them.")
     node_enrol_secret: str = Field("", description="When set, enrolment needs this shared secret in the X-Enrol-Secret header (by env or file, never in the repository); empty means open enrolment, as volunteer projects run.")
     node_enrol_per_minute: int = Field(10, ge=1, description="Enrolments one client IP (an IPv6 /64) may make per minute; more are refused 429 with Retry-After. Nodes are free to make, so this bounds how fast one address can add them.")
+    node_ip_per_minute: int = Field(6000, ge=1, description="Requests one client IP (an IPv6 /64) may make per minute to the node protocol's routes, all its nodes together; more are refused 429 with Retry-After.")
+    node_per_minute: int = Field(600, ge=1, description="Requests one node token may make per minute to the node protocol's routes (a working node makes a few: leases, heartbeats, results); more are refused 429 with Retry-After.")
+    review_ip_per_minute: int = Field(1200, ge=1, description="Requests one client IP (an IPv6 /64) may make per minute to the review API, whatever key it sends (bad keys included); more are refused 429 with Retry-After.")
+    reviewer_per_minute: int = Field(600, ge=1, description="Requests one reviewer key may make per minute to the review API; more are refused 429 with Retry-After.")
 
     seen_max_facts: int = Field(1000, ge=10, le=20000, description="Most facts one seen_layer answer serves; beyond it the nearest are served with truncated:true and a caveat, so latency stays bounded.")
 

@@ -9,7 +9,7 @@ from coordinator.faces.mcp import mcp_routes, openapi_paths as mcp_openapi_paths
 from coordinator.nodes.handlers import NODE_PATHS, node_routes
 from coordinator.faces.openapi import openapi_document
 from coordinator.review.handlers import REVIEW_PATHS, review_routes
-from coordinator.faces.http import BaseHandler, NotFoundHandler
+from coordinator.faces.http import HEADER_READ_CEILING, BaseHandler, NotFoundHandler
 from coordinator.faces.rest import tool_routes
 from coordinator.services import Services
 
@@ -57,6 +57,17 @@ class Application(tornado.web.Application):
             *review_routes(),
         ]
         super().__init__(routes, default_handler_class=NotFoundHandler, compress_response=True, **settings)
+
+
+    def start_request(self, server_conn: Any, request_conn: Any) -> Any:
+        """Read request heads up to ``HEADER_READ_CEILING`` (Tornado's 64 KB default closes
+        the connection, unanswered, on a long query string), so that the handlers answer
+        an over-long URI 414 and over-large headers 431 in the one error shape; the
+        ceiling is the same for every connection, however the server was made."""
+        params = getattr(request_conn, "params", None)
+        if params is not None and (params.max_header_size or 0) < HEADER_READ_CEILING:
+            params.max_header_size = HEADER_READ_CEILING
+        return super().start_request(server_conn, request_conn)
 
 
 def make_app(services: Services) -> Application:

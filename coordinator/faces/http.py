@@ -22,6 +22,30 @@ MAX_JSON_BODY = 64 * 1024
 # arrives, up to this many times the limit, to answer 413; past that the connection closes.
 DISCARD_FACTOR = 16
 
+# Request line and headers: Tornado closes the connection on a request head over its
+# max_header_size, with no answer; the application reads heads up to the ceiling
+# (faces/app.py) and answers past these bounds 414 and 431 in the one error shape.
+MAX_URI = 8 * 1024
+MAX_HEADERS = 32 * 1024
+HEADER_READ_CEILING = 1024 * 1024
+
+
+class UriTooLong(ServiceError):
+    code = "uri_too_long"
+
+    @property
+    def status(self) -> int:
+        return 414
+
+
+class HeadersTooLarge(ServiceError):
+    code = "headers_too_large"
+
+    @property
+    def status(self) -> int:
+        return 431
+
+
 # Request ids: unique per process start and cheap (no random draw per request).
 _RUN = os.urandom(4).hex()
 _SEQ = itertools.count(1)
@@ -108,6 +132,7 @@ class BaseHandler(tornado.web.RequestHandler):
 
     async def prepare(self) -> None:
         """Every route's first step (subclasses call it first)."""
+        self.check_head()
         limit = self.body_limit()
         self._chunks: list[bytes] = []
         self._size = 0
@@ -115,6 +140,19 @@ class BaseHandler(tornado.web.RequestHandler):
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
             raise PayloadTooLarge(f"the request body is over {limit} bytes", {"maxBytes": limit})
         self.request.connection.set_max_body_size(max(limit, 1024) * DISCARD_FACTOR)
+
+    def check_head(self) -> None:
+        if len(self.request.uri or "") > MAX_URI:
+            raise UriTooLong(f"the request URI is over {MAX_URI} bytes", {"maxBytes": MAX_URI})
+        size = sum(len(k) + len(v) + 4 for k, v in self.request.headers.get_all())
+        if size > MAX_HEADERS:
+            raise HeadersTooLarge(f"the request headers are over {MAX_HEADERS} bytes", {"maxBytes": MAX_HEADERS})
+
+    def allowed_methods(self) -> list[str]:
+        """The methods this route answers (for ``Allow``): those its handler implements."""
+        base = tornado.web.RequestHandler
+        return [m for m in self.SUPPORTED_METHODS
+                if getattr(type(self), m.lower(), None) is not getattr(base, m.lower(), None)]
 
     def data_received(self, chunk: bytes) -> None:
         self._size += len(chunk)
@@ -157,6 +195,8 @@ class BaseHandler(tornado.web.RequestHandler):
                 message = f"no such path: {self.request.path}"
             elif status_code == 405:
                 message = f"method {self.request.method} is not allowed on {self.request.path}"
+                if "Allow" not in self._headers:
+                    self.set_header("Allow", ", ".join(self.allowed_methods()))
             status, body = status_code, error_body(code, message)
         else:
             status = status_code if status_code >= 500 else 500
@@ -175,7 +215,8 @@ class BaseHandler(tornado.web.RequestHandler):
 
 
 class NotFoundHandler(BaseHandler):
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
+        await super().prepare()
         raise tornado.web.HTTPError(404)
 
 

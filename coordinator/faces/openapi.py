@@ -34,8 +34,10 @@ HEALTH_SCHEMA = {
     },
 }
 
-STATUS_TEXT = {"400": "Bad parameter", "401": "Invalid credential", "403": "Missing scope",
-               "404": "Not found", "429": "Rate limited", "500": "Internal error"}
+STATUS_TEXT = {"400": "Bad parameter (details.parameter names it)", "401": "Invalid credential",
+               "403": "Missing scope, or over a cap of the plan", "404": "Not found",
+               "413": "Request body too large", "429": "Rate limited (Retry-After)", "500": "Internal error",
+               "503": "A store the service needs is unreachable (Retry-After)"}
 
 
 def openapi_document(registry: ToolRegistry, extra_paths: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -56,7 +58,14 @@ def openapi_document(registry: ToolRegistry, extra_paths: dict[str, Any] | None 
             responses: dict[str, Any] = {
                 "200": {"description": tool.title, "content": {"application/json": {"schema": schema}}},
             }
-            for code in ("400", "404", "500") + (("401", "403") if family.credential_in_path else ()):
+            if tool.cold == "accepted":
+                responses["202"] = {"description": "Accepted: being computed; the same request answers 200 once "
+                                                   "ready (Retry-After)",
+                                    "content": {"application/json": {"schema": {"type": "object"}}}}
+            # Every answer the route can give: a bad parameter, a credential (the key is optional
+            # in the direct family but checked when sent), a cap, the rate limits, a body too large.
+            codes = ["400", "401", "403", "404", "429", "500", "503"] + (["413"] if tool.method == "POST" else [])
+            for code in sorted(codes):
                 responses[code] = {"description": STATUS_TEXT[code],
                                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
             op = {

@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from coordinator.core.errors import BadParameter, ServiceError
+from coordinator.core.access.policy import ip_bucket
+from coordinator.core.errors import BadParameter, RateLimited, ServiceError
 from coordinator.core.registry import Param
 from coordinator.faces.http import BaseHandler, read_json_object
 
@@ -139,6 +140,9 @@ class Operation:
                     raise BadParameter(f"'{p.name}' is required", {"parameter": p.name})
                 out[p.name] = p.default
                 continue
+            if raw[p.name] == "" and not p.takes_empty:
+                raise BadParameter(f"'{p.name}' is empty: give a value, or leave the parameter out",
+                                   {"parameter": p.name, "value": ""})
             out[p.name] = p.parse(raw[p.name])
         return out
 
@@ -235,14 +239,44 @@ class OperationHandler(BaseHandler):
 
     async def prepare_request(self) -> None:
         """Who calls, their limit, and the path and query, before any of the body is read."""
+        if self.operation.rate_limited:
+            await self.limit_ip()
         self.caller = await self.authenticate()
-        await self.limit_caller(self.caller)
+        if self.operation.rate_limited and self.caller is not None:
+            await self.limit_caller(self.caller)
         self.args = self.operation.parse_path(tuple(self.path_args))
         self.args.update(self.operation.parse_query(self.request.query_arguments))
 
+    # The per-minute ceilings of a kind of route: (setting of the client IP's, setting of the caller's).
+    LIMITS: tuple[str, str] | None = None
+
+    async def limit_ip(self) -> None:
+        """The client IP's window for this kind of route, counted before the credential is
+        looked at, so guessing keys or tokens costs the guesser its window."""
+        if self.LIMITS is None:
+            return
+        access = self.application.services.access  # type: ignore[attr-defined]
+        ip = access.client_ip.resolve(self.request.remote_ip, self.request.headers)
+        await self.hit(self.LIMITS[0], f"{self.operation.tag}-ip", ip_bucket(ip))
+
     async def limit_caller(self, caller: Any) -> None:
-        """The caller's own rate limit, once it is known (the client IP's is counted first)."""
-        return None
+        """The caller's own window (a node's token, a reviewer's key), once it is known."""
+        if self.LIMITS is not None:
+            await self.hit(self.LIMITS[1], self.operation.tag, self.caller_id(caller))
+
+    def caller_id(self, caller: Any) -> str:
+        return str(getattr(caller, "id", None) or getattr(caller, "digest", ""))
+
+    async def hit(self, setting: str, *ident: str) -> None:
+        services = self.application.services  # type: ignore[attr-defined]
+        per_minute = getattr(services.settings, setting)
+        w = await services.access.limiter.hit(per_minute, *ident)
+        if not w.allowed:
+            retry = max(1, w.reset_s)
+            name = "".join(p.capitalize() if i else p for i, p in enumerate(setting.split("_")))
+            raise RateLimited(f"too many requests: the limit is {w.limit} per minute ({'SIS_' + setting.upper()})",
+                              {"limit": name, "perMinute": w.limit, "retryAfterS": retry},
+                              headers={"Retry-After": str(retry), **w.headers()})
 
     def body_values(self) -> dict[str, Any]:
         body = self.operation.body

@@ -102,6 +102,8 @@ OPERATIONS = [ENROL, ME, LEASE, HEARTBEAT, RESULT, RELEASE]
 
 
 class NodeHandler(OperationHandler):
+    LIMITS = ("node_ip_per_minute", "node_per_minute")
+
     @property
     def sweeps(self) -> Sweeps:
         return sweeps_of(self.application.services)  # type: ignore[attr-defined]

@@ -65,6 +65,8 @@ OPERATIONS = [ME, PENDING, JOB, APPROVE, REJECT, SWEEP_APPROVE]
 
 
 class ReviewHandler(OperationHandler):
+    LIMITS = ("review_ip_per_minute", "reviewer_per_minute")
+
     @property
     def sweeps(self):
         return sweeps_of(self.application.services)  # type: ignore[attr-defined]
