@@ -5,6 +5,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import signal
 import sys
 
@@ -73,17 +74,36 @@ def settle_gc() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
-async def _serve(args: argparse.Namespace) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
+    """One coordinator process, or with ``--workers N`` a supervisor and N worker
+    processes sharing the listening socket (the kernel hands each connection to one)."""
+    from coordinator.faces.app import make_app  # noqa: F401  imported before logging is set up:
+    from . import services  # noqa: F401         what they log while importing (alembic's plugins) is noise
+
+    settings = _settings(args)
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    workers = args.workers
+    if workers < 1:
+        raise StartupError("--workers must be at least 1")
+    if workers > 1 and settings.is_sqlite:
+        raise StartupError("--workers above 1 needs PostgreSQL: SQLite admits one coordinator process "
+                           "(set SIS_DATABASE_URL or --database to postgresql://...)")
+    sockets = _listen(settings.host, settings.port)
+    if workers == 1:
+        return asyncio.run(_serve(settings, sockets))
+    return _serve_workers(settings, sockets, workers)
+
+
+async def _serve(settings, sockets: list, worker: tuple[int, int] | None = None) -> int:  # noqa: ANN001
+    """Serve on ``sockets`` until SIGINT or SIGTERM. ``worker`` (index, count) is set in a
+    worker of ``--workers``: the schema step was taken once by the supervisor."""
     from tornado.httpserver import HTTPServer
 
     from coordinator.faces.app import make_app
     from .services import SchemaOutOfDate, create_services
 
-    settings = _settings(args)
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    sockets = _listen(settings.host, settings.port)
     try:
-        services = await create_services(settings)
+        services = await create_services(settings, prepare=worker is None)
     except BaseException as exc:
         for sock in sockets:
             sock.close()
@@ -97,8 +117,12 @@ async def _serve(args: argparse.Namespace) -> int:
     port = sockets[0].getsockname()[1]  # the real port when 0 was asked
     settle_gc()
     db_label = "embedded SQLite" if settings.is_sqlite else "PostgreSQL"
-    print(f"sis {__version__}: serving on http://{settings.host}:{port} ({db_label}"
-          f"{', demo data' if settings.demo else ''}); Ctrl-C stops", flush=True)
+    if worker is None:
+        print(f"sis {__version__}: serving on http://{settings.host}:{port} ({db_label}"
+              f"{', demo data' if settings.demo else ''}); Ctrl-C stops", flush=True)
+    else:
+        print(f"sis {__version__}: worker {worker[0] + 1} of {worker[1]} (pid {os.getpid()}) serving on "
+              f"http://{settings.host}:{port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -107,6 +131,103 @@ async def _serve(args: argparse.Namespace) -> int:
     server.stop()
     await services.close()
     return 0
+
+
+WORKER_RESTARTS = 3     # per worker, over the supervisor's life, before it gives up
+
+
+def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
+    """The supervisor of ``sis serve --workers N``: take the schema step once, fork N
+    workers, restart one that dies, and on SIGINT or SIGTERM stop them all and wait.
+
+    Nothing that holds a connection or a thread is made before the fork: the schema step
+    runs in an event loop of its own whose database pool is closed before any worker is
+    forked, and each worker builds its services (database pools, Redis clients, its event
+    loop) after the fork. Only the listening sockets are inherited."""
+    from .services import SchemaOutOfDate, prepare_database
+    from coordinator.core.db import Database
+
+    async def prepare() -> None:
+        db = Database(settings.database_url)
+        try:
+            await prepare_database(settings, db)
+        finally:
+            await db.close()
+
+    try:
+        asyncio.run(prepare())
+    except SchemaOutOfDate as exc:
+        for sock in sockets:
+            sock.close()
+        print(f"sis serve: {exc}", file=sys.stderr)
+        return 2
+    log = logging.getLogger("sis")
+    if not settings.redis_url:
+        log.warning("--workers %d without SIS_REDIS_URL: each worker keeps its own per-minute windows and "
+                    "answer cache, so a client may get %d times its per-minute ceiling", n, n)
+    children: dict[int, int] = {}          # pid -> worker index
+    restarts = [0] * n
+    stopping = False
+
+    def spawn(i: int) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:                        # the worker: never returns into the supervisor's code
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            code = 1
+            try:
+                code = asyncio.run(_serve(settings, sockets, worker=(i, n)))
+            except KeyboardInterrupt:
+                code = 0
+            except BaseException:
+                log.exception("worker %d failed", i + 1)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        children[pid] = i
+
+    def stop_all(signum=None, frame=None) -> None:  # noqa: ANN001
+        nonlocal stopping
+        stopping = True
+        for pid in list(children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    for i in range(n):
+        spawn(i)
+    signal.signal(signal.SIGINT, stop_all)
+    signal.signal(signal.SIGTERM, stop_all)
+    port = sockets[0].getsockname()[1]
+    print(f"sis {__version__}: {n} workers serving on http://{settings.host}:{port} (PostgreSQL); "
+          "Ctrl-C stops", flush=True)
+    failed = False
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        i = children.pop(pid, None)
+        if i is None or stopping:
+            continue
+        code = os.waitstatus_to_exitcode(status)
+        if restarts[i] < WORKER_RESTARTS:
+            restarts[i] += 1
+            log.warning("worker %d (pid %d) exited with %s; starting it again (%d of %d restarts)",
+                        i + 1, pid, code, restarts[i], WORKER_RESTARTS)
+            spawn(i)
+        else:
+            log.error("worker %d exited with %s after %d restarts; stopping every worker", i + 1, code,
+                      WORKER_RESTARTS)
+            failed = True
+            stop_all()
+    for sock in sockets:
+        sock.close()
+    return 1 if failed else 0
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -228,7 +349,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, help="listen port (default 8080)")
     db_arg(s)
     s.add_argument("--demo", action="store_true", help="answer sources from bundled recorded samples (offline)")
-    s.set_defaults(run=lambda a: asyncio.run(_serve(a)))
+    s.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="N coordinator processes sharing the port (PostgreSQL only; default 1)")
+    s.set_defaults(run=cmd_serve)
 
     m = sub.add_parser("migrate", help="apply pending database migrations")
     db_arg(m)

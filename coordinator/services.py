@@ -71,13 +71,18 @@ async def with_database(settings: Settings, work, prog: str = "sis") -> int:  # 
 
 
 async def create_services(settings: Settings, registry: ToolRegistry | None = None,
-                          *, start_background: bool = True, adapters: dict | None = None) -> Services:
+                          *, start_background: bool = True, adapters: dict | None = None,
+                          prepare: bool = True) -> Services:
     """Everything one coordinator process shares. ``registry`` and ``adapters`` default to
-    the catalogue's tools and the registered sources (tests hand in others)."""
+    the catalogue's tools and the registered sources (tests hand in others). ``prepare``
+    False skips the schema step: ``sis serve --workers N`` takes it once, before forking,
+    and each worker then builds its own services (pools, Redis clients, event loop) after
+    the fork, since none of them may be shared across it."""
     db = Database(settings.database_url)
     closers = []
     try:
-        await prepare_database(settings, db)
+        if prepare:
+            await prepare_database(settings, db)
         demo_base = None
         if settings.demo:
             demo = await start_demo_upstream(adapters)

@@ -1,0 +1,167 @@
+"""``sis serve --workers 2``: two real coordinator processes sharing one port, one
+PostgreSQL database and one Redis. 32 nodes across both lease every job once and lose
+none; the anonymous per-minute limit is exact across both; a revoked key is refused by
+every process at the next request. And ``--workers`` above 1 is refused on SQLite."""
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, update
+
+from coordinator import cli
+from coordinator.core.access import credentials as creds
+from coordinator.core.db import Database
+from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult
+from coordinator.demo.photos import DEV_ENGINE_BUILD
+from tests.support import Coordinator, free_port
+from tests.test_access_support import REDIS_URL, burst, unique_prefix
+from tests.test_sweep_concurrency import run_nodes
+from tests.test_sweeps_kit import CENTRE, SimNode, photos, request_sweep  # noqa: F401
+
+pytestmark = pytest.mark.postgres
+ROOT = Path(__file__).resolve().parent.parent
+NODES = 32
+JOBS = 400
+
+
+@pytest.fixture
+async def pg_url(pg_database) -> str:
+    if not pg_database:
+        pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
+    if not REDIS_URL:
+        pytest.skip("Redis tests: set SIS_TEST_REDIS_URL")
+    from tests.conftest import reset_postgres
+    from tests.test_sweeps_kit import migrate
+    await reset_postgres(pg_database)
+    await migrate(pg_database)
+    return pg_database
+
+
+class Workers:
+    """``sis serve --workers N`` as a child process of the test."""
+
+    def __init__(self, db_url: str, photos_url: str, n: int = 2) -> None:
+        self.port = free_port()
+        self.n = n
+        env = {**os.environ, "SIS_DATABASE_URL": db_url, "SIS_REDIS_URL": REDIS_URL,
+               "SIS_RATE_LIMIT_PREFIX": unique_prefix(), "SIS_ENGINE_BUILDS": DEV_ENGINE_BUILD,
+               "SIS_SOURCES__PANORAMAX__BASE_URL": photos_url, "SIS_JOB_MAX_PHOTOS": "1",
+               "SIS_NODE_ENROL_PER_MINUTE": str(NODES), "SIS_POLL_INTERVAL_S": "0",
+               "SIS_LEASE_SWEEP_INTERVAL_S": "1", "SIS_LOG_LEVEL": "WARNING"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "serve", "--workers", str(n),
+                                      "--port", str(self.port)], cwd=ROOT, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.output: list[str] = []
+
+    async def ready(self, timeout: float = 90) -> None:
+        loop = asyncio.get_running_loop()
+        t0 = time.monotonic()
+        serving = 0
+        while serving < self.n:
+            assert time.monotonic() - t0 < timeout, "workers did not start:\n" + "".join(self.output)
+            line = await loop.run_in_executor(None, self.proc.stdout.readline)
+            assert line, "sis serve ended:\n" + "".join(self.output)
+            self.output.append(line)
+            serving += " worker " in line and "serving on" in line
+
+    def worker_pids(self) -> list[int]:
+        text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        return [int(p) for p in text.split()]
+
+    @staticmethod
+    def cpu_s(pid: int) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> int:
+        self.proc.terminate()
+        try:
+            return self.proc.wait(30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+def remote(base_url: str) -> Coordinator:
+    """The test client of ``tests.support`` pointed at a coordinator this test did not start."""
+    return Coordinator(services=None, base_url=base_url, server=None)   # type: ignore[arg-type]
+
+
+async def test_two_worker_processes_share_jobs_limits_and_revocation(pg_url, photos):  # noqa: F811
+    photos.scatter(*CENTRE, radius_m=950, n=JOBS, seed=5)
+    workers = Workers(pg_url, photos.api_url)
+    db = Database(pg_url)
+    try:
+        await workers.ready()
+        pids = workers.worker_pids()
+        assert len(pids) == 2
+        c = remote(workers.base_url)
+
+        # 32 nodes across both processes: every job leased once, none lost.
+        body = (await request_sweep(c, radius=1000)).json()
+        assert body["jobs"] == JOBS
+        nodes = []
+        for _ in range(NODES):
+            node = SimNode(c)
+            assert (await node.enrol()).status == 201
+            nodes.append(node)
+        async with db.write() as s:
+            await s.execute(update(Node).where(Node.id.in_([n.node_id for n in nodes])).values(trusted=True))
+        cpu0 = {p: workers.cpu_s(p) for p in pids}
+        leased, violations = await run_nodes(nodes)
+        used = {p: workers.cpu_s(p) - cpu0[p] for p in pids}
+        print(f"\n{NODES} nodes, {JOBS} jobs over 2 workers: CPU s per worker {sorted(used.values())}")
+        assert violations == []
+        assert len(leased) == JOBS and set(leased.values()) == {1}          # 0 leased twice, 0 lost
+        async with db.read() as s:
+            states = dict((await s.execute(select(SweepJob.state, func.count()).group_by(SweepJob.state))).all())
+            per_job = (await s.execute(select(SweepLease.job_id, func.count()).group_by(SweepLease.job_id))).all()
+            results = dict((await s.execute(select(SweepResult.state, func.count())
+                                            .group_by(SweepResult.state))).all())
+        assert states == {"in_review": JOBS}
+        assert len(per_job) == JOBS and {n for _, n in per_job} == {1}
+        assert results == {"accepted": JOBS}
+        total = sum(used.values())
+        assert all(u > 0.1 * total for u in used.values()), used            # both processes served
+
+        # The anonymous window of 120 a minute, exact across both (the sweep request above was one).
+        statuses = await burst(workers.base_url, "/earth/limits", clients=64, per_client=4)
+        got = Counter(statuses)
+        print(f"anonymous: {got[200]} of {len(statuses)} allowed across 2 workers (119 left of 120)")
+        assert set(got) <= {200, 429}
+        assert 118 <= got[200] <= 120
+
+        # A key used on both processes (each has it in its credential cache), revoked: refused at
+        # the next request, whichever process answers it.
+        secret, rec = await creds.create_key(db, "scale test", "Pro")
+        cpu1 = {p: workers.cpu_s(p) for p in pids}
+        before = await burst(workers.base_url, "/earth/limits", clients=32, per_client=8,
+                             headers={"X-Api-Key": secret})
+        served = {p: workers.cpu_s(p) - cpu1[p] for p in pids}
+        assert Counter(before) == {200: 256}
+        assert all(u > 0 for u in served.values()), served                  # both processes served the key
+        await creds.revoke_key(db, rec.id)
+        after = await burst(workers.base_url, "/earth/limits", clients=16, per_client=2,
+                            headers={"X-Api-Key": secret})
+        assert Counter(after) == {401: 32}
+    finally:
+        code = workers.stop()
+        await db.close()
+    assert code == 0, "".join(workers.output) + (workers.proc.stdout.read() or "")
+
+
+def test_more_than_one_worker_is_refused_on_sqlite_in_one_line(tmp_path, capsys):
+    code = cli.main(["serve", "--workers", "2", "--port", str(free_port()),
+                     "--database", f"sqlite:///{tmp_path}/sis.db"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "--workers above 1 needs PostgreSQL" in err
+    assert not (tmp_path / "sis.db").exists()            # refused before anything was made
