@@ -102,6 +102,8 @@ async def test_every_credentialed_route_answers_every_kind_of_caller_as_document
                     body = r.json()
                     assert_error_shape(body, {401: "unauthorized", 403: "forbidden"}.get(r.status, body["error"]["code"]))
                     got_reason = body["error"]["details"].get("reason")
+                if want_status == 200 and r.status == 202 and tool.cold == "accepted":
+                    continue   # admitted; an accepted tool's cold point (/hazard-index) answers 202 until ready
                 if r.status != want_status or (want_reason and got_reason != want_reason):
                     failures.append(f"{tool.name} {case}: got {r.status} {got_reason}, want {want_status} {want_reason}")
         assert not failures, "\n".join(failures)
