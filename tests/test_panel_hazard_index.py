@@ -5,6 +5,9 @@ unknown; a failing service makes the answer degraded, naming it."""
 from __future__ import annotations
 
 import asyncio
+import os
+import random
+import uuid
 
 import pytest
 
@@ -95,3 +98,27 @@ async def test_bounds_are_checked_before_anything_is_computed(c, upstream):
                                         (0.67, "tinggi"), (1.0, "tinggi"), (None, None)])
 def test_classes(value, cls):
     assert hazard_class(value) == cls
+
+
+REDIS_URL = os.environ.get("SIS_TEST_REDIS_URL", "")
+
+
+@pytest.mark.skipif(not REDIS_URL, reason="Redis tests: set SIS_TEST_REDIS_URL")
+async def test_two_coordinators_sharing_redis_compute_a_point_once(sqlite_url, tmp_path, upstream):
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    url = f"/public/v1/anon/hazard-index?lat={-6 - random.random():.6f}&lon=106.8272"   # a point no run has cached
+    slow = path("INDEKS_BAHAYA_TSUNAMI")
+    upstream.set(slow, Canned(200, upstream.routes[slow].body, "application/json", delay_s=0.4))
+    a = await start_coordinator(make_settings(sqlite_url, upstream, redis_url=REDIS_URL, rate_limit_prefix=prefix))
+    b = await start_coordinator(make_settings(f"sqlite+aiosqlite:///{tmp_path}/b.db", upstream, redis_url=REDIS_URL,
+                                              rate_limit_prefix=prefix))
+    try:
+        first = await asyncio.gather(*(x.get(url) for x in [a, b] * 3))
+        assert [r.status for r in first] == [202] * 6
+        ra, rb = await until_ready(a, url), await until_ready(b, url)
+        assert ra.status == rb.status == 200 and ra.json() == rb.json()
+        assert all(upstream.hits[path(s)] == 1 for s in SERVICES)
+        assert a.services.cache.shared and b.services.cache.shared
+    finally:
+        await stop_coordinator(a)
+        await stop_coordinator(b)
