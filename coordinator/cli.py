@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
 import os
 import signal
 import sys
+import time
 
 from . import __version__
 from coordinator.core.db.urls import StartupError, connection_problem, normalise
@@ -134,6 +136,7 @@ async def _serve(settings, sockets: list, worker: tuple[int, int] | None = None)
 
 
 WORKER_RESTARTS = 3     # per worker, over the supervisor's life, before it gives up
+STOP_GRACE_S = 20       # how long a worker may take to stop after SIGTERM before it is killed
 
 
 def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
@@ -198,19 +201,36 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
             except ProcessLookupError:
                 pass
 
+    signal.signal(signal.SIGINT, stop_all)      # before the forks: no worker outlives a supervisor stopped early
+    signal.signal(signal.SIGTERM, stop_all)
     for i in range(n):
         spawn(i)
-    signal.signal(signal.SIGINT, stop_all)
-    signal.signal(signal.SIGTERM, stop_all)
     port = sockets[0].getsockname()[1]
     print(f"sis {__version__}: {n} workers serving on http://{settings.host}:{port} (PostgreSQL); "
           "Ctrl-C stops", flush=True)
     failed = False
+    stop_deadline = None
     while children:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            break
+        if stopping:      # a worker that has not stopped STOP_GRACE_S after SIGTERM is killed
+            stop_deadline = stop_deadline or time.monotonic() + STOP_GRACE_S
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                if time.monotonic() > stop_deadline:
+                    for pid in list(children):
+                        log.error("worker pid %d did not stop %d s after SIGTERM: killed", pid, STOP_GRACE_S)
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGKILL)
+                    stop_deadline = float("inf")
+                time.sleep(0.1)
+                continue
+        else:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                break
         i = children.pop(pid, None)
         if i is None or stopping:
             continue

@@ -1,10 +1,12 @@
 """``sis serve --workers 2``: two real coordinator processes sharing one port, one
 PostgreSQL database and one Redis. 32 nodes across both lease every job once and lose
 none; the anonymous per-minute limit is exact across both; a revoked key is refused by
-every process at the next request. And ``--workers`` above 1 is refused on SQLite."""
+every process at the next request; one worker killed mid-batch loses nothing. And
+``--workers`` above 1 is refused on SQLite."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -20,7 +22,9 @@ from coordinator.core.access import credentials as creds
 from coordinator.core.db import Database
 from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult
 from coordinator.demo.photos import DEV_ENGINE_BUILD
-from tests.support import Coordinator, free_port
+from tornado.httpclient import HTTPClientError
+
+from tests.support import Coordinator, Response, free_port
 from tests.test_access_support import REDIS_URL, burst, unique_prefix
 from tests.test_sweep_concurrency import run_nodes
 from tests.test_sweeps_kit import CENTRE, SimNode, photos, request_sweep  # noqa: F401
@@ -47,14 +51,14 @@ async def pg_url(pg_database) -> str:
 class Workers:
     """``sis serve --workers N`` as a child process of the test."""
 
-    def __init__(self, db_url: str, photos_url: str, n: int = 2) -> None:
+    def __init__(self, db_url: str, photos_url: str, n: int = 2, extra_env: dict | None = None) -> None:
         self.port = free_port()
         self.n = n
         env = {**os.environ, "SIS_DATABASE_URL": db_url, "SIS_REDIS_URL": REDIS_URL,
                "SIS_RATE_LIMIT_PREFIX": unique_prefix(), "SIS_ENGINE_BUILDS": DEV_ENGINE_BUILD,
                "SIS_SOURCES__PANORAMAX__BASE_URL": photos_url, "SIS_JOB_MAX_PHOTOS": "1",
                "SIS_NODE_ENROL_PER_MINUTE": str(NODES), "SIS_POLL_INTERVAL_S": "0",
-               "SIS_LEASE_SWEEP_INTERVAL_S": "1", "SIS_LOG_LEVEL": "WARNING"}
+               "SIS_LEASE_SWEEP_INTERVAL_S": "1", "SIS_LOG_LEVEL": "WARNING", **(extra_env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "serve", "--workers", str(n),
                                       "--port", str(self.port)], cwd=ROOT, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -165,3 +169,91 @@ def test_more_than_one_worker_is_refused_on_sqlite_in_one_line(tmp_path, capsys)
     assert code == 2
     assert err.count("\n") == 1 and "--workers above 1 needs PostgreSQL" in err
     assert not (tmp_path / "sis.db").exists()            # refused before anything was made
+
+
+async def test_a_worker_killed_mid_batch_loses_nothing(pg_url, photos):  # noqa: F811
+    """SIGKILL one of two workers while 32 nodes lease and submit through both: requests in
+    flight on it fail (the nodes retry, as the agent does), a lease it granted whose answer
+    never arrived lapses and is swept back to the queue by whichever process leads the
+    sweeper, the supervisor starts a new worker, and every job ends with one accepted result."""
+    jobs = 200
+    photos.scatter(*CENTRE, radius_m=950, n=jobs, seed=7)
+    workers = Workers(pg_url, photos.api_url, extra_env={"SIS_LEASE_TTL_S": "3", "SIS_LEASE_SWEEP_INTERVAL_S": "0.5"})
+    db = Database(pg_url)
+    try:
+        await workers.ready()
+        first = workers.worker_pids()
+        c = remote(workers.base_url)
+        assert (await request_sweep(c, radius=1000)).json()["jobs"] == jobs
+        nodes = []
+        for _ in range(NODES):
+            node = SimNode(c)
+            assert (await node.enrol()).status == 201
+            nodes.append(node)
+        async with db.write() as s:
+            await s.execute(update(Node).where(Node.id.in_([n.node_id for n in nodes])).values(trusted=True))
+
+        submitted = 0
+        failed_requests = 0
+        killed = asyncio.Event()
+
+        async def unfinished() -> int:
+            async with db.read() as s:
+                return await s.scalar(select(func.count()).select_from(SweepJob).where(SweepJob.state != "in_review"))
+
+        async def post(path: str, body, headers: dict) -> Response:  # noqa: ANN001
+            """A request that died with its worker reads as 599, as Tornado's client says it."""
+            try:
+                return await c.post(path, body, headers=headers)
+            except (HTTPClientError, OSError) as exc:
+                return Response(599, {}, str(exc).encode())
+
+        async def work(node: SimNode) -> None:
+            nonlocal submitted, failed_requests
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                r = await post("/node/v1/lease", {}, node.auth)
+                if r.status >= 500:                      # 599: the connection died with its worker
+                    failed_requests += 1
+                    await asyncio.sleep(0.05)
+                    continue
+                if r.status == 204:
+                    if not await unfinished():
+                        return
+                    await asyncio.sleep(0.5)             # orphaned leases come back when they lapse
+                    continue
+                assert r.status == 200, r.body
+                doc = r.json()
+                lease_id, body = doc["lease"]["leaseId"], node.honest(doc)
+                while True:
+                    r = await post(f"/node/v1/leases/{lease_id}/result", json.dumps(body),
+                                   {**node.auth, "Content-Type": "application/json"})
+                    if r.status >= 500:
+                        failed_requests += 1
+                        await asyncio.sleep(0.05)
+                        continue
+                    assert r.status in (200, 409), r.body   # 409: the lease lapsed meanwhile
+                    break
+                submitted += 1
+                if submitted == jobs // 4 and not killed.is_set():
+                    killed.set()
+                    os.kill(first[0], 9)
+            raise AssertionError("the nodes did not finish in 120 s")
+
+        await asyncio.gather(*(work(n) for n in nodes))
+        assert killed.is_set()
+        async with db.read() as s:
+            states = dict((await s.execute(select(SweepJob.state, func.count()).group_by(SweepJob.state))).all())
+            accepted = (await s.execute(select(SweepResult.job_id, func.count())
+                                        .where(SweepResult.state == "accepted").group_by(SweepResult.job_id))).all()
+            lapsed = await s.scalar(select(func.count()).select_from(SweepLease).where(SweepLease.state == "lapsed"))
+        print(f"\nworker {first[0]} killed after {jobs // 4} submissions: {failed_requests} requests failed, "
+              f"{lapsed} leases lapsed and were swept back; states {states}")
+        assert states == {"in_review": jobs}                                   # nothing lost
+        assert len(accepted) == jobs and {n for _, n in accepted} == {1}       # nothing counted twice
+        now = workers.worker_pids()
+        assert len(now) == 2 and first[0] not in now and first[1] in now       # the supervisor restarted it
+    finally:
+        code = workers.stop()
+        await db.close()
+    assert code == 0, "".join(workers.output) + (workers.proc.stdout.read() or "")
