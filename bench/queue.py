@@ -27,7 +27,11 @@ and the line before it gives the node client's process).
 Service and http also give the mean number of requests per batch of the coordinator's
 group commit (claims, submissions, token lookups; ``coordinator.sweeps.batching``).
 
-    .venv/bin/python bench/queue.py [--jobs 1000] [--nodes 32] [--pg URL] [--no-http]
+    .venv/bin/python bench/queue.py [--jobs 1000] [--nodes 32] [--pg URL] [--no-http] [--processes 1,2]
+
+``--processes 1,2`` adds, on PostgreSQL, the http figure served by ``sis serve --workers N``
+for each N, in processes of their own (N = 1 a plain ``sis serve``), with the CPU per job
+summed across them and the ratios to the bare claim loop and to the http floor of the run.
 
 PostgreSQL is measured in a database of its own, made and dropped by the run, on the
 server named by --pg, SIS_BENCH_PG_URL or SIS_TEST_DATABASE_URL, and analysed after each
@@ -213,6 +217,9 @@ class _Canned(tornado.web.RequestHandler):
                     b'"duplicate":false,"next":' + nxt + b"}")
 
 
+FLOOR: list[float] = []     # the http floor of this run, jobs/s
+
+
 async def http_floor(jobs: int, workers: int) -> None:
     """The same node client against a bare Tornado app that answers a lease and a result
     (with the next lease in it) with canned bodies of the real size and does nothing else: what this machine's HTTP
@@ -230,34 +237,77 @@ async def http_floor(jobs: int, workers: int) -> None:
                                    (r"/node/v1/leases/([^/]+)/result", _Canned, {"state": state})])
     cpu = time.process_time()
     done, secs = await _serve_nodes(app, [[f"nd_{i}", "token"] for i in range(workers)])
+    FLOOR.append(done / secs)
     print(f"{'http floor':21} {done:6d} jobs in {secs:6.2f} s = {done / secs:8.1f} jobs/s ({workers} concurrent; "
           f"a bare Tornado app answering canned bodies, {1000 * (time.process_time() - cpu) / done:4.1f} ms CPU per "
           "job: the ceiling of the http figures on this machine)", flush=True)
 
 
-async def _serve_nodes(app, nodes: list[list[str]]) -> tuple[int, float]:
-    """Serve ``app`` on loopback to the node client, run in a process of its own."""
+def _free_port() -> int:
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
+        return sk.getsockname()[1]
+
+
+async def _serve_nodes(app, nodes: list[list[str]]) -> tuple[int, float]:
+    """Serve ``app`` on loopback to the node client, run in a process of its own."""
+    port = _free_port()
     server = app.listen(port, "127.0.0.1")
     try:
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump(nodes, f)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, os.path.abspath(__file__), "--client", f"http://127.0.0.1:{port}", "--tokens", f.name,
-            stdout=asyncio.subprocess.PIPE)
-        out, _ = await proc.communicate()
-        os.unlink(f.name)
-        if proc.returncode != 0:
-            raise RuntimeError(f"the node client failed ({proc.returncode})")
-        doc = json.loads(out.decode().strip().splitlines()[-1])
-        print(f"           (the node client's own process: {1000 * doc['cpu'] / max(1, doc['done']):.1f} ms CPU "
-              "per job)", flush=True)
-        return doc["done"], doc["seconds"]
+        return await _run_client(f"http://127.0.0.1:{port}", nodes)
     finally:
         server.stop()
         await server.close_all_connections()
+
+
+async def _run_client(base: str, nodes: list[list[str]]) -> tuple[int, float]:
+    """The node client, in a process of its own, against ``base``."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(nodes, f)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, os.path.abspath(__file__), "--client", base, "--tokens", f.name,
+        stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    os.unlink(f.name)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the node client failed ({proc.returncode})")
+    doc = json.loads(out.decode().strip().splitlines()[-1])
+    print(f"           (the node client's own process: {1000 * doc['cpu'] / max(1, doc['done']):.1f} ms CPU "
+          "per job)", flush=True)
+    return doc["done"], doc["seconds"]
+
+
+def _cpu_s(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def served_loop(url: str, photos: FakePhotoProvider, nodes, processes: int) -> tuple[int, float, float]:
+    """The nodes over HTTP against ``sis serve --workers N`` in processes of its own (N = 1 is a
+    plain ``sis serve``): jobs, seconds, and the CPU seconds of the serving processes."""
+    port = _free_port()
+    env = {**os.environ, "SIS_DATABASE_URL": url, "SIS_ENGINE_BUILDS": DEV_ENGINE_BUILD, "SIS_JOB_MAX_PHOTOS": "1",
+           "SIS_POLL_INTERVAL_S": "0", "SIS_LEASE_SWEEP_INTERVAL_S": "0", "SIS_LOG_LEVEL": "WARNING",
+           "SIS_SOURCES__PANORAMAX__BASE_URL": photos.api_url}
+    env.pop("SIS_REDIS_URL", None)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "coordinator.cli", "serve", "--workers", str(processes), "--port", str(port),
+        cwd=os.path.dirname(_HERE), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    try:
+        ready = 0
+        while ready < processes:
+            line = (await asyncio.wait_for(proc.stdout.readline(), 120)).decode()
+            if not line:
+                raise RuntimeError("sis serve ended before serving")
+            ready += "serving on" in line and (processes == 1 or " worker " in line)
+        pids = [proc.pid] if processes == 1 else [
+            int(p) for p in open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()]
+        cpu0 = sum(_cpu_s(p) for p in pids)
+        done, secs = await _run_client(f"http://127.0.0.1:{port}", [[n.id, t] for n, t in nodes])
+        return done, secs, sum(_cpu_s(p) for p in pids) - cpu0
+    finally:
+        proc.terminate()
+        await proc.wait()
 
 
 class StatementCount:
@@ -290,7 +340,8 @@ class BatchSizes:
         return "; per batch: " + ", ".join(parts) if parts else ""
 
 
-async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool) -> dict:
+async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool,
+                    processes: list[int] | None = None) -> dict:
     photos = await FakePhotoProvider().start()
     services = await coordinator(url, photos)
     statements = StatementCount(services.db)
@@ -311,6 +362,17 @@ async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool) -
             print(f"{label:10} {name:11} {done:6d} jobs in {secs:6.2f} s = {done / secs:8.1f} jobs/s "
                   f"({workers} concurrent; {(statements.n - before) / done:5.1f} SQL statements per job, "
                   f"{1000 * cpu / done:4.1f} ms CPU per job{batched.since()})", flush=True)
+        for j, n in enumerate(processes or []):
+            await fill(services, photos, jobs, len(runs) + j)
+            done, secs, cpu = await served_loop(url, photos, nodes, n)
+            assert done == jobs, (n, done, jobs)
+            name = f"http x{n}"
+            figures[name] = done / secs
+            print(f"{label:10} {name:11} {done:6d} jobs in {secs:6.2f} s = {done / secs:8.1f} jobs/s "
+                  f"({workers} concurrent; `sis serve --workers {n}` in processes of its own, "
+                  f"{1000 * cpu / done:4.1f} ms CPU per job across them; "
+                  f"{figures[name] / figures['bare claim']:.2f} of the bare claim loop"
+                  + (f", {figures[name] / FLOOR[0]:.2f} of the http floor)" if FLOOR else ")"), flush=True)
     finally:
         await services.close()
         await photos.stop()
@@ -324,6 +386,9 @@ async def main() -> int:
     ap.add_argument("--pg", default=os.environ.get("SIS_BENCH_PG_URL") or os.environ.get("SIS_TEST_DATABASE_URL", ""))
     ap.add_argument("--no-http", action="store_true")
     ap.add_argument("--only", choices=("sqlite", "postgres"))
+    ap.add_argument("--processes", default="",
+                    help="on PostgreSQL, also serve the http nodes from `sis serve --workers N` for each "
+                         "comma-separated N (e.g. 1,2), each in processes of its own")
     ap.add_argument("--client", help=argparse.SUPPRESS)     # internal: run the HTTP nodes against this URL
     ap.add_argument("--tokens", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -345,7 +410,8 @@ async def main() -> int:
         else:
             url = await create_scratch_database(args.pg, "sis_bench")
             try:
-                await bench_one("postgres", url, args.jobs, args.nodes, not args.no_http)
+                await bench_one("postgres", url, args.jobs, args.nodes, not args.no_http,
+                                [int(n) for n in args.processes.split(",") if n])
             finally:
                 await drop_scratch_database(url)
     print(f"load average {os.getloadavg()[0]:.1f} and a 5 M-addition loop {machine_speed():.2f} s at the end "
