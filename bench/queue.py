@@ -302,12 +302,24 @@ async def served_loop(url: str, photos: FakePhotoProvider, nodes, processes: int
             ready += "serving on" in line and (processes == 1 or " worker " in line)
         pids = [proc.pid] if processes == 1 else [
             int(p) for p in open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()]
+        said: list[str] = []
+
+        async def drain() -> None:      # read what it says, so that a full pipe never holds it up
+            while line := await proc.stdout.readline():
+                said.append(line.decode())
+
+        reader = asyncio.create_task(drain())
         cpu0 = sum(_cpu_s(p) for p in pids)
         done, secs = await _run_client(f"http://127.0.0.1:{port}", [[n.id, t] for n, t in nodes])
-        return done, secs, sum(_cpu_s(p) for p in pids) - cpu0
+        cpu = sum(_cpu_s(p) for p in pids) - cpu0
+        if said:
+            print(f"           (sis serve logged {len(said)} lines, the first: {said[0].strip()[:160]})", flush=True)
+        return done, secs, cpu
     finally:
         proc.terminate()
         await proc.wait()
+        if "reader" in locals():
+            await reader
 
 
 class StatementCount:
