@@ -107,7 +107,7 @@ async def test_rejected_sweep_leaves_ground_uncovered_and_serves_nothing(sweeps_
     async with sweeps_db.services.db.read() as s:
         assert (await s.execute(select(func.count()).select_from(SeenFact))).scalar_one() == 0
         log = (await s.execute(select(SweepTransition).where(SweepTransition.to_state == "rejected"))).scalars().all()
-    assert len(log) == len(pending) and all(x.actor.startswith("reviewer:rv_") for x in log)
+    assert len(log) == len(pending) and all(x.actor.startswith("reviewer:key_") for x in log)
     assert all(x.reason == "photos are of a car park, not this street" for x in log)
     queue = (await sweeps_db.get("/earth/sweep-queue")).json()
     assert [x["id"] for x in queue["requests"]] == [request["id"]]          # still queued, not covered

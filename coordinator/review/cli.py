@@ -1,4 +1,8 @@
-"""``sis reviewers create|list|revoke``: reviewer keys from the command line."""
+"""``sis reviewers create|list|revoke``: reviewer keys from the command line, a convenience
+over ``sis keys``: a reviewer is a key of the access system with the ``review`` scope, so
+``create`` is ``sis keys create --scopes review`` with a reviewer's wording, ``list``
+lists the keys holding the scope, and ``revoke`` revokes the key as ``sis keys revoke``
+does, keeping the reason in the review log."""
 from __future__ import annotations
 
 import argparse
@@ -7,16 +11,20 @@ import sys
 
 
 def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
-    rv = sub.add_parser("reviewers", help="create, list or revoke reviewer keys (scope review)")
+    rv = sub.add_parser("reviewers", help="create, list or revoke reviewer keys (access keys with the scope review)")
     rsub = rv.add_subparsers(dest="reviewers_command", required=True, metavar="ACTION")
-    c = rsub.add_parser("create", help="create a reviewer key; the key is printed once, only its hash is kept")
+    c = rsub.add_parser("create", help="create a reviewer key (an access key with the scope review only); "
+                                       "the key is printed once, only its hash is kept")
     c.add_argument("--name", dest="name_opt", metavar="NAME", help="who the key is for (shown in the review log)")
     c.add_argument("name", nargs="?", help="the same as --name, positional, kept for older scripts")
     db_arg(c)
-    ls = rsub.add_parser("list", help="every reviewer key, without the keys")
+    ls = rsub.add_parser("list", help="every key with the scope review, without the keys")
     db_arg(ls)
-    r = rsub.add_parser("revoke", help="revoke a reviewer key at once")
-    r.add_argument("reviewer_id", help="the reviewer's id (rv_...)")
+    r = rsub.add_parser("revoke", help="revoke a reviewer key, effective on the next request "
+                                       "(the same as sis keys revoke KEY_ID, with a reason kept)")
+    r.add_argument("reviewer_id", metavar="key_id",
+                   help="the key's id, as sis reviewers list or sis keys list shows it (key_..., or rv_... "
+                        "for a key made before migration 0011)")
     r.add_argument("--reason", required=True, help="why, recorded with the revocation")
     db_arg(r)
     rv.set_defaults(run=lambda a: asyncio.run(run(a, settings_of(a))))
@@ -24,6 +32,7 @@ def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
 
 async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
     from coordinator.core.errors import NotFound
+    from ..nodes.cli import operator
     from ..services import with_database
     from . import keys
 
@@ -43,15 +52,15 @@ async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
             return 0
         if args.reviewers_command == "list":
             rows = await keys.list_all(db)
-            print(f"{'reviewer':26} {'state':8} {'scopes':8} {'created':26} {'last used':26} name")
+            print(f"{'key':26} {'prefix':10} {'state':8} {'scopes':24} {'created':26} name")
             for r in rows:
                 state = "revoked" if r.revoked_at else "active"
-                print(f"{r.id:26} {state:8} {r.scopes:8} {r.created_at.isoformat()[:25]:26} "
-                      f"{(r.last_used_at.isoformat()[:25] if r.last_used_at else '-'):26} {r.name}")
+                print(f"{r.id:26} {r.prefix + '...':10} {state:8} {r.scopes:24} "
+                      f"{r.created_at.isoformat()[:25]:26} {r.name}")
             print(f"{len(rows)} reviewers")
             return 0
         try:
-            await keys.revoke(db, args.reviewer_id, args.reason)
+            await keys.revoke(db, args.reviewer_id, args.reason, f"operator:{operator()}")
         except NotFound as exc:
             print(f"sis reviewers revoke: {exc.message}", file=sys.stderr)
             return 1

@@ -23,18 +23,19 @@ from sqlalchemy import func, select
 
 from sweep_engine.schema import Result
 
-from coordinator.core.db.models import Node, Reviewer, SweepJob, SweepRequest, SweepResult, SweepTransition
+from coordinator.core.db.models import Node, SweepJob, SweepRequest, SweepResult, SweepTransition
 from coordinator.core.errors import BadParameter, Conflict, NotFound
 from ..seen.publish import publish
 from ..sweeps import coverage, jobs
 from ..sweeps import transitions as tr
 from coordinator.core.db.transactions import for_update, retrying
 from . import agreement
+from .keys import ReviewerKey
 
 MAX_REASON = 2000
 
 
-def _actor(reviewer: Reviewer) -> str:
+def _actor(reviewer: ReviewerKey) -> str:
     return f"reviewer:{reviewer.id}"
 
 
@@ -182,7 +183,7 @@ async def _send_again(s, settings, job: SweepJob, actor: str, reason: str, reiss
     return {"parked": {"reason": why, "cells": len(parked)}}
 
 
-async def _decide(sweeps, reviewer: Reviewer, job_id: int, approve: bool, reason: str,
+async def _decide(sweeps, reviewer: ReviewerKey, job_id: int, approve: bool, reason: str,
                   *, only_unanimous: bool = False, reissue: bool = True) -> dict[str, Any] | None:
     db = sweeps.db
     actor = _actor(reviewer)
@@ -229,11 +230,11 @@ async def _decide(sweeps, reviewer: Reviewer, job_id: int, approve: bool, reason
     return await retrying(run)
 
 
-async def approve(sweeps, reviewer: Reviewer, job_id: int, reason: Any = None) -> dict[str, Any]:
+async def approve(sweeps, reviewer: ReviewerKey, job_id: int, reason: Any = None) -> dict[str, Any]:
     return await _decide(sweeps, reviewer, job_id, True, _reason(reason, required=False))
 
 
-async def reject(sweeps, reviewer: Reviewer, job_id: int, reason: Any, reissue: Any = True) -> dict[str, Any]:
+async def reject(sweeps, reviewer: ReviewerKey, job_id: int, reason: Any, reissue: Any = True) -> dict[str, Any]:
     """Reject a job with its reason. ``reissue`` (default True) sweeps its ground again by
     other nodes, up to ``reissue_max`` times; False parks it at once (ground that should
     not be swept)."""
@@ -244,7 +245,7 @@ async def reject(sweeps, reviewer: Reviewer, job_id: int, reason: Any, reissue: 
     return await _decide(sweeps, reviewer, job_id, False, _reason(reason, required=True), reissue=reissue)
 
 
-async def approve_sweep(sweeps, reviewer: Reviewer, sweep_id: str, reason: Any = None) -> dict[str, Any]:
+async def approve_sweep(sweeps, reviewer: ReviewerKey, sweep_id: str, reason: Any = None) -> dict[str, Any]:
     """Approve every waiting job of a sweep whose replicas agree (no valid replica was
     outvoted). Jobs with a dissenting replica are left for a look one by one."""
     why = _reason(reason, required=False) or f"sweep {sweep_id} approved whole: replicas agree"

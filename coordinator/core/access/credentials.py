@@ -30,9 +30,14 @@ _BODY = r"[A-Za-z0-9_-]{32}"
 KEY_RE = re.compile(re.escape(KEY_PREFIX) + _BODY)
 EMBED_RE = re.compile(re.escape(EMBED_PREFIX) + _BODY)
 
-# Scopes a key may hold: the anonymous ones, the site-intel scope and the right to mint embed tokens.
-ALL_SCOPES: tuple[str, ...] = (*plans.ANON_SCOPES, "earth.site-intel", "earth.embed")
-DEFAULT_KEY_SCOPES = ALL_SCOPES
+# The review API's scope (docs/review.md): held by reviewers' keys (``sis reviewers create``),
+# never by a key made without asking for it, nor by the anonymous credential, and not a scope
+# of the public contract (no tool declares it; the review API checks it itself).
+REVIEW_SCOPE = "review"
+# Scopes a key may hold: the anonymous ones, the site-intel scope, the right to mint embed
+# tokens, and the review scope. A key made without ``scopes`` gets all but the last.
+DEFAULT_KEY_SCOPES: tuple[str, ...] = (*plans.ANON_SCOPES, "earth.site-intel", "earth.embed")
+ALL_SCOPES: tuple[str, ...] = (*DEFAULT_KEY_SCOPES, REVIEW_SCOPE)
 KEY_PLANS = tuple(p for p in plans.PLANS if p != "anon")
 MIN_EMBED_TTL_S, MAX_EMBED_TTL_S = 60, 7 * 86400
 
