@@ -86,6 +86,9 @@ async def test_a_rejected_jobs_ground_is_swept_again_by_other_nodes_and_approved
         c2, d2 = await enrolled(c, 2)
         second = await sweep_pair(c, c2, d2, truth)
         assert second == [again["jobId"]]
+        shown = (await c.get(f"/review/v1/jobs/{again['jobId']}", headers=auth)).json()
+        assert shown["lineage"] == {"generation": 1, "reissueOf": f"job-{first[0]}",
+                                    "notOfferedTo": sorted([a.node_id, b.node_id])}
         r = await c.post(f"/review/v1/jobs/{again['jobId']}/approve", {"reason": "right this time"}, headers=auth)
         assert r.status == 200 and r.json()["factsPublished"] > 0, r.body
         seen = (await c.get(SEEN)).json()

@@ -105,6 +105,7 @@ async def show(db, job_id: int) -> dict[str, Any]:
             SweepTransition.subject == "job", SweepTransition.subject_id == str(job_id))
             .order_by(SweepTransition.id))).scalars())
         request = await s.get(SweepRequest, job.sweep_id)
+        line = await jobs.lineage(s, job_id)
     canonical = next((r for r in results if r.lease_id == job.canonical_lease_id), None)
     canon = Result.from_dict(canonical.body) if canonical is not None and canonical.body else None
     replicas = []
@@ -139,6 +140,9 @@ async def show(db, job_id: int) -> dict[str, Any]:
         "engine": {"version": canon.engine_version, "build": canon.engine_build, "device": canon.device,
                    "timings": canon.timings.to_dict()} if canon else None,
         "replicas": replicas, "validationNotes": notes, "photos": photos,
+        "lineage": {"generation": line.generation,
+                    "reissueOf": None if line.parent is None else jobs.wire_id(line.parent),
+                    "notOfferedTo": sorted(line.excluded)},
     }
 
 
