@@ -154,6 +154,20 @@ async def test_the_reissue_limit_parks_the_ground_with_its_reason_in_the_public_
         assert again["merged"] is True and again["request"]["state"] == "parked"
         assert any("parked" in cav for cav in again["caveats"])
         assert await n3.lease() is None
+
+        # An operator puts it back: a new job, closed to the nodes already rejected, the count afresh.
+        rc, text, err = await sis("jobs", "requeue", f"job-{job2}", "--reason", "camera fixed", "--database", db_url)
+        assert rc == 0, err
+        assert "queued again as job-" in text
+        new = int(text.split("queued again as job-")[1].split()[0])
+        assert await n1.lease() is None and await n2.lease() is None
+        assert await _one_trusted_pass(c, n3, truth) == new
+        shown = (await c.get("/earth/sweep-queue")).json()["requests"]
+        assert [x["id"] for x in shown] == [request["id"]] and "reason" not in shown[0]
+        rc, text, err = await sis("jobs", "requeue", f"job-{job2}", "--database", db_url)
+        assert rc == 1 and "already reissued" in err
+        rc, text, err = await sis("jobs", "list", "--database", db_url)
+        assert f"from job-{job2}, requeued" in text
     finally:
         await stop_coordinator(c)
 

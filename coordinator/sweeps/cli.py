@@ -2,8 +2,10 @@
 parked one. A job parks (``failed``) after ``job_max_failures`` lapsed leases or trusted
 nodes' invalid results; nothing else moves it again, so an operator who has looked at
 its reason (a poison photo fixed upstream, a bad engine build withdrawn) requeues it.
-A rejected job is not requeued: its ground was reissued as a new job or parked by the
-review (``review.workflow``); the list shows that lineage (``from job-3, reissue 1``,
+A rejected job's ground is reissued as a new job or parked by the review
+(``review.workflow``); ``requeue`` on a rejected job whose ground is parked queues it
+again as a new job, the reissue count starting again (``jobs.requeue_rejected``). The
+list shows the lineage (``from job-3, reissue 1``, ``from job-5, requeued``,
 ``reissued as job-9``)."""
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ def add_parser(sub, db_arg: Callable[[argparse.ArgumentParser], None], settings_
     ls.add_argument("--state", choices=tr.JOB_STATES, help="only jobs in this state (default: every state)")
     ls.add_argument("--limit", type=int, default=LIST_LIMIT, help=f"most jobs listed (default {LIST_LIMIT})")
     db_arg(ls)
-    rq = jsub.add_parser("requeue", help="put a parked (failed) job back in the queue, its failures cleared")
+    rq = jsub.add_parser("requeue", help="put a parked (failed) job back in the queue, its failures cleared; "
+                                         "for a rejected job, queue its parked ground again as a new job")
     rq.add_argument("job_id", help="the job's id (job-<n> or <n>, as `sis jobs list` shows it)")
     rq.add_argument("--reason", default="requeued by an operator",
                     help="why, recorded with the job's transition (default: 'requeued by an operator')")
@@ -49,11 +52,21 @@ async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
         if job_id is None:                  # a number no job row can have
             print(f"sis jobs requeue: no such job {args.job_id}", file=sys.stderr)
             return 1
+        actor = f"operator:{operator()}"
         try:
-            job = await leases.requeue(db, job_id, f"operator:{operator()}", args.reason)
+            job = await leases.requeue(db, job_id, actor, args.reason)
         except ServiceError as exc:
-            print(f"sis jobs requeue: {exc.message}", file=sys.stderr)
-            return 1
+            if (exc.details or {}).get("state") != tr.JOB_REJECTED:
+                print(f"sis jobs requeue: {exc.message}", file=sys.stderr)
+                return 1
+            try:                            # a rejected job: its parked ground goes back to the queue
+                new_id = await jobs.requeue_rejected(db, job_id, actor, args.reason)
+            except ServiceError as exc2:
+                print(f"sis jobs requeue: {exc2.message}", file=sys.stderr)
+                return 1
+            print(f"job {jobs.wire_id(job_id)} is rejected: its parked ground is queued again as "
+                  f"{jobs.wire_id(new_id)} (reissue count starts again)")
+            return 0
         print(f"job {jobs.wire_id(job.id)} requeued: {job.state}, quorum {job.quorum}, "
               f"{job.valid_results} valid result{'s' if job.valid_results != 1 else ''} kept")
         return 0
@@ -84,7 +97,8 @@ async def _list(db, state: str | None, limit: int) -> int:  # noqa: ANN001
     for j in rows:
         line = []
         if j.id in parent:
-            line.append(f"from {wire_id(parent[j.id].parent_id)}, reissue {parent[j.id].generation}")
+            gen = parent[j.id].generation
+            line.append(f"from {wire_id(parent[j.id].parent_id)}, " + (f"reissue {gen}" if gen else "requeued"))
         if j.id in child:
             line.append(f"reissued as {wire_id(child[j.id])}")
         print(f"{wire_id(j.id):14} {j.state:9} {j.sweep_id:26} {len(j.photos):6d} {j.valid_results:5d} "

@@ -242,3 +242,32 @@ async def park_cells(session: AsyncSession, cells: Iterable[int], *, actor: str,
         logs += await _settle_parked(session, request_id, states, actor, reason, at)
     await tr.record(session, *logs)
     return parked
+
+
+async def unpark_cells(session: AsyncSession, cells: Iterable[int], *, actor: str, reason: str,
+                       at: datetime) -> list[int]:
+    """Put the parked ones of these cells back in the queue (an operator requeues rejected
+    ground: ``jobs.requeue_rejected``), and each ``parked`` request owning them back to
+    ``queued``, its reason cleared. Runs in the caller's write transaction; returns the
+    cells put back."""
+    cells = set(cells)
+    known = await cell_states(session, cells)
+    logs, back = [], []
+    for cell in sorted(cells):
+        st = known.get(cell)
+        if st is not None and st.state == tr.CELL_PARKED:
+            logs.append(tr.row("cell", cell, tr.CELL_PARKED, tr.CELL_QUEUED, actor, reason, at))
+            st.state, st.updated_at = tr.CELL_QUEUED, at
+            back.append(cell)
+    await session.flush()
+    for request_id in sorted({known[c].request_id for c in back if known[c].request_id}):
+        res = await session.execute(update(SweepRequest).where(SweepRequest.id == request_id,
+                                                               SweepRequest.state == tr.REQUEST_PARKED)
+                                    .values(state=tr.REQUEST_QUEUED, reason=None, updated_at=at))
+        if res.rowcount:
+            logs.append(tr.row("request", request_id, tr.REQUEST_PARKED, tr.REQUEST_QUEUED, actor, reason, at))
+        else:
+            await session.execute(update(SweepRequest).where(SweepRequest.id == request_id)
+                                  .values(reason=None, updated_at=at))
+    await tr.record(session, *logs)
+    return back

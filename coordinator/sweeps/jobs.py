@@ -24,7 +24,9 @@ from sqlalchemy import exists, insert, select
 
 from sweep_engine.schema import Job, PhotoRef
 
-from coordinator.core.db.models import SweepJob, SweepJobExclusion, SweepReissue
+from coordinator.core.db.models import SweepJob, SweepJobExclusion, SweepReissue, SweepResult
+from coordinator.core.db.transactions import for_update, retrying
+from coordinator.core.errors import Conflict, NotFound
 from . import coverage
 from . import transitions as tr
 
@@ -166,3 +168,41 @@ async def reissue(session, job: SweepJob, generation: int, exclude: set[str], at
         await session.execute(insert(EXCLUSIONS), [{"job_id": new_id, "node_id": n} for n in sorted(exclude)])
     await session.flush()
     return new_id
+
+
+async def requeue_rejected(db, job_id: int, actor: str, why: str) -> int:
+    """An operator puts a rejected job's parked ground back in the queue (``sis jobs requeue``
+    on a rejected job): a new job for its photos, closed to the same nodes as a reissue
+    would be, its cells and request queued again. The reissue count starts again from 0
+    (the new job's generation), so reviewers get ``reissue_max`` more reissues of it.
+    Returns the new job's id. ``NotFound`` for no such job; ``Conflict`` for a job that is
+    not rejected, whose ground was already reissued, or none of whose ground is parked."""
+    async def run() -> int:
+        now = tr.utcnow()
+        async with db.write() as s:
+            job = await s.get(SweepJob, job_id, with_for_update=for_update(db))
+            if job is None:
+                raise NotFound("no such job", {"jobId": job_id})
+            if job.state != tr.JOB_REJECTED:
+                raise Conflict(f"job {wire_id(job_id)} is {job.state}, not rejected", {"jobId": job_id,
+                                                                                       "state": job.state})
+            child = (await s.execute(select(SweepReissue.job_id).where(SweepReissue.parent_id == job_id))).first()
+            if child is not None:
+                raise Conflict(f"the ground of job {wire_id(job_id)} was already reissued as {wire_id(child[0])}",
+                               {"jobId": job_id, "reissuedAs": child[0]})
+            back = await coverage.unpark_cells(s, [int(c, 16) for c in job.cells], actor=actor,
+                                               reason=f"requeued from rejected job {job.id}: {why}", at=now)
+            if not back:
+                raise Conflict(f"none of the ground of job {wire_id(job_id)} is parked", {"jobId": job_id})
+            line = await lineage(s, job.id)
+            rejected = set((await s.execute(select(SweepResult.node_id).where(
+                SweepResult.job_id == job.id, SweepResult.state == tr.RESULT_ACCEPTED))).scalars())
+            exclude = line.excluded | rejected
+            new_id = await reissue(s, job, 0, exclude, now)
+            closed = ", ".join(f"node:{n}" for n in sorted(exclude)) or "no node"
+            await tr.record(s, tr.row("job", new_id, None, tr.JOB_QUEUED, actor,
+                                      f"requeued from rejected job {job.id} (reissue count starts again), "
+                                      f"not offered to {closed}: {why}", now))
+            return new_id
+
+    return await retrying(run)
