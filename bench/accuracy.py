@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/accuracy.py [--weights MANIFEST] [--seed 1000] [--scenes 80] [--json OUT]
         [--detector ARCH] [--min-score S] [--substitute depth,seg,boxes] [--give-height] [--no-exact]
+        [--plain-scenes 40] [--plain-seed 1000]
 
 ``--substitute`` replaces those parts of the networks' output with the exact
 ones and ``--give-height`` gives the true camera height as measured: what each
@@ -36,10 +37,27 @@ What is measured (definitions):
   deliberately wrong *measured* metadata (focal length x0.7 or x1.4, or a
   camera height x0.7 or x1.4 given as measured), in turn; a confusion matrix
   of the verdicts.  A miscalibrated scene should read ``low``.
+  ``trust_variants`` adds rows: true metadata with the camera height given
+  (measured) and not given; the four wrong values given as measured (kept,
+  so the result is miscalibrated) and as assumed (unmeasured: the
+  calibration may correct them); and, over all of these, by outcome: the
+  solved focal length or camera height within ``OUTCOME_TOLERANCE`` (10 %) of
+  the truth or not.
+
+The independent set (``--plain-scenes``, ``evaluate_plain``): plain road
+scenes from ``sweep_engine.heldout``, a renderer written apart from the
+training generator and never used in training (different asphalt, markings,
+verges, backdrops, sky, light and camera ranges), rendered at 512 x 384 and
+resized by the engine as a photo would be. Road width is read as the issue
+posed it (focal length and camera height given, measured), and again with
+the height not given; the same scaleTrust rows. ``side_by_side`` prints the
+issue's figures for both sets, with the exact-input floor of each (the
+scenes' own depth and classes through the same geometry and edge check).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -53,9 +71,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from sweep_engine import schema  # noqa: E402
+from sweep_engine.camera import camera_for_photo  # noqa: E402
 from sweep_engine.config import EngineConfig  # noqa: E402
+from sweep_engine.geometry import measure_photo  # noqa: E402
+from sweep_engine.heldout import plain_road, render_plain  # noqa: E402
 from sweep_engine.measure import measure_objects  # noqa: E402
-from sweep_engine.pipeline import Engine, ModelOutput  # noqa: E402
+from sweep_engine.pipeline import Engine, ModelOutput, at_size  # noqa: E402
 from sweep_engine.synth.provider import photo_ref  # noqa: E402
 from sweep_engine.train.data import Variety, sample  # noqa: E402
 
@@ -171,8 +193,12 @@ def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) 
             f = s.frame
             photo = photo_ref("heldout", f, "http://127.0.0.1")
             size = (cfg.input_width, cfg.input_height)
-            pm, _ = engine.measure(photo, size, out, camera_height_m=f.camera.height_m if give_height else None)
+            image = s.rgb
+            pm, _ = engine.measure(photo, size, out, camera_height_m=f.camera.height_m if give_height else None,
+                                   image=image)
             trust["calibrated"][pm.scale_trust] = trust["calibrated"].get(pm.scale_trust, 0) + 1
+            for row, verdict in trust_variants(engine, photo, size, out, f.camera.fx, f.camera.height_m, image):
+                _count(trust, row, verdict)
             true_w = f.scene.street.road_width_m
             if pm.road is not None and np.isfinite(pm.road.width_m):
                 road_err.append((pm.road.width_m - true_w, true_w))
@@ -226,6 +252,166 @@ def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) 
         "detection": {k: {"tp": v[0], "fp": v[1], "fn": v[2]} for k, v in sorted(det_stats.items())},
         "scale_trust": trust,
     }
+
+
+OUTCOME_TOLERANCE = 0.10  # log units: a solved focal length or camera height farther from the truth is a miscalibration
+
+
+def _count(trust: dict, row: str, verdict: str) -> None:
+    trust.setdefault(row, {})
+    trust[row][verdict] = trust[row].get(verdict, 0) + 1
+
+
+def measure_as(engine: Engine, photo, size, out: ModelOutput, focal_px: float | None, focal_basis: str,
+               height_m: float | None, height_basis: str, image=None):
+    """``Engine.measure`` with the focal length (photo pixels) and camera height given with the named basis:
+    ``assumed`` values are priors the calibration may move, ``measured`` ones it keeps."""
+    cam = camera_for_photo(photo, size[0], size[1], focal_px=focal_px, camera_height_m=height_m)
+    cam = cam.with_(focal_basis=focal_basis, height_basis=height_basis if height_m else "assumed")
+    depth = out.depth
+    if getattr(out, "depth_focal_px", None) and focal_basis == "measured":  # as Engine.measure rescales it
+        depth = out.depth * np.float32(cam.fy / out.depth_focal_px)
+    return measure_photo(photo.id, photo.captured_at, cam, depth, out.seg, out.detections,
+                         min_score=engine.config.min_score, depth_sigma=engine.depth_sigma,
+                         image=None if image is None else at_size(image, out.depth.shape))
+
+
+def trust_variants(engine: Engine, photo, size, out: ModelOutput, true_focal: float, true_height: float,
+                   image=None):
+    """``(row, verdict)`` of one photo calibrated with true and wrong metadata, by metadata and by outcome.
+
+    Rows: ``calibrated, height given`` (focal and height true, measured); ``miscalibrated, measured`` and
+    ``miscalibrated, assumed`` (focal x0.7 / x1.4 with the true height measured, or height x0.7 / x1.4 with
+    the true focal measured, the wrong value given as measured or as assumed); and, judged by outcome over
+    every variant including the plain calibrated ones, ``outcome ok`` / ``outcome off`` (the solved focal
+    length or camera height more than ``OUTCOME_TOLERANCE`` from the truth)."""
+    variants = [("calibrated, height given", true_focal, "measured", true_height, "measured"),
+                ("calibrated, height not given", true_focal, "measured", None, "assumed")]
+    for basis in ("measured", "assumed"):
+        for _, fm, hm in MISCALIBRATIONS:
+            variants.append((f"miscalibrated, {basis}", true_focal * fm, basis if fm != 1.0 else "measured",
+                             true_height * hm, basis if hm != 1.0 else "measured"))
+    for row, focal, fb, height, hb in variants:
+        pm, _ = measure_as(engine, photo, size, out, focal, fb, height, hb, image)
+        yield row, pm.scale_trust
+        scale = size[0] / photo.width
+        off = max(abs(np.log(pm.camera.fx / (true_focal * scale))), abs(np.log(pm.camera.height_m / true_height)))
+        yield ("outcome off" if off > OUTCOME_TOLERANCE else "outcome ok"), pm.scale_trust
+
+
+def plain_photo(scene) -> schema.PhotoRef:
+    """The independent renderer's scene as a provider would list it: heading and pitch, no EXIF focal."""
+    return schema.PhotoRef(id=f"plain-{scene.seed}", lon=13.4, lat=52.5, heading=scene.yaw_deg % 360.0,
+                           pitch=scene.pitch_deg, captured_at="2025-06-01T10:00:00Z", width=scene.width,
+                           height=scene.height, url="http://127.0.0.1/plain.jpg", license="CC0-1.0",
+                           provider="heldout")
+
+
+def evaluate_plain(engine: Engine, seed: int, n: int, batch: int = 8, exact: bool = False) -> dict:
+    """Road width and scaleTrust on the independent renderer's plain road scenes (``sweep_engine.heldout``).
+
+    The road width is read as the issue posed it: focal length and camera height given, as measured
+    (and, second row, with the height not given). With ``exact`` the scene's own depth and classes,
+    rendered at the engine's input size, go through the same geometry."""
+    cfg = engine.config
+    size = (cfg.input_width, cfg.input_height)
+    model_sigma = engine.depth_sigma
+    if exact:
+        engine.depth_sigma = None
+    widths = {"height given": [], "height not given": []}
+    trust: dict = {}
+    try:
+        for start in range(0, n, batch):
+            scenes = [plain_road(seed * 100_000 + i) for i in range(start, min(n, start + batch))]
+            if exact:
+                small = [render_plain(dataclasses.replace(sc, width=size[0], height=size[1],
+                                                          focal_px=sc.focal_px * size[0] / sc.width))
+                         for sc in scenes]
+                outs = [ModelOutput(depth=np.where(np.isfinite(fr.depth), np.minimum(fr.depth, cfg.max_depth_m),
+                                                   cfg.max_depth_m).astype(np.float32), seg=fr.seg, detections=[])
+                        for fr in small]
+                images = [fr.rgb for fr in small]
+            else:
+                frames = [render_plain(sc) for sc in scenes]
+                images = [fr.rgb for fr in frames]
+                outs, _ = engine.infer([torch.from_numpy(fr.rgb.copy()).permute(2, 0, 1) for fr in frames])
+            for sc, out, image in zip(scenes, outs, images):
+                photo = plain_photo(sc)
+                for row, height, hb in (("height given", sc.camera_height_m, "measured"),
+                                        ("height not given", None, "assumed")):
+                    pm, _ = measure_as(engine, photo, size, out, sc.focal_px, "measured", height, hb, image)
+                    ok = pm.road is not None and np.isfinite(pm.road.width_m)
+                    widths[row].append((pm.road.width_m if ok else float("nan"), sc.road_width_m))
+                for row, verdict in trust_variants(engine, photo, size, out, sc.focal_px,
+                                                   sc.camera_height_m, image):
+                    _count(trust, row, verdict)
+    finally:
+        engine.depth_sigma = model_sigma
+    return {"scenes": n, "seed": seed, "road": {k: _road_stats(v) for k, v in widths.items()}, "scale_trust": trust}
+
+
+def _road_stats(pairs) -> dict:
+    """Share reported, and |error| and signed error in % of the true width over the reported ones."""
+    got = [(w, t) for w, t in pairs if np.isfinite(w)]
+    pct = np.array([100 * (w - t) / t for w, t in got]) if got else np.array([np.nan])
+    return {"n": len(got), "missing": len(pairs) - len(got), "reported_pct": 100 * len(got) / max(1, len(pairs)),
+            "median_pct": float(np.median(np.abs(pct))), "p90_pct": float(np.percentile(np.abs(pct), 90)),
+            "bias_pct": float(np.median(pct))}
+
+
+def _share(counts: dict, verdict: str) -> float:
+    return 100 * counts.get(verdict, 0) / sum(counts.values()) if counts and sum(counts.values()) else float("nan")
+
+
+def side_by_side(own: dict, own_exact: dict | None, plain: dict, plain_exact: dict | None) -> str:
+    """The issue's figures, the generator's own held-out set beside the independent renderer's."""
+    road_own = own["road"]
+    rows = [
+        ("photos reporting a road width, %", 100 * road_own["n"] / max(1, road_own["n"] + road_own["missing"]),
+         plain["road"]["height given"]["reported_pct"], ">= 90 (indep.)", ".0f"),
+        ("road width |error| median, %", road_own["median_pct"], plain["road"]["height given"]["median_pct"],
+         "<= 3 own, <= 5 indep.", ".1f"),
+        ("road width |error| p90, %", road_own["p90_pct"], plain["road"]["height given"]["p90_pct"], "", ".1f"),
+        ("road width signed error median, %", road_own["bias_pct"], plain["road"]["height given"]["bias_pct"], "",
+         "+.1f"),
+        ("indep., height not given: reporting, %", None, plain["road"]["height not given"]["reported_pct"], "", ".0f"),
+        ("indep., height not given: |error| median, %", None, plain["road"]["height not given"]["median_pct"], "",
+         ".1f"),
+    ]
+    for label, row, verdict, target in (
+            ("calibrated, height not given: high, %", "calibrated, height not given", "high", ">= 60"),
+            ("calibrated, height given: high, %", "calibrated, height given", "high", ">= 60"),
+            ("miscalibrated, measured: low, %", "miscalibrated, measured", "low", ">= 95"),
+            ("miscalibrated, assumed: low, %", "miscalibrated, assumed", "low", ""),
+            ("outcome within 10 %: high, %", "outcome ok", "high", ""),
+            ("outcome off by > 10 %: low, %", "outcome off", "low", ">= 95")):
+        rows.append((label, _share(own["scale_trust"].get(row, {}), verdict),
+                     _share(plain["scale_trust"].get(row, {}), verdict), target, ".1f"))
+    lines = [f"own generator (seed {own['seed']}, {own['scenes']} scenes) beside the independent renderer "
+             f"(sweep_engine.heldout, seed {plain['seed']}, {plain['scenes']} plain road scenes); "
+             "road width on the independent set with focal and height given as measured", "",
+             f"{'metric':<46} {'own':>8} {'indep.':>8} {'own ex.':>8} {'ind. ex.':>8}  target", "-" * 100]
+    ex_rows = {}
+    if own_exact is not None and plain_exact is not None:
+        ex_rows = {r[0]: r for r in side_by_side_rows_exact(own_exact, plain_exact)}
+    for label, a, b, target, spec in rows:
+        ea, eb = ex_rows.get(label, (None, None, None))[1:3]
+        lines.append(f"{label:<46} {_f(a, spec) if a is not None else '':>8} {_f(b, spec):>8} "
+                     f"{_f(ea, spec) if ea is not None else '':>8} {_f(eb, spec) if eb is not None else '':>8}  {target}")
+    counts = ["", "scaleTrust counts (high/low/unknown), own | indep.:"]
+    for row in sorted(set(own["scale_trust"]) | set(plain["scale_trust"])):
+        c1, c2 = own["scale_trust"].get(row, {}), plain["scale_trust"].get(row, {})
+        fmt = lambda c: f"{c.get('high', 0)}/{c.get('low', 0)}/{c.get('unknown', 0)}"  # noqa: E731
+        counts.append(f"  {row:<34} {fmt(c1):>14} | {fmt(c2)}")
+    return "\n".join(lines + counts)
+
+
+def side_by_side_rows_exact(own_exact: dict, plain_exact: dict):
+    """The same rows' values with exact inputs (no networks): what the geometry alone gives."""
+    r, p = own_exact["road"], plain_exact["road"]["height given"]
+    yield ("photos reporting a road width, %", 100 * r["n"] / max(1, r["n"] + r["missing"]), p["reported_pct"])
+    yield ("road width |error| median, %", r["median_pct"], p["median_pct"])
+    yield ("road width |error| p90, %", r["p90_pct"], p["p90_pct"])
 
 
 def _f(x, spec=".3f") -> str:
@@ -317,6 +503,9 @@ def main(argv=None) -> dict:
     p.add_argument("--no-exact", action="store_true", help="skip the exact-inputs column")
     p.add_argument("--detector", default=None, help="detector architecture of the weights (default: the engine's)")
     p.add_argument("--min-score", type=float, default=None, help="detection score threshold (default: the engine's)")
+    p.add_argument("--plain-scenes", type=int, default=40, help="plain road scenes from the independent renderer "
+                   "(sweep_engine.heldout); 0: none")
+    p.add_argument("--plain-seed", type=int, default=1000, help="the independent renderer's seed (2000 for tuning)")
     args = p.parse_args(argv)
     parts = tuple(x for x in args.substitute.split(",") if x)
     if any(x not in COMPONENTS for x in parts):
@@ -339,8 +528,15 @@ def main(argv=None) -> dict:
         print(f"'weights' column: exact {', '.join(parts) or 'nothing'} substituted; camera height "
               f"{'given (true, measured)' if args.give_height else 'not given'}")
     print(table(r, exact, cfg.weights_manifest, cfg, time.perf_counter() - t))
+    plain = plain_exact = None
+    if args.plain_scenes:
+        plain = evaluate_plain(engine, args.plain_seed, args.plain_scenes)
+        plain_exact = None if args.no_exact else evaluate_plain(engine, args.plain_seed, args.plain_scenes, exact=True)
+        print()
+        print(side_by_side(r, exact, plain, plain_exact))
     if args.json:
-        Path(args.json).write_text(json.dumps({"weights": r, "exact_inputs": exact}, indent=2))
+        Path(args.json).write_text(json.dumps({"weights": r, "exact_inputs": exact, "plain": plain,
+                                               "plain_exact_inputs": plain_exact}, indent=2))
     return r
 
 
