@@ -189,6 +189,9 @@ async def test_a_long_query_is_414_and_large_headers_431_in_the_one_shape(sweeps
         r = await sweeps_sqlite.get(path)
         assert r.status == 414, (path[:30], r.status)
         assert_error_shape(r.json(), "uri_too_long")
+    r = await sweeps_sqlite.post("/node/v1/leases/ls_x/result?next=" + "1" * 100_000, {})
+    assert r.status == 414
+    assert_error_shape(r.json(), "uri_too_long")
     r = await sweeps_sqlite.get("/earth/events", headers={f"X-Pad-{i}": "v" * 1000 for i in range(40)})
     assert r.status == 431
     assert_error_shape(r.json(), "headers_too_large")

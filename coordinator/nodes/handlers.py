@@ -230,6 +230,7 @@ class ResultHandler(NodeHandler):
         return self.sweeps.settings.result_max_bytes
 
     async def prepare(self) -> None:
+        self.check_head()       # 414, 431: as every route (the body's rule here is its own, below)
         self.limit = self.body_limit()
         self._chunks: list[bytes] = []
         self._size = 0
