@@ -391,7 +391,7 @@ def parser() -> argparse.ArgumentParser:
     kc = ksub.add_parser("create", help="create a key and print it once: ID PLAN KEY")
     kc.add_argument("--name", default="", help="a label for the key")
     kc.add_argument("--plan", default="Free", choices=["Free", "Basic", "Pro", "Enterprise"], help="plan (default Free)")
-    kc.add_argument("--scopes", help="comma-separated scopes (default: every scope, site-intel and embed included)")
+    kc.add_argument("--scopes", help="comma-separated scopes (default: every public scope, site-intel and embed included; the review scope only when named: see sis reviewers)")
     kl = ksub.add_parser("list", help="list keys (id, prefix, plan, state, name, scopes)")
     kr = ksub.add_parser("revoke", help="revoke a key and its embed tokens; effective on the next request")
     kr.add_argument("key_id")

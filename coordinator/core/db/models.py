@@ -358,6 +358,7 @@ class DatasetVersion(Base):
     north: Mapped[float | None] = mapped_column(Float, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
+
 # ---- rejected ground swept again (migration 0009) ----
 
 class SweepReissue(Base):
