@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from sqlalchemy import select
 
 from coordinator.core.db.models import CoverageCell, SweepJob, SweepTransition
-from coordinator.review import keys, workflow
+from coordinator.review import keys
 from coordinator.sweeps import leases
 from coordinator.sweeps import transitions as tr
 from coordinator.sweeps.service import sweeps_of
@@ -180,9 +180,14 @@ async def test_a_rejection_without_reissue_parks_the_ground_at_once(sqlite_url, 
         await request_sweep(c, radius=RADIUS)
         n1, n2 = await enrolled(c, 2, trusted=True)
         job = await _one_trusted_pass(c, n1, truth)
-        rk, _ = await keys.create(c.services.db, "Pat")
-        out = await workflow.reject(sweeps_of(c.services), rk, job, "a private road: not to be swept",
-                                    reissue=False)
+        _, secret = await keys.create(c.services.db, "Pat")
+        auth = {"Authorization": f"Bearer {secret}"}
+        bad = await c.post(f"/review/v1/jobs/{job}/reject", {"reason": "x", "reissue": "maybe"}, headers=auth)
+        assert bad.status == 400 and bad.json()["error"]["details"]["parameter"] == "reissue"
+        r = await c.post(f"/review/v1/jobs/{job}/reject", {"reason": "a private road: not to be swept",
+                                                           "reissue": False}, headers=auth)
+        assert r.status == 200, r.body
+        out = r.json()
         assert out["parked"]["reason"] == "rejected without reissue: a private road: not to be swept"
         assert await n2.lease() is None
         shown = (await c.get("/earth/sweep-queue?state=all")).json()["requests"][0]

@@ -26,6 +26,8 @@ __all__ = ["FAMILIES", "LEGACY_ABSENT_TOOLS", "LEGACY_PATHS", "Param", "Tool", "
 COLD_WAIT, COLD_ACCEPTED = "wait", "accepted"
 
 NUMBER, INTEGER, STRING, BBOX, LONLAT_LIST = "number", "integer", "string", "bbox", "lonlat_list"
+BOOLEAN = "boolean"
+_TRUTH = {"true": True, "1": True, "false": False, "0": False}
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class Param:
                  "description": "w,s,e,n in degrees"}
         elif self.kind == LONLAT_LIST:
             s = {"type": "string", "description": "semicolon-separated lon,lat pairs"}
+        elif self.kind == BOOLEAN:
+            s = {"type": "boolean"}
         else:
             s = {"type": "string"}
             if self.enum:
@@ -113,6 +117,12 @@ class Param:
             return parse_bbox(self, raw)
         if self.kind == LONLAT_LIST:
             return parse_lonlat_list(self, raw)
+        if self.kind == BOOLEAN:
+            if isinstance(raw, bool):
+                return raw
+            if isinstance(raw, str) and raw.lower() in _TRUTH:
+                return _TRUTH[raw.lower()]
+            raise BadParameter(f"'{self.name}' must be true or false", {"parameter": self.name, "value": raw})
         if not isinstance(raw, str):
             raise BadParameter(f"'{self.name}' must be text", {"parameter": self.name})
         if self.max_length is not None and len(raw) > self.max_length:

@@ -14,7 +14,7 @@ from typing import Any
 import tornado.web
 
 from coordinator.core.errors import BadParameter, NotFound
-from coordinator.core.registry import BBOX, INTEGER, STRING, Param
+from coordinator.core.registry import BBOX, BOOLEAN, INTEGER, STRING, Param
 from coordinator.faces.http import BaseHandler
 from coordinator.faces.operations import AUTH_REVIEWER, Body, Operation, OperationHandler, openapi_paths
 from ..sweeps import jobs
@@ -54,8 +54,11 @@ REJECT = Operation("POST", f"{PREFIX}/jobs/{{jobId}}/reject", "review_reject",
                    description=_ABOUT, path_params=(_JOB_ID,),
                    responses={"200": "Rejected", "400": "No reason", "404": "No such job",
                               "409": "Not waiting for review"},
-                   body=Body(required=True, description="Why (required)",
-                             fields=(replace(_REASON, required=True),)))
+                   body=Body(required=True, description="Why (required); reissue: sweep the ground again by "
+                                                             "other nodes (default true), or park it (false)",
+                             fields=(replace(_REASON, required=True),
+                                     Param("reissue", BOOLEAN, "Sweep the job's ground again by other nodes (true, "
+                                                               "the default) or park it (false)", default=True))))
 SWEEP_APPROVE = Operation("POST", f"{PREFIX}/sweeps/{{sweepId}}/approve", "review_approve_sweep",
                           "Approve every waiting job of a sweep whose replicas agree", "review", auth=AUTH_REVIEWER,
                           description=_ABOUT, path_params=(_SWEEP_ID,),
@@ -116,8 +119,11 @@ class VerdictHandler(ReviewHandler):
     async def post(self, job: str) -> None:
         r = await self.reviewer()
         doc = self.body_values()
-        fn = workflow.approve if self.approve else workflow.reject
-        self.send_json(await fn(self.sweeps, r, _job_id(job), doc.get("reason")))
+        if self.approve:
+            self.send_json(await workflow.approve(self.sweeps, r, _job_id(job), doc.get("reason")))
+        else:
+            self.send_json(await workflow.reject(self.sweeps, r, _job_id(job), doc.get("reason"),
+                                                 reissue=doc.get("reissue", True)))
 
 
 class SweepApproveHandler(ReviewHandler):
