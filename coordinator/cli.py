@@ -102,7 +102,8 @@ async def _serve(settings, sockets: list, worker: tuple[int, int] | None = None)
     from tornado.httpserver import HTTPServer
 
     from coordinator.faces.app import make_app
-    from .services import SchemaOutOfDate, create_services
+    from coordinator.core.db.migrate import SchemaOutOfDate
+    from .services import create_services
 
     try:
         services = await create_services(settings, prepare=worker is None)
@@ -147,7 +148,7 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
     runs in an event loop of its own whose database pool is closed before any worker is
     forked, and each worker builds its services (database pools, Redis clients, its event
     loop) after the fork. Only the listening sockets are inherited."""
-    from .services import SchemaOutOfDate, prepare_database
+    from coordinator.core.db.migrate import SchemaOutOfDate, prepare_database
     from coordinator.core.db import Database
 
     async def prepare() -> None:
@@ -289,7 +290,7 @@ async def _poll(args: argparse.Namespace) -> int:
 
 
 async def _with_db(args: argparse.Namespace, work) -> int:  # noqa: ANN001
-    from .services import with_database
+    from coordinator.core.db.migrate import with_database
 
     return await with_database(_settings(args), work)
 
@@ -413,7 +414,7 @@ def parser() -> argparse.ArgumentParser:
     for sp in (em, el, er):
         db_arg(sp)
     e.set_defaults(run=lambda a: asyncio.run(_embed(a)))
-    from .nodes.cli import add_parser as add_nodes_parser
+    from coordinator.sweeps.nodes_cli import add_parser as add_nodes_parser
     add_nodes_parser(sub, db_arg, _settings)
     from .review.cli import add_parser as add_reviewers_parser
     add_reviewers_parser(sub, db_arg, _settings)

@@ -9,20 +9,19 @@ from typing import Any
 from coordinator.core.access.policy import Access
 from coordinator.core.cache import AnswerCache, make_cache
 from coordinator.core.db import Database
-from coordinator.core.db import migrate as migrations
+from coordinator.core.db.migrate import prepare_database
 from .hazards.history import Poller
 from coordinator.core.registry import ToolRegistry
 from coordinator.core.settings import Settings
+from .demo.photos import DEV_ENGINE_BUILD, start_demo_photos
 from .demo.upstream import start_demo_upstream
+from .sources.panoramax import PhotoProvider
+from .sources.registry import config_for
 from .sources import Sources, build_sources
 from .sweeps.service import attach as attach_sweeps
 from .catalogue import default_registry
 
 log = logging.getLogger("sis")
-
-
-class SchemaOutOfDate(RuntimeError):
-    pass
 
 
 @dataclass
@@ -47,29 +46,6 @@ class Services:
         await self.db.close()
 
 
-async def prepare_database(settings: Settings, db: Database) -> None:
-    """SQLite (embedded) applies pending migrations itself; PostgreSQL refuses an old schema."""
-    if db.is_sqlite:
-        await migrations.upgrade_async(db.write_engine, settings.database_url)
-    elif await migrations.pending(db.engine, settings.database_url):
-        raise SchemaOutOfDate("the database schema is not at the newest migration: run `sis migrate` first")
-
-
-async def with_database(settings: Settings, work, prog: str = "sis") -> int:  # noqa: ANN001
-    """For command-line tools: run ``work(db)`` against the configured database at the
-    newest schema; an out-of-date PostgreSQL schema is reported and gives exit code 2."""
-    db = Database(settings.database_url)
-    try:
-        await prepare_database(settings, db)
-        return int(await work(db) or 0)
-    except SchemaOutOfDate as exc:
-        import sys
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        await db.close()
-
-
 async def create_services(settings: Settings, registry: ToolRegistry | None = None,
                           *, start_background: bool = True, adapters: dict | None = None,
                           prepare: bool = True) -> Services:
@@ -90,6 +66,8 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
             closers.append(demo.stop)
             log.info("demo mode: sources answer from bundled samples at %s", demo_base)
         sources = build_sources(settings, demo_base_url=demo_base, adapters=adapters)
+        if settings.demo:
+            settings = await _demo_photos(settings, sources, closers)
     except BaseException:
         await db.close()
         raise
@@ -107,6 +85,19 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
         services.poller.start()
     _freeze_startup_objects()
     return services
+
+
+async def _demo_photos(settings: Settings, sources: Sources, closers: list) -> Settings:
+    """Demo mode's street photos: a fake provider on loopback (generated scenes around
+    Bandung) in place of the real one, and the development engine build accepted from
+    nodes unless builds are configured."""
+    fake = await start_demo_photos()
+    closers.append(fake.stop)
+    sources[PhotoProvider.name] = PhotoProvider(config_for(PhotoProvider, settings, base_url=fake.api_url),
+                                                demo=True)
+    if not settings.engine_builds:
+        settings = settings.model_copy(update={"engine_builds": DEV_ENGINE_BUILD})
+    return settings
 
 
 _frozen = False

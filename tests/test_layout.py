@@ -91,3 +91,15 @@ def test_the_core_imports_nothing_above_it():
     up = {name: sorted(t for t in targets if not t.startswith("coordinator.core"))
           for name, targets in graph().items() if name.startswith("coordinator.core")}
     assert {k: v for k, v in up.items() if v} == {}
+
+
+def test_no_two_parts_of_the_coordinator_import_each_other():
+    """The parts (core, faces, each capability, the catalogue, services, cli) form layers:
+    if one imports another, the other imports nothing of it (sweeps once reached up into
+    nodes for identity while nodes imported sweeps; review borrowed from sweeps' leases)."""
+    def part(module: str) -> str:
+        return module.split(".")[1] if module.count(".") else module
+
+    arrows = {(part(a), part(b)) for a, targets in graph().items() for b in targets if part(a) != part(b)}
+    both = sorted({tuple(sorted(pair)) for pair in arrows if (pair[1], pair[0]) in arrows})
+    assert both == [], f"parts that import each other: {both}"

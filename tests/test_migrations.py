@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from coordinator.core.db import Database
 from coordinator.core.db import migrate
 from coordinator.core.db.models import Base
-from coordinator.services import SchemaOutOfDate, prepare_database
+from coordinator.core.db.migrate import SchemaOutOfDate, prepare_database
 from coordinator.core.settings import Settings
 
 

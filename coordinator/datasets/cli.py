@@ -61,7 +61,7 @@ def kinds_list() -> int:
 
 
 async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
-    from ..services import with_database
+    from coordinator.core.db.migrate import with_database
     from . import ingest as ingesting
     from .versions import extent_of
 
@@ -91,7 +91,7 @@ async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
 
 
 async def list_datasets(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
-    from ..services import with_database
+    from coordinator.core.db.migrate import with_database
     from .versions import extent_of, iso, list_versions
 
     async def work(db) -> int:  # noqa: ANN001

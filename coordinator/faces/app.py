@@ -6,9 +6,9 @@ from typing import Any
 import tornado.web
 
 from coordinator.faces.mcp import mcp_routes, openapi_paths as mcp_openapi_paths
-from coordinator.nodes.handlers import NODE_PATHS, node_routes
+from coordinator.faces.node_protocol import NODE_PATHS, node_routes
 from coordinator.faces.openapi import openapi_document
-from coordinator.review.handlers import REVIEW_PATHS, review_routes
+from coordinator.faces.review_api import REVIEW_PATHS, review_routes
 from coordinator.faces.http import HEADER_READ_CEILING, BaseHandler, NotFoundHandler
 from coordinator.faces.rest import tool_routes
 from coordinator.services import Services

@@ -32,8 +32,8 @@ def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
 
 async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
     from coordinator.core.errors import NotFound
-    from ..nodes.cli import operator
-    from ..services import with_database
+    from coordinator.sweeps.nodes_cli import operator
+    from coordinator.core.db.migrate import with_database
     from . import keys
 
     if args.reviewers_command == "create":

@@ -37,8 +37,8 @@ def add_parser(sub, db_arg: Callable[[argparse.ArgumentParser], None], settings_
 
 async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
     from coordinator.core.errors import ServiceError
-    from ..nodes.cli import operator
-    from ..services import with_database
+    from coordinator.sweeps.nodes_cli import operator
+    from coordinator.core.db.migrate import with_database
     from . import jobs, leases
 
     async def work(db) -> int:  # noqa: ANN001

@@ -32,8 +32,8 @@ from coordinator.core.db.leader import Leadership
 from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult
 from coordinator.core.db.transactions import for_update, retrying
 from coordinator.core.errors import Conflict, NotFound
-from ..nodes import tokens
-from ..nodes.tokens import Bearer
+from coordinator.sweeps import tokens
+from coordinator.sweeps.tokens import Bearer
 from . import transitions as tr
 from .jobs import excluded_pairs, not_excluded, wire_id
 from .records import JOBS, LEASES, Record, record

@@ -30,7 +30,7 @@ from sweep_engine.schema import Fact, Result
 
 from coordinator.core.db.models import Node
 from coordinator.core.errors import Conflict, NotFound, ServiceError
-from ..nodes.tokens import Bearer, admit
+from coordinator.sweeps.tokens import Bearer, admit
 from . import trust
 from . import transitions as tr
 from .leases import _settle, fail_job, retrying

@@ -9,12 +9,11 @@ from typing import Any, AsyncIterator
 
 from coordinator.core.db import Database
 from coordinator.core.settings import Settings
-from ..nodes import registry
+from coordinator.sweeps import nodes as registry
 from . import leases, results
 from .batching import Batcher
 from .leases import Sweeper
 from ..sources.panoramax import PhotoProvider
-from ..sources.registry import config_for
 
 MAX_BATCH = 64      # requests per batch of claims, submissions or token lookups (``batching``)
 
@@ -80,19 +79,9 @@ def sweeps_of(services) -> Sweeps:
 
 
 async def attach(services, *, start_background: bool) -> None:
-    """Build the sweep part (and, in demo mode, the fake photo provider) and start the sweeper."""
-    settings = services.settings
-    provider = services.sources[PhotoProvider.name]
-    if settings.demo:
-        from ..demo.photos import start_demo_photos
-        fake = await start_demo_photos()
-        services._closers.append(fake.stop)
-        provider = services.sources[PhotoProvider.name] = PhotoProvider(
-            config_for(PhotoProvider, settings, base_url=fake.api_url), demo=True)
-        if not settings.engine_builds:
-            from ..demo.photos import DEV_ENGINE_BUILD
-            settings = settings.model_copy(update={"engine_builds": DEV_ENGINE_BUILD})
-    sweeps = Sweeps(SerialWrites(services.db), settings, provider)
+    """Build the sweep part on the services' photo provider (in demo mode the fake one the
+    services started) and start the sweeper."""
+    sweeps = Sweeps(SerialWrites(services.db), services.settings, services.sources[PhotoProvider.name])
     services.extras["sweeps"] = sweeps
     services._closers.append(sweeps.sweeper.stop)
     if start_background:

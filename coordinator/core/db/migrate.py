@@ -9,6 +9,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from coordinator.core.db import Database
+from coordinator.core.settings import Settings
+
 MIGRATIONS = Path(__file__).resolve().parents[3] / "migrations"
 
 
@@ -49,3 +52,30 @@ async def current_revisions(engine: AsyncEngine) -> set[str]:
 
 async def pending(engine: AsyncEngine, url: str) -> bool:
     return await current_revisions(engine) != head_revisions(url)
+
+
+class SchemaOutOfDate(RuntimeError):
+    """PostgreSQL's schema is older than the code: ``sis migrate`` first."""
+
+
+async def prepare_database(settings: Settings, db: Database) -> None:
+    """SQLite (embedded) applies pending migrations itself; PostgreSQL refuses an old schema."""
+    if db.is_sqlite:
+        await upgrade_async(db.write_engine, settings.database_url)
+    elif await pending(db.engine, settings.database_url):
+        raise SchemaOutOfDate("the database schema is not at the newest migration: run `sis migrate` first")
+
+
+async def with_database(settings: Settings, work, prog: str = "sis") -> int:  # noqa: ANN001
+    """For command-line tools: run ``work(db)`` against the configured database at the
+    newest schema; an out-of-date PostgreSQL schema is reported and gives exit code 2."""
+    db = Database(settings.database_url)
+    try:
+        await prepare_database(settings, db)
+        return int(await work(db) or 0)
+    except SchemaOutOfDate as exc:
+        import sys
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        await db.close()

@@ -29,8 +29,8 @@ def operator() -> str:
 
 async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
     from coordinator.core.errors import NotFound
-    from ..services import with_database
-    from . import registry
+    from coordinator.core.db.migrate import with_database
+    from coordinator.sweeps import nodes as registry
 
     async def work(db) -> int:  # noqa: ANN001
         if args.nodes_command == "list":

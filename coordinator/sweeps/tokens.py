@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 
 from coordinator.core.errors import Forbidden, ServiceError, Unauthorized
-from ..sweeps.records import NODES, Record, record
+from coordinator.sweeps.records import NODES, Record, record
 
 TOKEN_PREFIX = "sisn_"
 _SCHEME = "Bearer "

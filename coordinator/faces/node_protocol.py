@@ -15,13 +15,13 @@ from coordinator.core.errors import NotFound, PayloadTooLarge, RateLimited, Serv
 from coordinator.core.registry import STRING, Param
 from coordinator.faces.http import MAX_JSON_DEPTH, json_depth_exceeds
 from coordinator.faces.operations import AUTH_NODE, Body, Operation, OperationHandler, openapi_paths
-from ..sweeps import leases, results
-from ..sweeps import transitions as tr
-from ..sweeps.jobs import job_document
-from ..sweeps.service import Sweeps, sweeps_of
-from ..sweeps.validation import accepted_builds
-from . import registry
-from .tokens import Bearer, bearer
+from coordinator.sweeps import leases, results
+from coordinator.sweeps import transitions as tr
+from coordinator.sweeps.jobs import job_document
+from coordinator.sweeps.service import Sweeps, sweeps_of
+from coordinator.sweeps.validation import accepted_builds
+from coordinator.sweeps import nodes as registry
+from coordinator.sweeps.tokens import Bearer, bearer
 
 log = logging.getLogger("sis.nodes")
 PREFIX = "/node/v1"

@@ -17,9 +17,9 @@ from coordinator.core.errors import BadParameter, NotFound
 from coordinator.core.registry import BBOX, BOOLEAN, INTEGER, STRING, Param
 from coordinator.faces.http import BaseHandler
 from coordinator.faces.operations import AUTH_REVIEWER, Body, Operation, OperationHandler, openapi_paths
-from ..sweeps import jobs
-from ..sweeps.service import sweeps_of
-from . import keys, workflow
+from coordinator.sweeps import jobs
+from coordinator.sweeps.service import sweeps_of
+from coordinator.review import keys, workflow
 
 PREFIX = "/review/v1"
 STATIC = Path(__file__).resolve().parents[1] / "static" / "review"

@@ -12,12 +12,12 @@ from sqlalchemy import select
 
 from coordinator.core.db.models import Node, SweepJob, SweepLease
 from coordinator.core.errors import NotFound
-from ..sweeps import transitions as tr
+from coordinator.sweeps import transitions as tr
 from coordinator.core.db.transactions import for_update, retrying
-from ..sweeps.leases import release
-from ..sweeps.records import Record
-from . import tokens
-from .tokens import TOKEN_PREFIX, Bearer, bearer, token_hash  # noqa: F401  (the names this module always had)
+from coordinator.sweeps.leases import release
+from coordinator.sweeps.records import Record
+from coordinator.sweeps import tokens
+from coordinator.sweeps.tokens import TOKEN_PREFIX, Bearer, bearer, token_hash  # noqa: F401  (the names this module always had)
 
 
 async def enrol(db, *, name: str, platform: str, gpu: str, engine_version: str,
