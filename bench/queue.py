@@ -65,7 +65,7 @@ from bench.speed import machine_speed  # noqa: E402
 from coordinator.faces.app import make_app  # noqa: E402
 from coordinator.core.db.models import Node, SweepJob  # noqa: E402
 from coordinator.demo.photos import DEV_ENGINE_BUILD, FakePhotoProvider, honest_result  # noqa: E402
-from coordinator.nodes import registry  # noqa: E402
+from coordinator.sweeps import nodes as registry
 from coordinator.services import create_services  # noqa: E402
 from coordinator.core.settings import Settings  # noqa: E402
 from coordinator.core.db.scratch import create_scratch_database, drop_scratch_database  # noqa: E402

@@ -327,7 +327,7 @@ async def test_node_routes_are_in_the_openapi_document_but_not_tools(sweeps_sqli
 def test_the_protocol_document_names_every_route_and_sweep_setting():
     from pathlib import Path
 
-    from coordinator.nodes.handlers import NODE_PATHS
+    from coordinator.faces.node_protocol import NODE_PATHS
     from coordinator.core.settings import Settings
     doc = (Path(__file__).resolve().parents[1] / "docs" / "node-protocol.md").read_text()
     for path in NODE_PATHS:
@@ -384,7 +384,7 @@ async def test_a_revoked_node_is_refused_on_every_route(sweeps_sqlite, photos):
     await request_sweep(sweeps_sqlite, radius=200)
     (node,) = await enrolled(sweeps_sqlite, trusted=True)
     doc = await node.lease()
-    from coordinator.nodes import registry
+    from coordinator.sweeps import nodes as registry
     sw = sweeps_of(sweeps_sqlite.services)
     assert await registry.revoke(sw.db, node.node_id, "test", "operator:test", 5) == 1
     lid = doc["lease"]["leaseId"]

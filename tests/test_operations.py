@@ -9,8 +9,8 @@ from openapi_spec_validator import validate
 from coordinator.core.errors import BadParameter
 from coordinator.core.registry import INTEGER, STRING, Param
 from coordinator.faces.operations import AUTH_NODE, Body, Operation
-from coordinator.nodes.handlers import OPERATIONS as NODE_OPS
-from coordinator.review.handlers import OPERATIONS as REVIEW_OPS
+from coordinator.faces.node_protocol import OPERATIONS as NODE_OPS
+from coordinator.faces.review_api import OPERATIONS as REVIEW_OPS
 from tests.test_error_shape import assert_error_shape
 from tests.test_review_kit import reviewer
 from tests.test_sweeps_kit import SimNode, enrolled, photos, sweeps_sqlite  # noqa: F401

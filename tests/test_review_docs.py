@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.review.handlers import REVIEW_PATHS
+from coordinator.faces.review_api import REVIEW_PATHS
 from coordinator.core.settings import Settings
 from coordinator.seen.tools import TOOLS
 

@@ -14,8 +14,8 @@ from coordinator.core.db import Database
 from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult, SweepTransition
 from coordinator.demo.photos import DEV_ENGINE_BUILD, honest_result
 from coordinator.core.errors import Conflict, Forbidden, NotFound, Unauthorized
-from coordinator.nodes import registry
-from coordinator.nodes.tokens import Bearer, token_hash
+from coordinator.sweeps import nodes as registry
+from coordinator.sweeps.tokens import Bearer, token_hash
 from coordinator.sweeps import leases, results
 from coordinator.sweeps import transitions as tr
 from coordinator.sweeps.batching import Batcher

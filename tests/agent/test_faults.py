@@ -136,7 +136,7 @@ async def test_engine_failure_leaves_the_job_to_its_lease_and_the_agent_goes_on(
 
 
 async def test_a_revoked_node_drops_its_job_and_stops_with_the_coordinators_reason(coord, tmp_path, caplog):
-    from coordinator.nodes import registry
+    from coordinator.sweeps import nodes as registry
 
     await request_sweep(coord)
     engine = FakeEngine(hold=True)

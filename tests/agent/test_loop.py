@@ -27,7 +27,7 @@ async def test_agent_leases_computes_and_submits_every_job(coord, photos, tmp_pa
 
 
 async def test_each_result_asks_for_the_next_job_in_the_same_request(coord, photos, tmp_path, monkeypatch):
-    from coordinator.nodes import handlers
+    from coordinator.faces import node_protocol as handlers
     calls = {"lease": 0, "result": 0, "result+next": 0}
     lease_post, result_post = handlers.LeaseHandler.post, handlers.ResultHandler.post
 
@@ -59,7 +59,7 @@ async def test_a_next_job_taken_just_before_a_stop_is_given_back_not_left_to_lap
     from sqlalchemy import select
 
     from coordinator.core.db.models import SweepLease
-    from coordinator.nodes import handlers
+    from coordinator.faces import node_protocol as handlers
     agent = None
     result_post = handlers.ResultHandler.post
 
