@@ -89,7 +89,9 @@ async def migrate(url: str) -> None:
 
 async def coordinator(url: str, photos: FakePhotoProvider):
     await migrate(url)
+    # Per-minute windows counted but never refusing: all 32 nodes come from one address here.
     settings = Settings(database_url=url, poll_interval_s=0, engine_builds=DEV_ENGINE_BUILD, job_max_photos=1,
+                        bench_unlimited=True,
                         lease_sweep_interval_s=0,
                         sources={"panoramax": {"base_url": photos.api_url}, "gdacs": {"base_url": "http://127.0.0.1:9"},
                                  "usgs": {"base_url": "http://127.0.0.1:9"}})
@@ -288,7 +290,7 @@ async def served_loop(url: str, photos: FakePhotoProvider, nodes, processes: int
     port = _free_port()
     env = {**os.environ, "SIS_DATABASE_URL": url, "SIS_ENGINE_BUILDS": DEV_ENGINE_BUILD, "SIS_JOB_MAX_PHOTOS": "1",
            "SIS_POLL_INTERVAL_S": "0", "SIS_LEASE_SWEEP_INTERVAL_S": "0", "SIS_LOG_LEVEL": "WARNING",
-           "SIS_SOURCES__PANORAMAX__BASE_URL": photos.api_url}
+           "SIS_SOURCES__PANORAMAX__BASE_URL": photos.api_url, "SIS_BENCH_UNLIMITED": "1"}
     env.pop("SIS_REDIS_URL", None)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "coordinator.cli", "serve", "--workers", str(processes), "--port", str(port),
