@@ -126,3 +126,16 @@ def test_a_tool_without_its_own_output_schema_publishes_the_shared_answer_schema
     d = descriptor(REST_ONLY, "earth")
     assert d["outputSchema"] == ANSWER_OUTPUT_SCHEMA and "$ref" not in str(ANSWER_OUTPUT_SCHEMA)
     assert d["annotations"]["readOnlyHint"] is True
+
+
+async def test_healthz_counts_the_tools_each_face_serves(coordinator):
+    """/healthz said 13 tools where an MCP client listed 8: it now counts per face, and
+    each count is what that face serves."""
+    import mcp
+    body = (await coordinator.get("/healthz")).json()["tools"]
+    registry = coordinator.services.registry
+    assert body["declared"] == len(registry)
+    assert body["rest"] == {f: len(registry.in_family(f)) for f in ("earth", "legacy", "public")}
+    for fam, path in MCP_PATH.items():
+        async with mcp.Client(coordinator.base_url + path, mode="auto") as client:
+            assert body["mcp"][fam] == len((await client.list_tools()).tools)

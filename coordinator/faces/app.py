@@ -22,6 +22,17 @@ OPERATOR_PATHS = {
 }
 
 
+def tool_counts(registry) -> dict:  # noqa: ANN001
+    """How many tools each face serves, so that the probe's count can be checked against
+    what a client sees (an MCP client lists fewer tools than REST routes exist: the
+    credential tools have no MCP face, and the credentialed family has no MCP endpoint)."""
+    from coordinator.core.families import FAMILIES, MCP_FAMILIES
+
+    return {"declared": len(registry),
+            "rest": {name: len(registry.in_family(name)) for name in FAMILIES},
+            "mcp": {fam.name: sum(1 for t in registry.in_family(fam.name) if t.mcp) for fam in MCP_FAMILIES}}
+
+
 class HealthzHandler(BaseHandler):
     async def get(self) -> None:
         svc: Services = self.application.services  # type: ignore[attr-defined]
@@ -34,7 +45,7 @@ class HealthzHandler(BaseHandler):
             db_ok = False
         body = {"status": "ok" if db_ok else "degraded", "database": "ok" if db_ok else "unreachable",
                 "poller": "running" if svc.poller.running else "stopped", "demo": svc.settings.demo,
-                "tools": len(svc.registry)}
+                "tools": tool_counts(svc.registry)}
         self.send_json(body, 200 if db_ok else 503)
 
 
