@@ -139,3 +139,11 @@ async def test_healthz_counts_the_tools_each_face_serves(coordinator):
     for fam, path in MCP_PATH.items():
         async with mcp.Client(coordinator.base_url + path, mode="auto") as client:
             assert body["mcp"][fam] == len((await client.list_tools()).tools)
+
+
+async def test_the_root_points_to_the_api_documents(coordinator):
+    r = await coordinator.get("/")
+    assert r.status == 200
+    body = r.json()
+    for path in (body["openapi"], *body["toolContracts"].values(), body["healthz"], body["review"]):
+        assert (await coordinator.get(path)).status == 200, path

@@ -14,6 +14,9 @@ from coordinator.faces.rest import tool_routes
 from coordinator.services import Services
 
 OPERATOR_PATHS = {
+    "/": {"get": {"operationId": "index", "summary": "Where the API's documents are", "tags": ["operator"],
+                  "responses": {"200": {"description": "Links to the OpenAPI document, the tool contracts, MCP, "
+                                                       "the review page and the probe"}}}},
     "/healthz": {"get": {"operationId": "healthz", "summary": "Liveness and readiness for operators",
                          "tags": ["operator"], "responses": {"200": {"description": "Up"},
                                                              "503": {"description": "Database unreachable"}}}},
@@ -31,6 +34,24 @@ def tool_counts(registry) -> dict:  # noqa: ANN001
     return {"declared": len(registry),
             "rest": {name: len(registry.in_family(name)) for name in FAMILIES},
             "mcp": {fam.name: sum(1 for t in registry.in_family(fam.name) if t.mcp) for fam in MCP_FAMILIES}}
+
+
+class IndexHandler(BaseHandler):
+    """``GET /``: a client that starts at the root is told where the documents are, rather
+    than given a bare 404."""
+
+    def get(self) -> None:
+        from coordinator import __version__
+        from coordinator.core.families import MCP_FAMILIES
+
+        self.send_json({
+            "service": "Spatial Intelligence Service", "version": __version__,
+            "openapi": "/openapi.json",
+            "toolContracts": {f.name: f.contract_path for f in MCP_FAMILIES},
+            "mcp": {f.name: f.mcp_path for f in MCP_FAMILIES},
+            "families": {"earth": "/earth/...", "legacy": "/legacy/...", "public": "/public/v1/{credential}/..."},
+            "review": "/review/", "healthz": "/healthz",
+        }, cache_control="public, max-age=300")
 
 
 class HealthzHandler(BaseHandler):
@@ -60,6 +81,7 @@ class Application(tornado.web.Application):
     def __init__(self, services: Services, **settings: Any) -> None:
         self.services = services
         routes: list[Any] = [
+            (r"/", IndexHandler),
             (r"/healthz", HealthzHandler),
             (r"/openapi.json", OpenApiHandler),
             *mcp_routes(),
