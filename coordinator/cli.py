@@ -197,10 +197,8 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
         nonlocal stopping
         stopping = True
         for pid in list(children):
-            try:
+            with contextlib.suppress(ProcessLookupError):     # that worker has already gone
                 os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
 
     signal.signal(signal.SIGINT, stop_all)      # before the forks: no worker outlives a supervisor stopped early
     signal.signal(signal.SIGTERM, stop_all)

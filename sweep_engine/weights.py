@@ -85,10 +85,9 @@ def sha256_dir(path: str | Path) -> str:
     return sha256_bytes("".join(lines).encode())
 
 
-def verified_entry(manifest: str | Path, name: str, architecture: str) -> tuple[Path, WeightsEntry]:
-    """The manifest's entry ``name``, for ``architecture``, and the path of its file or folder, checked against its
-    pinned sha256 (a folder's by ``sha256_dir``).  For a folder loaded by a library: nothing in it has been read
-    as code or tensors yet."""
+def _entry(manifest: str | Path, name: str, architecture: str) -> tuple[Path, WeightsEntry]:
+    """The manifest's entry ``name`` and where its file or folder lies, refused unless it is
+    for ``architecture``; nothing of the file is read here."""
     manifest = Path(manifest)
     entries = read_manifest(manifest)
     if name not in entries:
@@ -97,7 +96,14 @@ def verified_entry(manifest: str | Path, name: str, architecture: str) -> tuple[
     if entry.architecture != architecture:
         raise WeightsError(f"weights '{name}' are for {entry.architecture}, but the engine is configured "
                            f"for {architecture}")
-    path = manifest.parent / entry.file
+    return manifest.parent / entry.file, entry
+
+
+def verified_entry(manifest: str | Path, name: str, architecture: str) -> tuple[Path, WeightsEntry]:
+    """The manifest's entry ``name``, for ``architecture``, and the path of its file or folder, checked against its
+    pinned sha256 (a folder's by ``sha256_dir``).  For a folder loaded by a library: nothing in it has been read
+    as code or tensors yet."""
+    path, entry = _entry(manifest, name, architecture)
     if path.is_dir():
         digest = sha256_dir(path)
     elif path.exists():
@@ -112,15 +118,7 @@ def verified_entry(manifest: str | Path, name: str, architecture: str) -> tuple[
 
 def load_state_dict(manifest: str | Path, name: str, architecture: str) -> tuple[dict, WeightsEntry]:
     """The verified state dict of the manifest's entry ``name``, which must be for ``architecture``."""
-    manifest = Path(manifest)
-    entries = read_manifest(manifest)
-    if name not in entries:
-        raise WeightsError(f"weights manifest {manifest} has no entry for '{name}'")
-    entry = entries[name]
-    if entry.architecture != architecture:
-        raise WeightsError(f"weights '{name}' are for {entry.architecture}, but the engine is configured "
-                           f"for {architecture}")
-    path = manifest.parent / entry.file
+    path, entry = _entry(manifest, name, architecture)
     if path.is_dir():
         raise WeightsError(f"weights '{name}' ({path}) are a folder; {architecture} reads one state-dict file")
     try:

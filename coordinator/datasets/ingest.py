@@ -49,14 +49,16 @@ class Progress(Protocol):
 
 
 class NoProgress:
+    """Progress for loads nobody watches (tests, a pipe): every report is dropped."""
+
     def advance(self, done: int, total: int | None) -> None:
-        pass
+        """Dropped: nothing shows progress."""
 
     def counts(self, records: int, bad: int) -> None:
-        pass
+        """Dropped: the version row keeps the counts."""
 
     def close(self) -> None:
-        pass
+        """Nothing to close."""
 
 
 class _HashingReader(io.RawIOBase):

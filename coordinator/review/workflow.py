@@ -28,7 +28,7 @@ from coordinator.core.errors import BadParameter, Conflict, NotFound
 from ..seen.publish import publish
 from ..sweeps import coverage, jobs
 from ..sweeps import transitions as tr
-from coordinator.core.db.transactions import for_update, retrying
+from coordinator.core.db.transactions import retrying
 from . import agreement
 from .keys import ReviewerKey
 
@@ -195,12 +195,7 @@ async def _decide(sweeps, reviewer: ReviewerKey, job_id: int, approve: bool, rea
     async def run() -> dict[str, Any] | None:
         now = tr.utcnow()
         async with db.write() as s:
-            job = await s.get(SweepJob, job_id, with_for_update=for_update(db))
-            if job is None:
-                raise NotFound("no such job", {"jobId": job_id})
-            if job.state != tr.JOB_IN_REVIEW:
-                raise Conflict(f"the job is {job.state}, not waiting for review",
-                               {"jobId": job_id, "state": job.state})
+            job = await jobs.locked_job(s, db, job_id, tr.JOB_IN_REVIEW, "the job is {state}, not waiting for review")
             if only_unanimous:
                 dissent = (await s.execute(select(func.count()).select_from(SweepResult).where(
                     SweepResult.job_id == job_id, SweepResult.state == tr.RESULT_OUTVOTED))).scalar_one()

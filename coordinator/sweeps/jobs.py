@@ -64,6 +64,18 @@ def parse_job_id(text: str) -> int | None:
     return n if 1 <= n <= MAX_ID else None
 
 
+async def locked_job(s, db, job_id: int, state: str, conflict: str) -> SweepJob:
+    """The job, row-locked in the caller's write transaction where the database locks rows:
+    ``NotFound`` when there is none, ``Conflict`` (``conflict``, with the job's state) when it
+    is not in ``state``. Every verdict and operator command on one job starts here."""
+    job = await s.get(SweepJob, job_id, with_for_update=for_update(db))
+    if job is None:
+        raise NotFound("no such job", {"jobId": job_id})
+    if job.state != state:
+        raise Conflict(conflict.format(job=wire_id(job_id), state=job.state), {"jobId": job_id, "state": job.state})
+    return job
+
+
 def _plan(cells: list[int], photos: list[PhotoRef]) -> JobPlan:
     hull = unary_union([coverage.cell_polygon(c) for c in cells]).convex_hull
     if isinstance(hull, MultiPolygon):  # pragma: no cover - a hull is one polygon
@@ -180,12 +192,7 @@ async def requeue_rejected(db, job_id: int, actor: str, why: str) -> int:
     async def run() -> int:
         now = tr.utcnow()
         async with db.write() as s:
-            job = await s.get(SweepJob, job_id, with_for_update=for_update(db))
-            if job is None:
-                raise NotFound("no such job", {"jobId": job_id})
-            if job.state != tr.JOB_REJECTED:
-                raise Conflict(f"job {wire_id(job_id)} is {job.state}, not rejected", {"jobId": job_id,
-                                                                                       "state": job.state})
+            job = await locked_job(s, db, job_id, tr.JOB_REJECTED, "job {job} is {state}, not rejected")
             child = (await s.execute(select(SweepReissue.job_id).where(SweepReissue.parent_id == job_id))).first()
             if child is not None:
                 raise Conflict(f"the ground of job {wire_id(job_id)} was already reissued as {wire_id(child[0])}",

@@ -31,11 +31,10 @@ from sqlalchemy import and_, bindparam, case, exists, func, insert, select, upda
 from coordinator.core.db.leader import Leadership
 from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult
 from coordinator.core.db.transactions import for_update, retrying
-from coordinator.core.errors import Conflict, NotFound
 from coordinator.sweeps import tokens
 from coordinator.sweeps.tokens import Bearer
 from . import transitions as tr
-from .jobs import excluded_pairs, not_excluded, wire_id
+from .jobs import excluded_pairs, locked_job, not_excluded
 from .records import JOBS, LEASES, Record, record
 
 log = logging.getLogger("sis.sweeps.leases")
@@ -284,12 +283,8 @@ async def requeue(db, job_id: int, actor: str, why: str) -> SweepJob:
     async def run() -> SweepJob:
         now = tr.utcnow()
         async with db.write() as s:
-            job = await s.get(SweepJob, job_id, with_for_update=for_update(db))
-            if job is None:
-                raise NotFound("no such job", {"jobId": job_id})
-            if job.state != tr.JOB_FAILED:
-                raise Conflict(f"job {wire_id(job_id)} is {job.state}: only a failed (parked) job is requeued",
-                               {"jobId": job_id, "state": job.state})
+            job = await locked_job(s, db, job_id, tr.JOB_FAILED,
+                                   "job {job} is {state}: only a failed (parked) job is requeued")
             pending = (await s.execute(select(func.count()).select_from(SweepResult).where(
                 SweepResult.job_id == job.id, SweepResult.state == tr.RESULT_PENDING))).scalar_one()
             job.valid_results, job.failures, job.reason, job.canonical_lease_id = pending, 0, None, None
