@@ -403,3 +403,33 @@ class PlateStep(Base):
     velocity_mm_a: Mapped[float | None] = mapped_column(Float, nullable=True)
     step_class: Mapped[str] = mapped_column(String(3))
     orogen: Mapped[bool] = mapped_column(Boolean)
+
+
+# ---- map features: OpenStreetMap extracts and Overture places (migration 0012) ----
+
+class MapFeature(Base):
+    """One mapped feature of a loaded extract (``sis ingest osm|places``,
+    ``coordinator/features/``), tagged with its dataset version: a point, or one chunk of
+    a line no wider than ``features.grid.CHUNK_DEG`` (``geom`` holds its coordinates).
+    ``tile`` is the 0.05-degree grid key (``features.grid``); the query index covers
+    ``lon``, ``lat`` and ``sample`` so a bbox is counted and sampled from the index alone.
+    ``sample`` is a random integer fixed at load, so a sample is stable between calls."""
+
+    __tablename__ = "map_features"
+    __table_args__ = (
+        Index("ix_map_features_query", "version_id", "cls", "tile", "lon", "lat", "sample"),
+        Index("ix_map_features_brand", "version_id", "brand", "tile"),
+    )
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    version_id: Mapped[int] = mapped_column(BigId, ForeignKey("dataset_versions.id"))
+    cls: Mapped[str] = mapped_column(String(20))
+    tile: Mapped[int] = mapped_column(Integer)
+    lon: Mapped[float] = mapped_column(Float)
+    lat: Mapped[float] = mapped_column(Float)
+    sample: Mapped[int] = mapped_column(Integer)
+    fid: Mapped[str] = mapped_column(String(80))
+    name: Mapped[str | None] = mapped_column(Text, nullable=True)
+    license: Mapped[str] = mapped_column(String(40))
+    brand: Mapped[str | None] = mapped_column(String(24), nullable=True)
+    props: Mapped[dict] = mapped_column(JSON)
+    geom: Mapped[list | None] = mapped_column(JSON, nullable=True)
