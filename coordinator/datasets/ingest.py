@@ -99,10 +99,12 @@ class Load:
     db: Database
     file_bytes: int
     _progress: Progress
+    license: str = ""              # the version's license (the kind's, or the one given to ``sis ingest``)
     records: int = 0
     bad_records: int = 0
     bad_samples: list[str] = field(default_factory=list)
     _box: list[float] | None = None
+    _declared: tuple[float, float, float, float] | None = None
     _reader: _HashingReader | None = None
     _read_elsewhere: bool = False
 
@@ -147,8 +149,15 @@ class Load:
             self.bad_samples.append(f"{where}: {reason}"[:300])
         self._progress.counts(self.records, self.bad_records)
 
+    def declare_extent(self, box: tuple[float, float, float, float]) -> None:
+        """The ground the file says it covers (an extract's declared bounds), recorded as
+        the version's extent instead of its records' reach: coverage is judged by it."""
+        self._declared = box
+
     @property
     def extent(self) -> Extent | None:
+        if self._declared is not None:
+            return Extent(*self._declared)
         return Extent(*self._box) if self._box else None
 
     def _sha256(self) -> str:
@@ -213,7 +222,8 @@ async def run(db: Database, kind_name: str, path: str | Path, *, license: str | 
         failed = await versions.fail(db, version.id, reason)
         raise IngestError(f"{reason} (version {version.id} marked failed)", version=failed, usage=True)
 
-    load = Load(kind=kind, path=path, version_id=version.id, db=db, file_bytes=size, _progress=progress)
+    load = Load(kind=kind, path=path, version_id=version.id, db=db, file_bytes=size, _progress=progress,
+                license=version.license)
     try:
         await kind.load(load)
         sha = load._sha256()
