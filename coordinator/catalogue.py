@@ -10,7 +10,8 @@ from types import ModuleType
 
 from coordinator.core.registry import Tool, ToolRegistry
 
-CAPABILITIES = ("coordinator.hazards", "coordinator.core.access", "coordinator.sweeps", "coordinator.seen")
+CAPABILITIES = ("coordinator.hazards", "coordinator.core.access", "coordinator.sweeps", "coordinator.seen",
+                "coordinator.features")
 PANELS = "coordinator.panels"
 
 

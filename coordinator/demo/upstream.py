@@ -79,6 +79,12 @@ class _CannedHandler(tornado.web.RequestHandler):
         else:
             self.finish()
 
+    async def post(self, *args: str) -> None:
+        """Upstreams queried by POST (Overpass) answer the same recorded file; the body is
+        kept for tests to read."""
+        self.upstream.bodies.setdefault(self.request.path, []).append(self.request.body)
+        await self.get(*args)
+
 
 class LoopbackServer(abc.ABC):
     """A small Tornado app on a free loopback port (the demo fakes), started and stopped cleanly."""
@@ -114,6 +120,7 @@ class FakeUpstream(LoopbackServer):
     def __init__(self) -> None:
         self.routes: dict[str, Canned] = {}
         self.hits: dict[str, int] = {}
+        self.bodies: dict[str, list[bytes]] = {}
 
     @property
     def base_url(self) -> str:

@@ -39,13 +39,16 @@ class SourceError(Exception):
 
 
 async def fetch(url: str, timeout_s: float, accept: str = "application/json",
-                headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
-    """GET ``url`` from an upstream: (status, body), or SourceError when it cannot be reached.
+                headers: Mapping[str, str] | None = None, form: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+    """GET ``url`` from an upstream (POST ``form`` url-encoded, for an upstream that takes
+    its query in a body: Overpass): (status, body), or SourceError when it cannot be reached.
     ``raise_error=False`` still raises Tornado's 599 family (a timeout, a connection closed
     mid-answer), so those are caught here as well as the operating system's errors."""
-    req = HTTPRequest(url, method="GET", connect_timeout=timeout_s, request_timeout=timeout_s,
-                      headers={"User-Agent": USER_AGENT, "Accept": accept, **(headers or {})}, follow_redirects=True,
-                      max_redirects=3)
+    extra = {"Content-Type": "application/x-www-form-urlencoded"} if form is not None else {}
+    req = HTTPRequest(url, method="GET" if form is None else "POST", connect_timeout=timeout_s,
+                      request_timeout=timeout_s, body=None if form is None else urlencode(form),
+                      headers={"User-Agent": USER_AGENT, "Accept": accept, **extra, **(headers or {})},
+                      follow_redirects=True, max_redirects=3)
     try:
         resp = await AsyncHTTPClient().fetch(req, raise_error=False)
     except HTTPClientError as exc:

@@ -31,7 +31,7 @@ def upgrade() -> None:
         sa.Column("sample", sa.Integer(), nullable=False),
         sa.Column("fid", sa.String(80), nullable=False),
         sa.Column("name", sa.Text(), nullable=True),
-        sa.Column("license", sa.String(40), nullable=False),
+        sa.Column("license", sa.String(80), nullable=False),
         sa.Column("brand", sa.String(24), nullable=True),
         sa.Column("props", sa.JSON(), nullable=False),
         sa.Column("geom", sa.JSON(), nullable=True),

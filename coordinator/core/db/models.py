@@ -429,7 +429,7 @@ class MapFeature(Base):
     sample: Mapped[int] = mapped_column(Integer)
     fid: Mapped[str] = mapped_column(String(80))
     name: Mapped[str | None] = mapped_column(Text, nullable=True)
-    license: Mapped[str] = mapped_column(String(40))
+    license: Mapped[str] = mapped_column(String(80))
     brand: Mapped[str | None] = mapped_column(String(24), nullable=True)
     props: Mapped[dict] = mapped_column(JSON)
     geom: Mapped[list | None] = mapped_column(JSON, nullable=True)

@@ -1,0 +1,270 @@
+"""Map features in the database: the rows a load writes, and the queries the tools ask.
+
+Every query names one dataset version (the newest ready one that covers the request,
+``covering``), so a load in progress or a failed one is never read, and two versions of
+the same ground (the place-trends archive) never mix. A bbox is a set of key ranges on
+the grid (``grid.tile_ranges``) plus the exact ``lon``/``lat`` test, both answered from
+the covering index; line chunks are found by their centres in the box widened by half a
+chunk and tested exactly here.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import sqlalchemy as sa
+
+from coordinator.core.db import Database
+from coordinator.core.db.models import DatasetVersion, MapFeature
+from coordinator.datasets import versions
+from . import grid
+from .classes import ROADS, is_line
+from .widths import directions, functional_class, ruas_width_m
+
+TABLE = MapFeature.__table__
+C = TABLE.c
+OSM_KIND = "osm"
+PLACES_KIND = "places"
+BATCH = 2000
+
+
+def sample_key(fid: str) -> int:
+    """A feature's place in every sample: a hash of its id, so a sample is the same on
+    every call and across versions of the same ground."""
+    return zlib.crc32(fid.encode()) & 0x7FFFFFFF
+
+
+def rows_for(version_id: int, fid: str, classes: Iterable[str], *, license: str,
+             point: tuple[float, float] | None = None, line: Sequence[Sequence[float]] | None = None,
+             name: str | None = None, brand: str | None = None, props: dict[str, Any] | None = None) -> list[dict]:
+    """The rows one mapped object becomes: one per point class, one per chunk of a line
+    class. A way served as a point (a substation, a gated entrance, an outlet) stands at
+    its nodes' mean."""
+    out: list[dict] = []
+    base = {"version_id": version_id, "fid": fid, "name": name, "license": license, "brand": None,
+            "props": props or {}, "sample": sample_key(fid)}
+    for cls in classes:
+        if is_line(cls):
+            if not line or len(line) < 2:
+                continue
+            for piece in grid.chunks(line):
+                lon, lat = grid.centre(piece)
+                out.append({**base, "cls": cls, "lon": lon, "lat": lat, "tile": grid.tile_of(lon, lat), "geom": piece})
+        else:
+            if point is None and line:
+                point = (sum(c[0] for c in line) / len(line), sum(c[1] for c in line) / len(line))
+            if point is None:
+                continue
+            lon, lat = point
+            out.append({**base, "cls": cls, "lon": lon, "lat": lat, "tile": grid.tile_of(lon, lat), "geom": None,
+                        "brand": brand if cls == "brand" else None})
+    return out
+
+
+class Writer:
+    """Batched inserts for a loader; ``flush`` at the end."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.batch: list[dict] = []
+
+    async def add(self, rows: list[dict]) -> None:
+        self.batch.extend(rows)
+        if len(self.batch) >= BATCH:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if self.batch:
+            async with self.db.write_core() as conn:
+                await conn.execute(sa.insert(TABLE), self.batch)
+            self.batch = []
+
+
+async def discard(db: Database, version_id: int) -> None:
+    """Delete the rows a failed load wrote."""
+    async with db.write_core() as conn:
+        await conn.execute(sa.delete(TABLE).where(C.version_id == version_id))
+
+
+# ---- which version answers ----
+
+SLACK_DEG = 1e-6      # extents are stored at OSM's 7 decimals; a request on the very border is inside
+
+
+def _contains(v: DatasetVersion, box: grid.BBox) -> bool:
+    return (v.west is not None and v.west <= box[0] + SLACK_DEG and v.south <= box[1] + SLACK_DEG
+            and v.east >= box[2] - SLACK_DEG and v.north >= box[3] - SLACK_DEG)
+
+
+async def covering(db: Database, kind: str, box: grid.BBox, n: int = 1) -> list[DatasetVersion]:
+    """The ``n`` newest ready versions of ``kind`` whose extent holds the whole box (an
+    extract's declared bounds where it has them, else its data's extent). A box an extract
+    only half covers is not covered: half an answer would read as the whole."""
+    found = [v for v in await versions.newest_ready(db, kind, 50) if _contains(v, box)]
+    return found[:n]
+
+
+# ---- queries ----
+
+@dataclass
+class Found:
+    total: int                     # features matching in all
+    rows: list[dict]               # those returned (a sample, or the nearest)
+    truncated: bool = False
+
+
+def _box_clause(classes: Sequence[str], box: grid.BBox, version_id: int) -> sa.ColumnElement[bool]:
+    ranges = grid.tile_ranges(box)
+    w, s, e, n = box
+    return sa.and_(C.version_id == version_id, C.cls.in_(list(classes)),
+                   sa.or_(*(C.tile.between(a, b) for a, b in ranges)),
+                   C.lon.between(w, e), C.lat.between(s, n))
+
+
+COLUMNS = (C.fid, C.cls, C.lon, C.lat, C.name, C.license, C.brand, C.props, C.geom, C.sample)
+
+
+def _row(r: sa.Row) -> dict:
+    return {"fid": r.fid, "cls": r.cls, "lon": r.lon, "lat": r.lat, "name": r.name, "license": r.license,
+            "brand": r.brand, "props": r.props or {}, "geom": r.geom}
+
+
+async def sample_box(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox, limit: int) -> Found:
+    """Point features in a bbox: how many in all, and a sample of ``limit`` of them (the
+    lowest ``sample`` keys: a uniform sample, the same on every call). Line classes are
+    counted by feature and matched exactly (``lines_in_box``)."""
+    points = [c for c in classes if not is_line(c)]
+    lines = [c for c in classes if is_line(c)]
+    total, rows = 0, []
+    async with db.engine.connect() as conn:
+        if points:
+            where = _box_clause(points, box, version_id)
+            total = (await conn.execute(sa.select(sa.func.count()).select_from(TABLE).where(where))).scalar_one()
+            rows = [_row(r) for r in await conn.execute(
+                sa.select(*COLUMNS).where(where).order_by(C.sample).limit(limit))]
+    if lines:
+        found = await lines_in_box(db, version_id, lines, box, limit)
+        total += found.total
+        rows = sorted(rows + found.rows, key=lambda r: sample_key(r["fid"]))[:limit]
+    return Found(total, rows, truncated=total > len(rows))
+
+
+async def _line_chunks(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox) -> list[dict]:
+    where = _box_clause(classes, grid.widen(box, grid.CHUNK_DEG / 2 + 1e-9), version_id)
+    async with db.engine.connect() as conn:
+        return [_row(r) for r in await conn.execute(sa.select(*COLUMNS).where(where).order_by(C.id))]
+
+
+def _merge(chunks: list[dict]) -> dict:
+    """One feature from its chunks (in load order): a LineString where they join end to
+    end, else a MultiLineString of the runs that do."""
+    runs: list[list[list[float]]] = []
+    for ch in chunks:
+        pts = ch["geom"]
+        if runs and runs[-1][-1] == pts[0]:
+            runs[-1].extend(pts[1:])
+        else:
+            runs.append([list(p) for p in pts])
+    geometry = ({"type": "LineString", "coordinates": runs[0]} if len(runs) == 1
+                else {"type": "MultiLineString", "coordinates": runs})
+    first = chunks[0]
+    xs = [p[0] for run in runs for p in run]
+    ys = [p[1] for run in runs for p in run]
+    return {**first, "geom": geometry, "lon": (min(xs) + max(xs)) / 2, "lat": (min(ys) + max(ys)) / 2}
+
+
+async def lines_in_box(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox, limit: int) -> Found:
+    """Line features touching a bbox: the pieces of each inside the widened box, merged."""
+    return select_box(await _line_chunks(db, version_id, classes, box), box, limit)
+
+
+def select_near(candidates: Iterable[dict], lat: float, lon: float, radius_m: float, limit: int) -> Found:
+    """Of candidate rows (points, and line chunks in load order), the features within
+    ``radius_m`` of a point, nearest first, each with ``distanceM`` (to the nearest point
+    of a line). Shared by the loaded extracts and the live Overpass answer."""
+    hits: list[dict] = []
+    by_fid: dict[tuple[str, str], list[dict]] = {}
+    for r in candidates:
+        if r["geom"] is None:
+            d = grid.distance_m(lat, lon, r["lat"], r["lon"])
+            if d <= radius_m:
+                hits.append({**r, "distanceM": d})
+        else:
+            d = grid.line_distance_m(lat, lon, r["geom"])
+            if d <= radius_m:
+                by_fid.setdefault((r["fid"], r["cls"]), []).append({**r, "distanceM": d})
+    for chs in by_fid.values():
+        hits.append({**_merge(chs), "distanceM": min(ch["distanceM"] for ch in chs)})
+    hits.sort(key=lambda h: h["distanceM"])
+    return Found(len(hits), hits[:limit], truncated=len(hits) > limit)
+
+
+def select_box(candidates: Iterable[dict], box: grid.BBox, limit: int) -> Found:
+    """Of candidate rows, the features touching a bbox, sampled by ``sample`` key."""
+    w, s, e, n = box
+    points: list[dict] = []
+    by_fid: dict[tuple[str, str], list[dict]] = {}
+    for r in candidates:
+        if r["geom"] is None:
+            if w <= r["lon"] <= e and s <= r["lat"] <= n:
+                points.append(r)
+        elif grid.line_meets_box(r["geom"], box):
+            by_fid.setdefault((r["fid"], r["cls"]), []).append(r)
+    feats = sorted(points + [_merge(v) for v in by_fid.values()], key=lambda r: sample_key(r["fid"]))
+    return Found(len(feats), feats[:limit], truncated=len(feats) > limit)
+
+
+async def near(db: Database, version_id: int, classes: Sequence[str], lat: float, lon: float,
+               radius_m: float, limit: int) -> Found:
+    """Features of one version within ``radius_m`` of a point, nearest first."""
+    box = grid.circle_box(lat, lon, radius_m)
+    points = [c for c in classes if not is_line(c)]
+    lines = [c for c in classes if is_line(c)]
+    candidates: list[dict] = []
+    if points:
+        async with db.engine.connect() as conn:
+            candidates = [_row(r) for r in await conn.execute(
+                sa.select(*COLUMNS).where(_box_clause(points, box, version_id)))]
+    if lines:
+        candidates += await _line_chunks(db, version_id, lines, box)
+    return select_near(candidates, lat, lon, radius_m, limit)
+
+
+def road_props(row: dict) -> dict:
+    """A road as the road-geometry tool and its callers see it."""
+    tags = row["props"]
+    hw = tags.get("highway", "")
+    return {"id": row["fid"], "highway": hw, "functionalClass": functional_class(hw),
+            "ruasWidthM": ruas_width_m(hw, tags), "directions": directions(tags),
+            "name": row["name"], "ref": tags.get("ref"), "license": row["license"]}
+
+
+async def roads_near(db: Database, lat: float, lon: float, radius_m: float, limit: int = 500) -> list[dict]:
+    """Roads within ``radius_m`` of a point from the newest loaded extract covering it,
+    nearest first: ``id``, ``highway``, ``ruasWidthM``, ``distanceM``, ``license``,
+    ``geometry``. Empty when no extract covers the point (callers that must tell "no
+    extract" from "no road" use ``covering`` themselves)."""
+    cover = await covering(db, OSM_KIND, grid.circle_box(lat, lon, radius_m))
+    if not cover:
+        return []
+    found = await near(db, cover[0].id, ROADS, lat, lon, radius_m, limit)
+    return [{**road_props(r), "distanceM": round(r["distanceM"], 1), "geometry": r["geom"]} for r in found.rows]
+
+
+async def fids_in_box(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox) -> dict[str, str | None]:
+    """Every feature id (and name) of one version in a bbox: the place-trends diff."""
+    async with db.engine.connect() as conn:
+        return {r.fid: r.name for r in await conn.execute(
+            sa.select(C.fid, C.name).where(_box_clause(classes, box, version_id)))}
+
+
+async def brand_points(db: Database, version_id: int, brand: str, box: grid.BBox) -> list[tuple[str, float, float]]:
+    """(id, lon, lat) of a brand's outlets in a bbox, for a count inside a shape; callers
+    never serve them."""
+    ranges = grid.tile_ranges(box)
+    w, s, e, n = box
+    where = sa.and_(C.version_id == version_id, C.brand == brand,
+                    sa.or_(*(C.tile.between(a, b) for a, b in ranges)), C.lon.between(w, e), C.lat.between(s, n))
+    async with db.engine.connect() as conn:
+        return [(r.fid, r.lon, r.lat) for r in await conn.execute(sa.select(C.fid, C.lon, C.lat).where(where))]

@@ -1,0 +1,280 @@
+"""Map-data tools (SPEC.md: Places and infrastructure, Environment features, Road
+geometry, Place trends; brand exposure of the credentialed family).
+
+Every answer names the source that answered (``answeredBy`` and ``health``): the newest
+loaded dataset version covering the whole request, else, for OpenStreetMap classes, the
+live Overpass API. Each record carries its own license, and ``licenses`` counts them, so
+share-alike (ODbL) and permissive (CDLA, CC0, Apache) records stay separable. An empty
+list from a source that answered means none mapped, never none there.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import shapely
+
+from coordinator.core.access.plans import CAPS
+from coordinator.core.context import ToolContext
+from coordinator.core.errors import BadParameter
+from coordinator.core.honesty import Answer, Health, SourceReport
+from coordinator.core.registry import LONLAT_LIST, STRING, Param, Tool, bbox, lat, lon, radius, tool
+from coordinator.datasets import versions
+from coordinator.sources.base import Query
+from . import grid, store
+from .classes import ENVIRONMENT, HEIGHT_PRIOR_M, INFRASTRUCTURE, PLACES, ROADS
+from .widths import MODEL
+
+TOOLS: list[Tool] = []
+TREND_SAMPLES = 20
+
+NONE_MAPPED = ("An empty list means none mapped in the source that answered, never none there: open map data "
+               "is incomplete, most of all outside cities.")
+SAMPLING = ("a uniform sample: the features with the lowest hash of their id, the same on every call; "
+            "'matched' counts every feature in the bbox")
+
+
+def _limit(ctx: ToolContext) -> int:
+    return CAPS[ctx.caller.plan].rows if ctx.caller.plan in CAPS else CAPS["anon"].rows
+
+
+def _dataset_report(v) -> SourceReport:  # noqa: ANN001
+    return SourceReport(f"dataset:{v.kind}", v.license, ok=True, records=v.records, dataset=versions.provenance(v))
+
+
+def _no_dataset(kind: str) -> SourceReport:
+    return SourceReport(f"dataset:{kind}", "n/a", ok=False,
+                        error=f"no loaded {kind} dataset covers this request: sis ingest {kind} FILE")
+
+
+async def _find(ctx: ToolContext, kind: str, classes: Sequence[str], box: grid.BBox,
+                query) -> tuple[store.Found, SourceReport]:  # noqa: ANN001
+    """The features from the newest loaded version covering ``box``; else, for the map
+    extract kind, from Overpass; ``query(version_id)`` asks the store, and
+    ``query(None, rows)`` selects from live rows."""
+    cover = await store.covering(ctx.services.db, kind, box)
+    if cover:
+        return await query(cover[0].id, None), _dataset_report(cover[0])
+    if kind != store.OSM_KIND:
+        return store.Found(0, []), _no_dataset(kind)
+    read = await ctx.services.sources["overpass"].read(Query(bbox=box, params={"classes": tuple(classes)}))
+    return await query(None, read.records), read.report
+
+
+def _licenses(rows: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        out[r["license"]] = out.get(r["license"], 0) + 1
+    return dict(sorted(out.items()))
+
+
+def _geometry(r: dict) -> dict:
+    g = r["geom"]
+    if g is None:
+        return {"type": "Point", "coordinates": [round(r["lon"], 7), round(r["lat"], 7)]}
+    if isinstance(g, dict):
+        return g
+    return {"type": "LineString", "coordinates": g}
+
+
+def _feature(r: dict, props: dict[str, Any]) -> dict:
+    out = {"type": "Feature", "id": r["fid"], "geometry": _geometry(r), "properties": props}
+    if "distanceM" in r:
+        props["distanceM"] = round(r["distanceM"], 1)
+    return out
+
+
+def _mapped(r: dict) -> dict:
+    """An OSM feature's properties: class, name, license, the tags kept, and the height
+    prior a renderer should use (the height itself is not mapped)."""
+    tags = dict(r["props"])
+    props: dict[str, Any] = {"class": r["cls"], "name": r["name"], "license": r["license"], "tags": tags}
+    if r["cls"] in HEIGHT_PRIOR_M:
+        props["heightM"] = None
+        props["heightPrior"] = {"value": HEIGHT_PRIOR_M[r["cls"]], "basis": "assumed",
+                                "note": "a class prior for renderers, not a measurement"}
+    return props
+
+
+def _answer(found: store.Found, report: SourceReport, features: list[dict], extra: dict[str, Any],
+            caveats: list[str]) -> Answer:
+    body = {"answeredBy": report.name, **extra, "matched": found.total, "count": len(features),
+            "truncated": found.truncated, "licenses": _licenses(found.rows), "features": features}
+    if not features and report.ok:
+        body["empty"] = "none mapped"
+    return Answer(body, caveats=caveats + [NONE_MAPPED], health=Health([report]))
+
+
+@tool(TOOLS, name="places_bbox", title="Places in a bbox (sampled)",
+      description="Places from an open places dataset (Overture places, each record under its own sources' "
+                  "license, commonly CDLA-Permissive-2.0) inside a bbox. The result is sampled: 'sampling' says how, "
+                  "'matched' how many matched in all.",
+      params=(bbox(max_side=0.6),), routes={"earth": "/places", "legacy": "/places", "public": "/places"},
+      scopes=("earth.places",), bbox_ceiling_deg=0.6, cache_ttl_s=600, tags=("features",))
+async def places_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    box, limit = params["bbox"], _limit(ctx)
+
+    async def query(version_id, rows):  # noqa: ANN001, ANN202
+        return await store.sample_box(ctx.services.db, version_id, PLACES, box, limit)
+
+    found, report = await _find(ctx, store.PLACES_KIND, PLACES, box, query)
+    feats = [_feature(r, {"name": r["name"], "category": r["props"].get("category"),
+                          "confidence": r["props"].get("confidence"), "sources": r["props"].get("sources"),
+                          "license": r["license"]}) for r in found.rows]
+    return _answer(found, report, feats,
+                   {"sampled": found.truncated, "sampling": {"method": SAMPLING, "returned": len(feats),
+                                                            "matched": found.total, "limit": limit}},
+                   ["Places are a sample of those mapped in the bbox, not all of them; 'matched' is the full count.",
+                    "Each place carries the license of its own sources; keep them with the records."])
+
+
+@tool(TOOLS, name="infrastructure_bbox", title="Communication and power structures in a bbox",
+      description="Communication towers and masts, power towers, poles, lines and substations inside a bbox, at "
+                  "their surveyed positions in OpenStreetMap (ODbL-1.0). Coverage is very incomplete.",
+      params=(bbox(max_side=2),), routes={"earth": "/infrastructure", "legacy": "/infrastructure",
+                                          "public": "/infrastructure"},
+      scopes=("earth.infrastructure",), bbox_ceiling_deg=2, cache_ttl_s=600, tags=("features",))
+async def infrastructure_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    box, limit = params["bbox"], _limit(ctx)
+
+    async def query(version_id, rows):  # noqa: ANN001, ANN202
+        if rows is not None:
+            return store.select_box(rows, box, limit)
+        return await store.sample_box(ctx.services.db, version_id, INFRASTRUCTURE, box, limit)
+
+    found, report = await _find(ctx, store.OSM_KIND, INFRASTRUCTURE, box, query)
+    return _answer(found, report, [_feature(r, _mapped(r)) for r in found.rows], {"sampled": found.truncated},
+                   ["Coverage of towers and power structures in open map data is very incomplete: what is listed "
+                    "was surveyed by mappers, and much that stands is not mapped."])
+
+
+@tool(TOOLS, name="environment_features", title="Mapped environment features near a point",
+      description="Mapped trees and tree rows, gates, communication towers, power structures and power lines "
+                  "within radius of a point (OpenStreetMap, ODbL-1.0). Positions only: heights are not mapped; "
+                  "each feature names the class prior a renderer should use. health names the source that answered.",
+      params=(lat(), lon(), radius(100, 800, 400)), routes={"earth": "/environment"}, cache_ttl_s=600,
+      tags=("features",))
+async def environment_features(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    la, lo, r, limit = params["lat"], params["lon"], params["radius"], _limit(ctx)
+
+    async def query(version_id, rows):  # noqa: ANN001, ANN202
+        if rows is not None:
+            return store.select_near(rows, la, lo, r, limit)
+        return await store.near(ctx.services.db, version_id, ENVIRONMENT, la, lo, r, limit)
+
+    found, report = await _find(ctx, store.OSM_KIND, ENVIRONMENT, grid.circle_box(la, lo, r), query)
+    return _answer(found, report, [_feature(f, _mapped(f)) for f in found.rows], {"radiusM": r},
+                   ["Positions only: heights are absent; heightPrior is a class prior for rendering, not a "
+                    "measurement."])
+
+
+@tool(TOOLS, name="road_geometry", title="Road centerlines near a point",
+      description="Road centerlines (GeoJSON) within radius of a point, each with ruasWidthM: the width of one "
+                  "direction of carriageway from a per-class model (PP 34/2006 minimum road-body widths), a model "
+                  "and not a measurement, null where the class is outside the model. Two-way roads are about 2 ruas.",
+      params=(lat(), lon(), radius(100, 1000, 400)), routes={"earth": "/road-geometry"}, cache_ttl_s=600,
+      tags=("features",))
+async def road_geometry(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    la, lo, r, limit = params["lat"], params["lon"], params["radius"], _limit(ctx)
+
+    async def query(version_id, rows):  # noqa: ANN001, ANN202
+        if rows is not None:
+            return store.select_near(rows, la, lo, r, limit)
+        return await store.near(ctx.services.db, version_id, ROADS, la, lo, r, limit)
+
+    found, report = await _find(ctx, store.OSM_KIND, ROADS, grid.circle_box(la, lo, r), query)
+    feats = [_feature(f, store.road_props(f)) for f in found.rows]
+    return _answer(found, report, feats, {"radiusM": r, "widthModel": MODEL},
+                   ["ruasWidthM is one direction of carriageway from a per-class model (PP 34/2006 minimum "
+                    "road-body widths, halved per direction), not a measurement; a two-way road is about 2 ruas. "
+                    "null means the class is outside the model.",
+                    "Geometry is clipped to the pieces of each road within the radius."])
+
+
+@tool(TOOLS, name="place_trends", title="Place churn between the two newest archived snapshots",
+      description="Places that appeared and disappeared (by id, with named samples) inside a bbox between the two "
+                  "newest loaded snapshots of the places archive covering it. Map churn mixes real change with "
+                  "mapping activity.",
+      params=(bbox(max_side=1),), routes={"earth": "/place-trends", "legacy": "/place-trends"}, cache_ttl_s=3600,
+      tags=("features",))
+async def place_trends(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    box = params["bbox"]
+    db = ctx.services.db
+    caveats = ["Map churn conflates real change with mapping activity (imports, clean-ups, re-identified places): "
+               "an id that disappeared may stand yet, and one that appeared may be old."]
+    snaps = await store.covering(db, store.PLACES_KIND, box, n=2)
+    if len(snaps) < 2:
+        held = len(snaps)
+        reason = (f"the archive holds {held} snapshot{'s' if held != 1 else ''} covering this bbox; trends need two "
+                  f"(sis ingest places FILE loads one)")
+        reports = [_dataset_report(v) for v in snaps] or [_no_dataset(store.PLACES_KIND)]
+        return Answer({"covered": False, "reason": reason, "appeared": None, "disappeared": None},
+                      caveats=caveats, health=Health(reports))
+    new, old = snaps
+    now = await store.fids_in_box(db, new.id, PLACES, box)
+    before = await store.fids_in_box(db, old.id, PLACES, box)
+
+    def side(ids: set[str], names: dict[str, str | None]) -> dict:
+        picked = sorted(ids, key=store.sample_key)[:TREND_SAMPLES]
+        return {"count": len(ids), "samples": [{"id": i, "name": names[i]} for i in picked]}
+
+    return Answer({"covered": True, "from": versions.provenance(old), "to": versions.provenance(new),
+                   "appeared": side(set(now) - set(before), now),
+                   "disappeared": side(set(before) - set(now), before),
+                   "unchanged": len(set(now) & set(before))},
+                  caveats=caveats, health=Health([_dataset_report(new), _dataset_report(old)]))
+
+
+def _polygon(points: list[tuple[float, float]]) -> shapely.Polygon:
+    if len(points) < 3:
+        raise BadParameter("'poly' needs at least 3 lon,lat points", {"parameter": "poly"})
+    poly = shapely.Polygon(points)
+    if not poly.is_valid or poly.area == 0:
+        raise BadParameter("'poly' must be a simple ring (its edges may not cross) with an area",
+                           {"parameter": "poly", "reason": shapely.is_valid_reason(poly)})
+    return poly
+
+
+@tool(TOOLS, name="brand_exposure", title="A chain's outlets inside a shape (a count)",
+      description="How many outlets of a brand (its Wikidata id, Q...) lie inside a polygon, counted from the "
+                  "loaded OpenStreetMap extract (brand:wikidata) and the loaded places dataset, each count on its "
+                  "own (they overlap and are never summed). Counts only: outlets are never served as rows. poly is "
+                  "semicolon-separated lon,lat pairs of a ring (closed or not).",
+      params=(Param("brand", STRING, "Wikidata id of the brand, Q followed by digits", required=True,
+                    pattern=r"^Q[1-9][0-9]{0,11}$", max_length=13),
+              Param("poly", LONLAT_LIST, "Ring of lon,lat pairs separated by ';'", required=True, max_points=500)),
+      routes={"public": "/brand-exposure"}, scopes=("earth.brand-exposure",), cache_ttl_s=600, mcp=True,
+      tags=("features",))
+async def brand_exposure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    poly = _polygon(params["poly"])
+    w, s, e, n = poly.bounds
+    plan_cap = CAPS[ctx.caller.plan].bbox_deg if ctx.caller.plan in CAPS else CAPS["anon"].bbox_deg
+    if max(e - w, n - s) > plan_cap + 1e-9:
+        raise BadParameter(f"'poly' must fit in {plan_cap:g} deg per side (bboxDeg of the {ctx.caller.plan} plan)",
+                           {"parameter": "poly", "cap": "bboxDeg", "limit": plan_cap, "plan": ctx.caller.plan})
+    counts: dict[str, Any] = {}
+    reports: list[SourceReport] = []
+    for kind in (store.OSM_KIND, store.PLACES_KIND):
+        cover = await store.covering(ctx.services.db, kind, (w, s, e, n))
+        if not cover:
+            counts[kind] = None
+            reports.append(_no_dataset(kind))
+            continue
+        pts = await store.brand_points(ctx.services.db, cover[0].id, params["brand"], (w, s, e, n))
+        inside = shapely.contains_xy(poly, [p[1] for p in pts], [p[2] for p in pts]) if pts else []
+        counts[kind] = int(sum(bool(x) for x in inside))
+        reports.append(_dataset_report(cover[0]))
+    return Answer({"brand": params["brand"], "counts": counts, "polygonAreaKm2": round(_area_km2(poly), 3),
+                   "rows": "never served: counts only"},
+                  caveats=["Counts are of outlets tagged with this brand's Wikidata id; untagged or unmapped outlets "
+                           "are not counted, so a count is a floor.",
+                           "The two counts come from different datasets that overlap: they are never summed.",
+                           "null means no loaded dataset covers the shape (unknown), not zero."],
+                  health=Health(reports))
+
+
+def _area_km2(poly: shapely.Polygon) -> float:
+    """Area on a local equirectangular projection: enough for a shape a degree or two wide."""
+    k = math.cos(math.radians(poly.centroid.y))
+    m_per_deg = math.radians(1) * grid.EARTH_R
+    return poly.area * k * m_per_deg * m_per_deg / 1e6
