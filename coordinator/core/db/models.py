@@ -433,3 +433,25 @@ class MapFeature(Base):
     brand: Mapped[str | None] = mapped_column(String(24), nullable=True)
     props: Mapped[dict] = mapped_column(JSON)
     geom: Mapped[list | None] = mapped_column(JSON, nullable=True)
+
+
+# ---- twin reference layers: airports, countries, cities, rivers, seaports (migration 0013) ----
+
+class TwinReference(Base):
+    """One record of a reference file loaded by ``sis ingest ourairports|ne_countries|ne_places|
+    ne_rivers|wpi`` (``coordinator/twin/reference.py``), tagged with its dataset version. A layer
+    reads its newest version highest ``rank`` first, so a points cap keeps the most important
+    records; ``geom`` holds a river's lines (points are ``lon``, ``lat``)."""
+
+    __tablename__ = "twin_reference"
+    __table_args__ = (Index("ix_twin_reference_version_rank", "version_id", "rank"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    version_id: Mapped[int] = mapped_column(BigId, ForeignKey("dataset_versions.id"))
+    layer: Mapped[str] = mapped_column(String(16))
+    fid: Mapped[str] = mapped_column(String(80))
+    name: Mapped[str | None] = mapped_column(Text, nullable=True)
+    lon: Mapped[float] = mapped_column(Float)
+    lat: Mapped[float] = mapped_column(Float)
+    rank: Mapped[float] = mapped_column(Float)
+    props: Mapped[dict] = mapped_column(JSON)
+    geom: Mapped[dict | None] = mapped_column(JSON, nullable=True)
