@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 from coordinator.core.errors import NotFound, RateLimited
 from coordinator.core.honesty import Answer
 from coordinator.faces.mcp.tools import mcp_tools
-from coordinator.core.registry import BBOX, INTEGER, NUMBER, Param, Tool, ToolRegistry, radius
+from coordinator.core.registry import BBOX, INTEGER, LONLAT_LIST, NUMBER, Param, Tool, ToolRegistry, radius
 from coordinator.catalogue import all_tools, default_registry
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
@@ -35,11 +35,16 @@ def sample_arguments(tool: Tool) -> dict[str, Any]:
         elif p.kind == BBOX:
             side = min(p.max_side_deg or 0.01, 0.01)
             args[p.name] = f"106.8,-6.2,{106.8 + side},{-6.2 + side}"
+        elif p.kind == LONLAT_LIST:
+            args[p.name] = "106.8,-6.21;106.81,-6.21;106.81,-6.2"
         elif p.enum:
             args[p.name] = p.enum[0]
         else:
-            args[p.name] = "x"
+            args[p.name] = STRING_SAMPLES.get(p.name, "x")
     return args
+
+
+STRING_SAMPLES = {"brand": "Q99999901"}      # strings whose declared pattern "x" does not match
 
 
 @pytest.mark.parametrize("mode", MODES)

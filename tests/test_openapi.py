@@ -21,7 +21,9 @@ async def test_openapi_validates_and_lists_every_route(coordinator):
 
 
 # A valid value for every required query parameter a documented route may have.
-SAMPLE = {"lat": "-6.2", "lon": "106.8", "bbox": "106.8,-6.21,106.81,-6.2", "id": "gdacs:EQ:1569499"}
+SAMPLE = {"lat": "-6.2", "lon": "106.8", "bbox": "106.8,-6.21,106.81,-6.2", "id": "gdacs:EQ:1569499",
+          "brand": "Q99999901", "poly": "106.8,-6.21;106.81,-6.21;106.81,-6.2", "path": "106.8,-6.21;106.81,-6.2",
+          "ring": "106.8,-6.21;106.81,-6.21;106.81,-6.2"}
 
 
 async def test_every_documented_route_answers(coordinator):
