@@ -252,6 +252,8 @@ class Tool:
     keyless: bool = True                      # answered without a key; on the credentialed family the
                                               # anonymous credential holds its scopes (SPEC.md, Auth 4)
     tags: tuple[str, ...] = ()
+    statuses: tuple[int, ...] = ()           # answers beyond the common ones, documented in OpenAPI
+                                             # (410: a twin selection naming only withdrawn layers)
     family_descriptions: Mapping[str, str] = field(default_factory=dict)   # family -> description there
     family_cold_bound_s: Mapping[str, float] = field(default_factory=dict)  # family -> cold bound there
 

@@ -36,6 +36,7 @@ HEALTH_SCHEMA = {
 
 STATUS_TEXT = {"400": "Bad parameter (details.parameter names it)", "401": "Invalid credential",
                "403": "Missing scope, or over a cap of the plan", "404": "Not found",
+               "410": "Gone: only withdrawn items were asked for (details say which, and why)",
                "413": "Request body too large", "429": "Rate limited (Retry-After)", "500": "Internal error",
                "503": "A store the service needs is unreachable (Retry-After)"}
 
@@ -65,6 +66,7 @@ def openapi_document(registry: ToolRegistry, extra_paths: dict[str, Any] | None 
             # Every answer the route can give: a bad parameter, a credential (the key is optional
             # in the direct family but checked when sent), a cap, the rate limits, a body too large.
             codes = ["400", "401", "403", "404", "429", "500", "503"] + (["413"] if tool.method == "POST" else [])
+            codes += [str(s) for s in tool.statuses]
             for code in sorted(codes):
                 responses[code] = {"description": STATUS_TEXT[code],
                                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
