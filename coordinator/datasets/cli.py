@@ -16,6 +16,9 @@ def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
     ig.add_argument("path", metavar="PATH", help="the file")
     ig.add_argument("--license", help="the data's license (default: the kind's usual one)")
     ig.add_argument("--source", help="where the file came from, kept with the version (default: its name)")
+    for option, takers in KINDS.companion_options().items():     # files a kind needs beside the main one
+        ig.add_argument(f"--{option}", metavar=option.upper(),
+                        help="; ".join(f"{kind}: {text}" for kind, text in takers))
     db_arg(ig)
     ig.set_defaults(run=lambda a: asyncio.run(ingest(a, settings_of)))
 
@@ -72,8 +75,11 @@ async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
 
     async def work(db) -> int:  # noqa: ANN001
         try:
+            companions = {c: getattr(args, c, None) for c in KINDS.companion_options()}
             v = await ingesting.run(db, args.kind, args.path, license=args.license, source=args.source,
-                                    progress=Bar(f"{args.kind} {Path(args.path).name}"))
+                                    progress=Bar(f"{args.kind} {Path(args.path).name}"),
+                                    companions={k: p for k, p in companions.items() if p is not None},
+                                    data_dir=settings.data_dir)
         except ingesting.IngestError as exc:
             print(f"sis ingest: {exc}", file=sys.stderr)
             return 2 if exc.usage else 1

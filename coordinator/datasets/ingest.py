@@ -15,7 +15,7 @@ import hashlib
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from coordinator.core.db import Database
 from coordinator.core.db.models import DatasetVersion
@@ -107,6 +107,17 @@ class Load:
     _declared: tuple[float, float, float, float] | None = None
     _reader: _HashingReader | None = None
     _read_elsewhere: bool = False
+    companions: dict[str, Path] = field(default_factory=dict)   # the kind's companion files, by option
+    data_dir: Path | None = None
+
+    def folder(self) -> Path:
+        """This version's own folder in the data directory (``SIS_DATA_DIR/KIND/VERSION``),
+        made empty, for a kind that keeps files rather than rows (a grid read in windows)."""
+        if self.data_dir is None:
+            raise RuntimeError(f"a {self.kind.name} load keeps files: it needs a data directory (SIS_DATA_DIR)")
+        folder = Path(self.data_dir) / self.kind.name / str(self.version_id)
+        folder.mkdir(parents=True, exist_ok=False)
+        return folder
 
     def open(self, *, text: bool = False) -> io.BufferedReader | io.TextIOWrapper:
         """The file, to be read once from start to end; it is checksummed as it is read.
@@ -202,12 +213,23 @@ def _one_line(exc: BaseException) -> str:
 
 async def run(db: Database, kind_name: str, path: str | Path, *, license: str | None = None,
               source: str | None = None, progress: Progress | None = None,
-              registry: KindRegistry = KINDS) -> DatasetVersion:
+              registry: KindRegistry = KINDS, companions: Mapping[str, str | Path | None] | None = None,
+              data_dir: str | Path | None = None) -> DatasetVersion:
     """Load ``path`` as ``kind_name`` and return its version, ready; ``IngestError`` (with
-    the failed version) when it cannot be loaded. An unknown kind records nothing."""
+    the failed version) when it cannot be loaded. An unknown kind, or companion files the
+    kind does not take or misses, record nothing. ``data_dir`` is where kinds that keep
+    files keep them (``Load.folder``)."""
     kind = registry.get(kind_name)
     if kind is None:
         raise IngestError(unknown_kind(kind_name, registry), usage=True)
+    given = {k: Path(v) for k, v in (companions or {}).items() if v is not None}
+    foreign = sorted(set(given) - set(kind.companions))
+    if foreign:
+        raise IngestError(f"a {kind.name} load takes no --{foreign[0]}" + (
+            f" (it takes {', '.join('--' + c for c in kind.companions)})" if kind.companions else ""), usage=True)
+    missing = [c for c in kind.companions if c not in given]
+    if missing:
+        raise IngestError(f"a {kind.name} load needs --{missing[0]} ({kind.companions[missing[0]]})", usage=True)
     path = Path(path)
     progress = progress or NoProgress()
     size = path.stat().st_size if path.is_file() else None

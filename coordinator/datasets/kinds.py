@@ -12,7 +12,8 @@ Kinds live beside the capability that uses them, in a module named
 ``dataset_kinds.py`` in its package (``coordinator/<capability>/dataset_kinds.py``);
 ``discover`` imports every such module, so adding a kind is that one module and no
 table to extend. Kinds come with the issues that need them: ``pb2002`` (plates) is in
-``coordinator/panels/dataset_kinds.py``.
+``coordinator/panels/dataset_kinds.py``, ``bathymetry`` (GEBCO grids) in
+``coordinator/grids/dataset_kinds.py``.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import importlib
 import pkgutil
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 if TYPE_CHECKING:
     from coordinator.core.db import Database
@@ -29,6 +30,7 @@ Loader = Callable[[Any], Awaitable[None]]      # given an ``ingest.Load`` (inges
 Discard = Callable[["Database", int], Awaitable[None]]
 
 KINDS_MODULE = "dataset_kinds"
+RESERVED_OPTIONS = ("license", "source", "database", "kind", "path")   # options ``sis ingest`` has already
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,10 @@ class DatasetKind:
     ``load`` streams records from ``load.open()`` (or ``load.path``), writes them tagged
     with ``load.version_id`` and reports each through ``load.accepted`` or ``load.bad``;
     it raises to fail the load. ``discard``, when given, deletes the rows a failed load
-    wrote (they are never served either way: readers take only ready versions)."""
+    wrote (they are never served either way: readers take only ready versions).
+    ``companions`` names the files that must come with the main one (a grid's
+    type-identifier grid), each with its help line: ``sis ingest`` takes each as an
+    option ``--NAME PATH`` and the loader finds them in ``load.companions``."""
 
     name: str
     description: str
@@ -46,6 +51,7 @@ class DatasetKind:
     suffixes: tuple[str, ...]
     load: Loader
     discard: Discard | None = None
+    companions: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum() or self.name != self.name.lower():
@@ -54,6 +60,10 @@ class DatasetKind:
             raise ValueError(f"dataset kind {self.name}: suffixes are lower-case and start with '.'")
         if not self.license:
             raise ValueError(f"dataset kind {self.name}: a default license is required (rule 5)")
+        for option in self.companions:
+            if not option.isidentifier() or option != option.lower() or option in RESERVED_OPTIONS:
+                raise ValueError(f"dataset kind {self.name}: companion {option!r} must be a lower-case name "
+                                 f"other than {', '.join(RESERVED_OPTIONS)}")
 
     def takes(self, file_name: str) -> bool:
         """Whether the file's name ends with one of the kind's suffixes (``.geojsonl``,
@@ -85,6 +95,16 @@ class KindRegistry:
         self.discover()
         return sorted(self.kinds)
 
+    def companion_options(self) -> dict[str, list[tuple[str, str]]]:
+        """Every companion option any kind declares, with the kinds that take it and their
+        help lines (``sis ingest`` offers each as ``--NAME``)."""
+        self.discover()
+        out: dict[str, list[tuple[str, str]]] = {}
+        for kind in self.kinds.values():
+            for option, help_text in kind.companions.items():
+                out.setdefault(option, []).append((kind.name, help_text))
+        return out
+
     def discover(self) -> None:
         """Import every ``coordinator.<package>.dataset_kinds`` module once; each declares
         its kinds with ``dataset_kind`` as it is imported."""
@@ -108,7 +128,7 @@ KINDS = KindRegistry()
 
 
 def dataset_kind(name: str, *, description: str, license: str, suffixes: tuple[str, ...] | list[str],
-                 discard: Discard | None = None,
+                 discard: Discard | None = None, companions: Mapping[str, str] | None = None,
                  registry: KindRegistry | None = None) -> Callable[[Loader], Loader]:
     """Declare a kind with its loader, in one place::
 
@@ -120,7 +140,8 @@ def dataset_kind(name: str, *, description: str, license: str, suffixes: tuple[s
 
     def declare(loader: Loader) -> Loader:
         (registry or KINDS).register(DatasetKind(name=name, description=description, license=license,
-                                                 suffixes=tuple(suffixes), load=loader, discard=discard))
+                                                 suffixes=tuple(suffixes), load=loader, discard=discard,
+                                                 companions=dict(companions or {})))
         return loader
 
     return declare
