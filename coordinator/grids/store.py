@@ -1,0 +1,92 @@
+"""Where a loaded bathymetry grid lives and how answers open it.
+
+A ``bathymetry`` load keeps its two files in its version's folder of the data directory,
+``SIS_DATA_DIR/bathymetry/VERSION/`` (``elevation.nc``, ``tid.nc`` and ``manifest.json``
+with what the load found: the files' names, the TID file's checksum, the grid's shape,
+its title and the citation GEBCO asks for). The dataset version row names the load; the
+folder holds the data, so no table and no migration. Every coordinator serving the routes
+must see the same folder (a shared mount where several run).
+
+An open grid is kept per process and version (``services.extras``), so each answer reads
+only its window; a newer ready version is opened on the first answer after it is loaded.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coordinator.core.honesty import SourceReport
+from coordinator.datasets import versions
+
+from .reader import Grid, GridFormatError
+
+KIND = "bathymetry"
+LICENSE = "public-domain"
+ELEVATION_FILE, TID_FILE, MANIFEST_FILE = "elevation.nc", "tid.nc", "manifest.json"
+DOIS = {2025: "10.5285/37c52e96-24ea-67ce-e063-7086abc05f29"}   # UPSTREAMS.md §2.7
+_EXTRA = "bathymetry_grids"
+
+
+def folder_of(data_dir: str | Path, version_id: int) -> Path:
+    return Path(data_dir) / KIND / str(version_id)
+
+
+def citation(title: str, file_name: str) -> str:
+    """The citation GEBCO asks for, with the grid's year read from its title or file name;
+    said plainly where neither gives one (a synthetic grid, a renamed file)."""
+    m = re.search(r"GEBCO[ _]?((?:19|20)\d\d)", f"{title} {file_name}", re.IGNORECASE)
+    if not m:
+        return ("GEBCO Compilation Group, GEBCO Grid (the file names no GEBCO release; cite the release it "
+                "came from)")
+    year = int(m.group(1))
+    doi = f" (doi:{DOIS[year]})" if year in DOIS else ""
+    return f"GEBCO Compilation Group ({year}) GEBCO {year} Grid{doi}"
+
+
+@dataclass
+class Loaded:
+    """The grid an answer reads, with its version's report and manifest; ``grid`` is None
+    (and ``report`` unusable, saying why) when none can be read."""
+
+    grid: Grid | None
+    report: SourceReport
+    manifest: dict[str, Any]
+    license: str
+
+
+async def current(services: Any) -> Loaded:
+    version, report = await versions.current(services.db, KIND)
+    if version is None:
+        report.error = f"no {KIND} grid has been loaded: sis ingest {KIND} GRID.nc --tid TID.nc"
+        return Loaded(None, report, {}, LICENSE)
+    folder = folder_of(services.settings.data_dir, version.id)
+    grids: dict[Path, Loaded] | None = services.extras.get(_EXTRA)
+    if grids is None:
+        grids = services.extras[_EXTRA] = {}
+
+        async def close() -> None:
+            close_all(services)
+
+        services._closers.append(close)       # closed with the process's other resources
+    hit = grids.get(folder)
+    if hit is not None:
+        return hit
+    try:
+        manifest = json.loads((folder / MANIFEST_FILE).read_text())
+        grid = Grid(folder / ELEVATION_FILE, folder / TID_FILE)
+    except (OSError, ValueError, GridFormatError) as exc:
+        bad = SourceReport(report.name, version.license, ok=False, dataset=report.dataset,
+                           error=f"the files of {KIND} version {version.id} cannot be read from "
+                                 f"{folder} (SIS_DATA_DIR): {exc}")
+        return Loaded(None, bad, {}, version.license)     # not kept: the folder may be mounted later
+    loaded = grids[folder] = Loaded(grid, report, manifest, version.license)
+    return loaded
+
+
+def close_all(services: Any) -> None:
+    for loaded in services.extras.pop(_EXTRA, {}).values():
+        if loaded.grid is not None:
+            loaded.grid.close()
