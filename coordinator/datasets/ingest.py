@@ -244,8 +244,16 @@ async def run(db: Database, kind_name: str, path: str | Path, *, license: str | 
         failed = await versions.fail(db, version.id, reason)
         raise IngestError(f"{reason} (version {version.id} marked failed)", version=failed, usage=True)
 
+    for option, companion in given.items():
+        if not companion.is_file():
+            what = "a folder, not a file" if companion.is_dir() else "no such file"
+            failed = await versions.fail(db, version.id, f"--{option} {companion}: {what}")
+            raise IngestError(f"--{option} {companion}: {what} (version {version.id} marked failed)",
+                              version=failed, usage=True)
+
     load = Load(kind=kind, path=path, version_id=version.id, db=db, file_bytes=size, _progress=progress,
-                license=version.license)
+                license=version.license, companions=given,
+                data_dir=Path(data_dir) if data_dir is not None else None)
     try:
         await kind.load(load)
         sha = load._sha256()
