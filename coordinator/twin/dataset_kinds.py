@@ -1,0 +1,103 @@
+"""The twin's reference dataset kinds (docs/datasets.md: a capability declares its kinds in a
+module of this name): ``ourairports``, ``ne_countries``, ``ne_places``, ``ne_rivers`` and
+``wpi``, read by ``coordinator.twin.reference`` into ``twin_reference``."""
+from __future__ import annotations
+
+import csv
+import json
+from typing import Any, Callable
+
+import sqlalchemy as sa
+
+from coordinator.datasets.kinds import dataset_kind
+
+from .reference import LICENSE, TABLE, airport, city, country, river, seaport
+
+BATCH = 1000
+
+
+async def discard(db, version_id: int) -> None:  # noqa: ANN001
+    """Delete the records a failed load wrote."""
+    async with db.write_core() as conn:
+        await conn.execute(sa.delete(TABLE).where(TABLE.c.version_id == version_id))
+
+
+class _Writer:
+    def __init__(self, load, layer: str) -> None:  # noqa: ANN001
+        self.load, self.layer, self.batch = load, layer, []
+
+    async def add(self, where: str, parse: Callable[[Any], dict[str, Any]], raw: Any) -> None:
+        try:
+            rec = parse(raw)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            self.load.bad(where, str(exc) or type(exc).__name__)
+            return
+        self.batch.append({**rec, "version_id": self.load.version_id, "layer": self.layer})
+        self.load.accepted(lon=rec["lon"], lat=rec["lat"])
+        if len(self.batch) >= BATCH:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if self.batch:
+            async with self.load.db.write_core() as conn:
+                await conn.execute(sa.insert(TABLE), self.batch)
+            self.batch = []
+
+
+async def _csv(load, layer: str, parse: Callable[[dict[str, str]], dict[str, Any]]) -> None:  # noqa: ANN001
+    out = _Writer(load, layer)
+    with load.open(text=True) as f:
+        reader = csv.DictReader(f)
+        fields = [(h or "").lstrip("\ufeff").strip() for h in reader.fieldnames or ()]
+        reader.fieldnames = fields
+        for n, r in enumerate(reader, 2):
+            await out.add(f"line {n}", parse, r)
+    await out.flush()
+
+
+async def _geojson(load, layer: str, parse: Callable[[dict[str, Any]], dict[str, Any]]) -> None:  # noqa: ANN001
+    """A GeoJSON FeatureCollection (Natural Earth's files are one document each)."""
+    with load.open(text=True) as f:
+        try:
+            doc = json.load(f)
+        except ValueError as exc:
+            raise ValueError(f"not a GeoJSON document: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection":
+        raise ValueError("not a GeoJSON FeatureCollection")
+    out = _Writer(load, layer)
+    for n, feat in enumerate(doc.get("features") or [], 1):
+        await out.add(f"feature {n}", parse, feat)
+    await out.flush()
+
+
+GEOJSON = (".geojson", ".json")
+
+
+@dataset_kind("ourairports", description="OurAirports airports.csv (the twin's airports layer)", license=LICENSE,
+              suffixes=(".csv",), discard=discard)
+async def load_airports(load) -> None:  # noqa: ANN001
+    await _csv(load, "airports", airport)
+
+
+@dataset_kind("wpi", description="World Port Index (NGA Pub 150) CSV (the twin's seaports layer)", license=LICENSE,
+              suffixes=(".csv",), discard=discard)
+async def load_seaports(load) -> None:  # noqa: ANN001
+    await _csv(load, "seaports", seaport)
+
+
+@dataset_kind("ne_countries", description="Natural Earth admin-0 countries GeoJSON (the twin's countries layer)",
+              license=LICENSE, suffixes=GEOJSON, discard=discard)
+async def load_countries(load) -> None:  # noqa: ANN001
+    await _geojson(load, "countries", country)
+
+
+@dataset_kind("ne_places", description="Natural Earth populated places GeoJSON (the twin's cities layer)",
+              license=LICENSE, suffixes=GEOJSON, discard=discard)
+async def load_places(load) -> None:  # noqa: ANN001
+    await _geojson(load, "cities", city)
+
+
+@dataset_kind("ne_rivers", description="Natural Earth rivers and lake centerlines GeoJSON (the twin's rivers layer)",
+              license=LICENSE, suffixes=GEOJSON, discard=discard)
+async def load_rivers(load) -> None:  # noqa: ANN001
+    await _geojson(load, "rivers", river)
