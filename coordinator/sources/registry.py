@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from coordinator.core.settings import Settings, SourceSettings
 
 REGISTRY: dict[str, type[Source]] = {}
-_PACKAGES = ("coordinator.sources", "coordinator.panels", "coordinator.features")   # packages whose modules hold adapters
+# packages whose modules hold adapters
+_PACKAGES = ("coordinator.sources", "coordinator.panels", "coordinator.features", "coordinator.twin")
 
 
 class SourceSettingsError(ValueError):
