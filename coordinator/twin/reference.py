@@ -57,9 +57,13 @@ def _text(v: Any) -> str | None:
 
 def _number(v: Any) -> float | None:
     t = _text(v)
-    if t is None:
-        return None
-    x = float(t)
+    return None if t is None else float(t)
+
+
+def _ne_number(v: Any) -> float | None:
+    """A Natural Earth number: ``-99`` there means missing (never so in the CSV files, where
+    -99 is a longitude like any other)."""
+    x = _number(v)
     return None if x == -99 else x
 
 
@@ -140,7 +144,7 @@ def country(f: dict[str, Any]) -> dict[str, Any]:
             raise ValueError("no geometry and no label point")
         xs, ys = [q[0] for q in pts], [q[1] for q in pts]
         lon, lat, how = (min(xs) + max(xs)) / 2, (min(ys) + max(ys)) / 2, "bbox-centre"
-    pop = _number(_prop(p, "POP_EST"))
+    pop = _ne_number(_prop(p, "POP_EST"))
     return row(f"ne:{iso3 or name}", name, lon, lat, pop or 0,
                {"iso3": iso3, "iso2": _text(_prop(p, "ISO_A2", "ISO_A2_EH")), "nameLong": _text(_prop(p, "NAME_LONG")),
                 "continent": _text(_prop(p, "CONTINENT")), "popEst": pop, "position": how})
@@ -155,7 +159,7 @@ def city(f: dict[str, Any]) -> dict[str, Any]:
     name = _text(_prop(p, "NAME", "NAMEASCII"))
     if name is None:
         raise ValueError("no NAME")
-    pop = _number(_prop(p, "POP_MAX"))
+    pop = _ne_number(_prop(p, "POP_MAX"))
     cls = _text(_prop(p, "FEATURECLA"))
     return row(f"ne:{name}:{lat:.3f}:{lon:.3f}", name, lon, lat, pop or 0,
                {"country": _text(_prop(p, "ADM0NAME")), "iso2": _text(_prop(p, "ISO_A2")),
@@ -175,7 +179,7 @@ def river(f: dict[str, Any]) -> dict[str, Any]:
         _on_earth(float(q[0]), float(q[1]))
     mid = pts[len(pts) // 2]
     name = _text(_prop(p, "name_en", "name"))
-    scalerank = _number(_prop(p, "scalerank"))
+    scalerank = _ne_number(_prop(p, "scalerank"))
     return row(f"ne:{_text(_prop(p, 'ne_id')) or name or 'river'}:{mid[0]:.3f}:{mid[1]:.3f}", name, mid[0], mid[1],
                10 - (scalerank if scalerank is not None else 10),
                {"featureClass": _text(_prop(p, "featurecla")), "scalerank": scalerank},
