@@ -13,8 +13,9 @@ from coordinator.core.db.migrate import prepare_database
 from .hazards.history import Poller
 from coordinator.core.registry import ToolRegistry
 from coordinator.core.settings import Settings
-from .demo.photos import DEV_ENGINE_BUILD, start_demo_photos
+from .demo.photos import DEMO_CENTRE, DEV_ENGINE_BUILD, start_demo_photos
 from .demo.upstream import start_demo_upstream
+from .features.demo import load_demo_map
 from .sources.panoramax import PhotoProvider
 from .sources.registry import config_for
 from .sources import Sources, build_sources
@@ -68,6 +69,7 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
         sources = build_sources(settings, demo_base_url=demo_base, adapters=adapters)
         if settings.demo:
             settings = await _demo_photos(settings, sources, closers)
+            await load_demo_map(db, DEMO_CENTRE)
     except BaseException:
         await db.close()
         raise

@@ -195,3 +195,23 @@ async def test_brand_exposure_counts_and_never_serves_rows(loaded):
 async def test_an_osm_xml_extract_loads_too(c, files):
     v = await ingest.run(c.services.db, "osm", files["xml"])
     assert v.state == "ready" and v.bad_records == 0 and v.records > 200
+
+
+async def test_places_beyond_the_loaded_extent_say_the_rest_is_unknown(loaded):
+    wide = f"{LON - 0.05},{LAT - 0.05},{LON + 0.05},{LAT + 0.05}"
+    body = (await loaded.get(f"/earth/places?bbox={wide}")).json()
+    assert body["answeredBy"] == "dataset:places" and body["count"] > 300
+    assert any("reaches beyond the loaded places dataset" in cv for cv in body["caveats"])
+    trends = (await loaded.get(f"/earth/place-trends?bbox={wide}")).json()
+    assert trends["covered"] is True and any("nothing is known" in cv for cv in trends["caveats"])
+
+
+async def test_demo_mode_loads_the_synthetic_town_once(c):
+    from coordinator.datasets import versions
+    from coordinator.features.demo import SOURCE, load_demo_map
+    await load_demo_map(c.services.db, CENTRE)
+    await load_demo_map(c.services.db, CENTRE)
+    loaded = await versions.list_versions(c.services.db)
+    assert [v.kind for v in loaded] == ["osm", "places", "places"] and all(v.source == SOURCE for v in loaded)
+    body = (await c.get(f"/earth/place-trends?bbox={TOWN}")).json()
+    assert body["covered"] is True and body["disappeared"]["count"] > 0

@@ -93,16 +93,27 @@ async def discard(db: Database, version_id: int) -> None:
 SLACK_DEG = 1e-6      # extents are stored at OSM's 7 decimals; a request on the very border is inside
 
 
-def _contains(v: DatasetVersion, box: grid.BBox) -> bool:
+def holds(v: DatasetVersion, box: grid.BBox) -> bool:
+    """Whether a version's extent holds the whole box."""
     return (v.west is not None and v.west <= box[0] + SLACK_DEG and v.south <= box[1] + SLACK_DEG
             and v.east >= box[2] - SLACK_DEG and v.north >= box[3] - SLACK_DEG)
 
 
-async def covering(db: Database, kind: str, box: grid.BBox, n: int = 1) -> list[DatasetVersion]:
+def _meets(v: DatasetVersion, box: grid.BBox) -> bool:
+    return v.west is not None and v.west <= box[2] and v.east >= box[0] and v.south <= box[3] and v.north >= box[1]
+
+
+async def covering(db: Database, kind: str, box: grid.BBox, n: int = 1, *, partial: bool = False) -> list[DatasetVersion]:
     """The ``n`` newest ready versions of ``kind`` whose extent holds the whole box (an
-    extract's declared bounds where it has them, else its data's extent). A box an extract
-    only half covers is not covered: half an answer would read as the whole."""
-    found = [v for v in await versions.newest_ready(db, kind, 50) if _contains(v, box)]
+    extract's declared bounds where it has them, else its data's extent). Where a live
+    source can answer instead (Overpass), a half-covered box is not covered: half an
+    answer would read as the whole. Where none can (places), ``partial`` lets a version
+    that meets the box answer, after every one that holds it; the caller says which
+    (``holds``) so the answer can say the rest of the box is unknown."""
+    ready = await versions.newest_ready(db, kind, 50)
+    found = [v for v in ready if holds(v, box)]
+    if partial:
+        found += [v for v in ready if not holds(v, box) and _meets(v, box)]
     return found[:n]
 
 

@@ -47,18 +47,28 @@ def _no_dataset(kind: str) -> SourceReport:
                         error=f"no loaded {kind} dataset covers this request: sis ingest {kind} FILE")
 
 
+def _partly(v, box: grid.BBox) -> list[str]:  # noqa: ANN001
+    """The caveat of a version that meets the request but does not hold all of it."""
+    if store.holds(v, box):
+        return []
+    ext = ",".join(f"{x:g}" for x in versions.extent_of(v) or ())
+    return [f"The request reaches beyond the loaded {v.kind} dataset (version {v.id}, extent {ext}): outside it "
+            "nothing is known, not nothing is there."]
+
+
 async def _find(ctx: ToolContext, kind: str, classes: Sequence[str], box: grid.BBox,
-                query) -> tuple[store.Found, SourceReport]:  # noqa: ANN001
+                query) -> tuple[store.Found, SourceReport, list[str]]:  # noqa: ANN001
     """The features from the newest loaded version covering ``box``; else, for the map
-    extract kind, from Overpass; ``query(version_id)`` asks the store, and
-    ``query(None, rows)`` selects from live rows."""
-    cover = await store.covering(ctx.services.db, kind, box)
+    extract kind, from Overpass; ``query(version_id, None)`` asks the store, and
+    ``query(None, rows)`` selects from live rows. Places have no live source, so a
+    version meeting part of the box answers, saying so (the third item: caveats)."""
+    cover = await store.covering(ctx.services.db, kind, box, partial=kind != store.OSM_KIND)
     if cover:
-        return await query(cover[0].id, None), _dataset_report(cover[0])
+        return await query(cover[0].id, None), _dataset_report(cover[0]), _partly(cover[0], box)
     if kind != store.OSM_KIND:
-        return store.Found(0, []), _no_dataset(kind)
+        return store.Found(0, []), _no_dataset(kind), []
     read = await ctx.services.sources["overpass"].read(Query(bbox=box, params={"classes": tuple(classes)}))
-    return await query(None, read.records), read.report
+    return await query(None, read.records), read.report, []
 
 
 def _licenses(rows: list[dict]) -> dict[str, int]:
@@ -117,7 +127,7 @@ async def places_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     async def query(version_id, rows):  # noqa: ANN001, ANN202
         return await store.sample_box(ctx.services.db, version_id, PLACES, box, limit)
 
-    found, report = await _find(ctx, store.PLACES_KIND, PLACES, box, query)
+    found, report, partly = await _find(ctx, store.PLACES_KIND, PLACES, box, query)
     feats = [_feature(r, {"name": r["name"], "category": r["props"].get("category"),
                           "confidence": r["props"].get("confidence"), "sources": r["props"].get("sources"),
                           "license": r["license"]}) for r in found.rows]
@@ -125,7 +135,7 @@ async def places_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                    {"sampled": found.truncated, "sampling": {"method": SAMPLING, "returned": len(feats),
                                                             "matched": found.total, "limit": limit}},
                    ["Places are a sample of those mapped in the bbox, not all of them; 'matched' is the full count.",
-                    "Each place carries the license of its own sources; keep them with the records."])
+                    "Each place carries the license of its own sources; keep them with the records."] + partly)
 
 
 @tool(TOOLS, name="infrastructure_bbox", title="Communication and power structures in a bbox",
@@ -142,7 +152,7 @@ async def infrastructure_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answe
             return store.select_box(rows, box, limit)
         return await store.sample_box(ctx.services.db, version_id, INFRASTRUCTURE, box, limit)
 
-    found, report = await _find(ctx, store.OSM_KIND, INFRASTRUCTURE, box, query)
+    found, report, _ = await _find(ctx, store.OSM_KIND, INFRASTRUCTURE, box, query)
     return _answer(found, report, [_feature(r, _mapped(r)) for r in found.rows], {"sampled": found.truncated},
                    ["Coverage of towers and power structures in open map data is very incomplete: what is listed "
                     "was surveyed by mappers, and much that stands is not mapped."])
@@ -162,7 +172,7 @@ async def environment_features(ctx: ToolContext, params: dict[str, Any]) -> Answ
             return store.select_near(rows, la, lo, r, limit)
         return await store.near(ctx.services.db, version_id, ENVIRONMENT, la, lo, r, limit)
 
-    found, report = await _find(ctx, store.OSM_KIND, ENVIRONMENT, grid.circle_box(la, lo, r), query)
+    found, report, _ = await _find(ctx, store.OSM_KIND, ENVIRONMENT, grid.circle_box(la, lo, r), query)
     return _answer(found, report, [_feature(f, _mapped(f)) for f in found.rows], {"radiusM": r},
                    ["Positions only: heights are absent; heightPrior is a class prior for rendering, not a "
                     "measurement."])
@@ -182,7 +192,7 @@ async def road_geometry(ctx: ToolContext, params: dict[str, Any]) -> Answer:
             return store.select_near(rows, la, lo, r, limit)
         return await store.near(ctx.services.db, version_id, ROADS, la, lo, r, limit)
 
-    found, report = await _find(ctx, store.OSM_KIND, ROADS, grid.circle_box(la, lo, r), query)
+    found, report, _ = await _find(ctx, store.OSM_KIND, ROADS, grid.circle_box(la, lo, r), query)
     feats = [_feature(f, store.road_props(f)) for f in found.rows]
     return _answer(found, report, feats, {"radiusM": r, "widthModel": MODEL},
                    ["ruasWidthM is one direction of carriageway from a per-class model (PP 34/2006 minimum "
@@ -202,7 +212,7 @@ async def place_trends(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     db = ctx.services.db
     caveats = ["Map churn conflates real change with mapping activity (imports, clean-ups, re-identified places): "
                "an id that disappeared may stand yet, and one that appeared may be old."]
-    snaps = await store.covering(db, store.PLACES_KIND, box, n=2)
+    snaps = await store.covering(db, store.PLACES_KIND, box, n=2, partial=True)
     if len(snaps) < 2:
         held = len(snaps)
         reason = (f"the archive holds {held} snapshot{'s' if held != 1 else ''} covering this bbox; trends need two "
@@ -222,7 +232,7 @@ async def place_trends(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                    "appeared": side(set(now) - set(before), now),
                    "disappeared": side(set(before) - set(now), before),
                    "unchanged": len(set(now) & set(before))},
-                  caveats=caveats, health=Health([_dataset_report(new), _dataset_report(old)]))
+                  caveats=caveats + _partly(new, box) + _partly(old, box), health=Health([_dataset_report(new), _dataset_report(old)]))
 
 
 def _polygon(points: list[tuple[float, float]]) -> shapely.Polygon:
@@ -254,8 +264,9 @@ async def brand_exposure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                            {"parameter": "poly", "cap": "bboxDeg", "limit": plan_cap, "plan": ctx.caller.plan})
     counts: dict[str, Any] = {}
     reports: list[SourceReport] = []
+    partly: list[str] = []
     for kind in (store.OSM_KIND, store.PLACES_KIND):
-        cover = await store.covering(ctx.services.db, kind, (w, s, e, n))
+        cover = await store.covering(ctx.services.db, kind, (w, s, e, n), partial=True)
         if not cover:
             counts[kind] = None
             reports.append(_no_dataset(kind))
@@ -264,12 +275,13 @@ async def brand_exposure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
         inside = shapely.contains_xy(poly, [p[1] for p in pts], [p[2] for p in pts]) if pts else []
         counts[kind] = int(sum(bool(x) for x in inside))
         reports.append(_dataset_report(cover[0]))
+        partly += _partly(cover[0], (w, s, e, n))
     return Answer({"brand": params["brand"], "counts": counts, "polygonAreaKm2": round(_area_km2(poly), 3),
                    "rows": "never served: counts only"},
                   caveats=["Counts are of outlets tagged with this brand's Wikidata id; untagged or unmapped outlets "
                            "are not counted, so a count is a floor.",
                            "The two counts come from different datasets that overlap: they are never summed.",
-                           "null means no loaded dataset covers the shape (unknown), not zero."],
+                           "null means no loaded dataset covers the shape (unknown), not zero."] + partly,
                   health=Health(reports))
 
 
