@@ -70,7 +70,7 @@ def ring_area_m2(coords: np.ndarray) -> float:
             total += math.sin(phi[a]) * dl
         else:
             total += (math.cos(phi[a]) - math.cos(phi[a + 1])) * dl / dp
-    return abs(total) * EARTH_RADIUS_M ** 2
+    return float(abs(total) * EARTH_RADIUS_M ** 2)
 
 
 def geometry_area_m2(geom) -> float:  # noqa: ANN001
