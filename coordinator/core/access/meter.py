@@ -30,6 +30,7 @@ from sqlalchemy.exc import DBAPIError
 from coordinator.core.db import Database
 from coordinator.core.db.models import AccessKey, AccessUsage, EmbedToken
 from coordinator.core.access.credentials import aware
+from coordinator.core.access.tally import Tally
 
 log = logging.getLogger("sis.access")
 
@@ -251,6 +252,7 @@ class UsageStore:
         self._queue: list[_Pending] = []
         self._drainer: asyncio.Task | None = None
         self.batches = 0          # transactions run, for tests and operators
+        self.tally = Tally(db)    # counters without a ceiling: written in the background
 
     async def consume(self, counters: list[Counter], *, key_id: str | None = None,
                       embed_id: str | None = None, at: datetime | None = None) -> Metered:
@@ -266,6 +268,7 @@ class UsageStore:
     async def close(self) -> None:
         if self._drainer is not None:
             await asyncio.gather(self._drainer, return_exceptions=True)
+        await self.tally.close()
 
     async def _drain(self) -> None:
         while self._queue:
@@ -345,6 +348,7 @@ class UsageStore:
     async def read(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
         if not pairs:
             return {}
+        await self.tally.flush()      # this process's uncapped counts, this request's included
         subjects = {s for s, _ in pairs}
         async with self.db.read() as s:
             rows = (await s.execute(select(AccessUsage.subject, AccessUsage.period, AccessUsage.count)

@@ -13,6 +13,8 @@ Two steps, split so that a request with bad parameters is not counted:
 2. ``admit``: the per-minute window (429), then the persisted day / month /
    budget counters in one transaction that also re-reads revocation (401 if
    revoked since, 429 if a quota is spent, 403 if an embed budget is spent).
+   Direct-family keyed requests, whose counters have no ceiling, wait only for a
+   shared revocation read (``revocation.py``) and are counted after (``tally.py``).
 
 The anonymous credential's literal is ``anon``: ``/public/v1/anon/events``.
 It has kind ``anon``, plan ``anon`` and the anonymous scopes of SPEC.md.
@@ -28,7 +30,7 @@ import math
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from coordinator.core.context import Caller
 from coordinator.core.errors import Forbidden, RateLimited, ServiceError, Unauthorized
@@ -36,6 +38,7 @@ from coordinator.core.registry import Tool
 from coordinator.core.access import credentials as creds
 from coordinator.core.access import plans
 from coordinator.core.access.clientip import ClientIp
+from coordinator.core.access.revocation import RevocationReads
 from coordinator.core.access.meter import LIFE, Counter, RateLimiter, UsageStore, Window, day_period, month_period, \
     seconds_until_period_end
 
@@ -146,6 +149,7 @@ class Access:
         if settings.bench_unlimited:
             log.warning("SIS_BENCH_UNLIMITED is set: per-minute rate limits are not enforced")
         self.usage = UsageStore(db)
+        self.revocations = RevocationReads(db)
         self.client_ip = ClientIp(settings.trusted_proxies, settings.client_ip_header)
         self.cache_s = settings.access_cache_s
         self._cache: dict[str, _Cached] = {}
@@ -153,6 +157,7 @@ class Access:
 
     async def close(self) -> None:
         await self.usage.close()
+        await self.revocations.close()
         await self.limiter.close()
 
     # ---- lookups (cached; revocation is re-read when metering, not here) ----
@@ -275,33 +280,34 @@ class Access:
         now = datetime.now(timezone.utc)
         day, month = day_period(now), month_period(now)
         if family != "public":
+            # No day or month ceiling here: the request waits only for the revocation read
+            # (``revocation.py``), and its counts are written after it (``tally.py``).
             w = await self.limiter.hit(plans.DIRECT_KEYED_PER_MINUTE, "dkey", key.id)
             if not w.allowed:
                 raise self._too_many(w, "perMinute", "keyed")
-            counters = [Counter(f"direct:{key.id}", day, None, "perDay"),
-                        Counter(f"direct:{key.id}", month, None, "perMonth")]
-            embed_id = None
-        else:
-            w = await self.limiter.hit(plan.per_minute, "key", key.id)
-            if not w.allowed:
-                raise self._too_many(w, "perMinute", f"{plan.name} plan")
-            counters = []
-            embed_id = None
-            if kind == KIND_EMBED:
-                token: creds.EmbedRecord = caller.extra["embed"]
-                embed_id = token.id
-                counters.append(Counter(f"embed:{token.chain_id}:{caller.extra['visitor']}", LIFE,
-                                        token.budget, "embedBudget"))
-                counters.append(Counter(f"embedloads:{key.id}", day, plan.embed_loads_per_day, "embedLoadsPerDay"))
-            counters += [Counter(f"key:{key.id}", day, plan.per_day, "perDay"),
-                         Counter(f"key:{key.id}", month, plan.per_month, "perMonth")]
+            refused = await self.revocations.check(key.id)
+            if refused:
+                self._revoked(caller, key, refused)
+            self.usage.tally.add([(f"direct:{key.id}", day), (f"direct:{key.id}", month)])
+            caller.extra["window"] = w
+            return w.headers()
+        w = await self.limiter.hit(plan.per_minute, "key", key.id)
+        if not w.allowed:
+            raise self._too_many(w, "perMinute", f"{plan.name} plan")
+        counters = []
+        embed_id = None
+        if kind == KIND_EMBED:
+            token: creds.EmbedRecord = caller.extra["embed"]
+            embed_id = token.id
+            counters.append(Counter(f"embed:{token.chain_id}:{caller.extra['visitor']}", LIFE,
+                                    token.budget, "embedBudget"))
+            counters.append(Counter(f"embedloads:{key.id}", day, plan.embed_loads_per_day, "embedLoadsPerDay"))
+        counters += [Counter(f"key:{key.id}", day, plan.per_day, "perDay"),
+                     Counter(f"key:{key.id}", month, plan.per_month, "perMonth")]
         caller.extra["window"] = w
         out = await self.usage.consume(counters, key_id=key.id, embed_id=embed_id, at=now)
         if out.refused:
-            self.forget(caller.extra.get("secret_hash", ""))
-            self.forget("id:" + key.id)
-            raise invalid(out.refused, "the embed token has expired" if out.refused == "expired"
-                          else "the credential has been revoked")
+            self._revoked(caller, key, out.refused)
         if out.exhausted is not None:
             c = out.exhausted
             if c.name == "embedBudget":
@@ -316,6 +322,12 @@ class Access:
                                        "RateLimit-Remaining": "0", "RateLimit-Reset": str(reset)})
         caller.extra["counts"] = out.counts
         return w.headers()
+
+    def _revoked(self, caller: Caller, key: creds.KeyRecord, reason: str) -> NoReturn:
+        self.forget(caller.extra.get("secret_hash", ""))
+        self.forget("id:" + key.id)
+        raise invalid(reason, "the embed token has expired" if reason == "expired"
+                      else "the credential has been revoked")
 
     @staticmethod
     def _too_many(w: Window, limit: str, which: str) -> RateLimited:
