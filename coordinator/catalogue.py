@@ -11,7 +11,7 @@ from types import ModuleType
 from coordinator.core.registry import Tool, ToolRegistry
 
 CAPABILITIES = ("coordinator.hazards", "coordinator.core.access", "coordinator.sweeps", "coordinator.seen",
-                "coordinator.twin", "coordinator.features", "coordinator.grids")
+                "coordinator.twin", "coordinator.features", "coordinator.fingerprint", "coordinator.grids")
 PANELS = "coordinator.panels"
 
 

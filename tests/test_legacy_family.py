@@ -101,24 +101,17 @@ async def test_sweep_side_tools_are_404_in_legacy_and_absent_from_its_mcp_and_co
     assert not {t["name"] for t in doc["tools"]} & set(SWEEP_SIDE)
 
 
-async def test_a_fingerprint_declaration_publishes_the_legacy_cold_bound(sqlite_url, upstream):
-    """The fingerprint tool is not built yet; this is the declaration it will make, and the
-    legacy difference (cold latency 5-20 s, not 5-60 s) reaching the contract and MCP faces."""
-    fp = stand_in("environmental_fingerprint", "GET", "/fingerprint", routes={"legacy": "/fingerprint"},
-                  cold_bound_s=60, family_cold_bound_s={"legacy": 20},
-                  family_descriptions={"legacy": "Fingerprint of a point; cold 5-20 s, then cached 6 h."})
-    c = await start_coordinator(make_settings(sqlite_url, upstream), ToolRegistry([*all_tools(), fp]))
-    try:
-        bounds = {}
-        for fam in ("earth", "legacy"):
-            doc = (await c.get(f"/{fam}/tools.json")).json()
-            bounds[fam] = next(t["coldBoundS"] for t in doc["tools"] if t["name"] == fp.name)
-        assert bounds == {"earth": 60, "legacy": 20}
-        async with mcp.Client(c.base_url + "/legacy/mcp", mode="legacy") as client:
-            listed = {t.name: t for t in (await client.list_tools()).tools}
-        assert listed[fp.name].description == "Fingerprint of a point; cold 5-20 s, then cached 6 h."
-    finally:
-        await stop_coordinator(c)
+async def test_the_fingerprint_publishes_the_legacy_cold_bound(coordinator):
+    """The legacy difference of the fingerprint (cold latency 5-20 s, not 5-60 s) reaches the
+    contract and MCP faces from its declaration (coordinator/fingerprint/tools.py)."""
+    bounds = {}
+    for fam in ("earth", "legacy"):
+        doc = (await coordinator.get(f"/{fam}/tools.json")).json()
+        bounds[fam] = next(t["coldBoundS"] for t in doc["tools"] if t["name"] == "environmental_fingerprint")
+    assert bounds == {"earth": 60, "legacy": 20}
+    async with mcp.Client(coordinator.base_url + "/legacy/mcp", mode="legacy") as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+    assert "Cold 5-20 s" in listed["environmental_fingerprint"].description
 
 
 @pytest.mark.parametrize("family", ["earth", "legacy"])

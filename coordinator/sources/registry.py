@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 REGISTRY: dict[str, type[Source]] = {}
 # packages whose modules hold adapters
-_PACKAGES = ("coordinator.sources", "coordinator.panels", "coordinator.features", "coordinator.twin")
+_PACKAGES = ("coordinator.sources", "coordinator.panels", "coordinator.features", "coordinator.twin",
+             "coordinator.fingerprint")
 
 
 class SourceSettingsError(ValueError):
