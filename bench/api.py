@@ -1,13 +1,15 @@
 """API benchmark: requests/s and latency percentiles of the coordinator beside a
 Tornado hello-world measured in the same run, and the coordinator's peak memory.
 
-    .venv/bin/python bench/api.py [--seconds 5] [--connections 16]
+    .venv/bin/python bench/api.py [--seconds 5] [--connections 16] [--rounds 3]
 
 Each server runs in its own process; the load comes from a keep-alive HTTP/1.1
 client in another process, so on a 2-core machine server and client each get
 about one core. Beside requests/s, each row gives the server process's CPU time
 per request (from /proc), which other work on the machine disturbs far less
-than the rate. Figures are printed; nothing is asserted.
+than the rate. Every case is measured in each of ``--rounds`` rounds, its
+ratios taken to the hello-world of the same round, and medians are printed;
+nothing is asserted.
 """
 from __future__ import annotations
 
@@ -131,6 +133,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=3, help="every case measured this many times in turn")
     args = ap.parse_args()
 
     procs = []
@@ -154,21 +157,29 @@ def main() -> None:
         wait_ready(f"http://127.0.0.1:{sis_port}/healthz")
         urllib.request.urlopen(f"http://127.0.0.1:{sis_port}/earth/events", timeout=10).read()  # warm the cache
 
-        rows = [("tornado hello-world (baseline)",
-                 measured(hello.pid, hello_port, "/", args.seconds, args.connections))]
-        for path in ("/earth/limits", "/earth/events"):
-            rows.append((f"GET {path} keyless", measured(sis.pid, sis_port, path, args.seconds, args.connections)))
-        for path in ("/earth/limits", "/earth/events"):
-            rows.append((f"GET {path} keyed", measured(sis.pid, sis_port, path, args.seconds, args.connections,
-                                                       key)))
-        base, base_cpu = rows[0][1]["rps"], rows[0][1]["cpu_us"]
+        cases = [("tornado hello-world (baseline)", hello.pid, hello_port, "/", None)]
+        cases += [(f"GET {path} keyless", sis.pid, sis_port, path, None) for path in ("/earth/limits", "/earth/events")]
+        cases += [(f"GET {path} keyed", sis.pid, sis_port, path, key) for path in ("/earth/limits", "/earth/events")]
+        # Rounds of every case in turn: each ratio is to the hello-world of its own round, so a
+        # neighbour's load that comes and goes shifts both sides of it, and the median is shown.
+        runs: dict[str, list[dict]] = {name: [] for name, *_ in cases}
+        for _ in range(args.rounds):
+            base = None
+            for name, pid, port, path, k in cases:
+                r = measured(pid, port, path, args.seconds, args.connections, k)
+                base = base or r
+                r["vs_hello"], r["cpu_vs_hello"] = r["rps"] / base["rps"], base["cpu_us"] / r["cpu_us"]
+                runs[name].append(r)
+        med = statistics.median
         print(f"\nAPI benchmark: {args.connections} keep-alive connections, {args.seconds:.0f} s each, "
-              f"{os.cpu_count()} cores, python {sys.version.split()[0]}")
+              f"{args.rounds} rounds (medians), {os.cpu_count()} cores, python {sys.version.split()[0]}")
         print(f"{'route':34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'vs hello':>9} "
               f"{'cpu us/req':>11} {'cpu vs hello':>13}")
-        for name, r in rows:
-            print(f"{name:34} {r['rps']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['errors']:7d} "
-                  f"{r['rps'] / base:9.2f} {r['cpu_us']:11.0f} {base_cpu / r['cpu_us']:13.2f}")
+        for name, rs in runs.items():
+            print(f"{name:34} {med(r['rps'] for r in rs):9.0f} {med(r['p50_ms'] for r in rs):8.2f} "
+                  f"{med(r['p99_ms'] for r in rs):8.2f} {sum(r['errors'] for r in rs):7d} "
+                  f"{med(r['vs_hello'] for r in rs):9.2f} {med(r['cpu_us'] for r in rs):11.0f} "
+                  f"{med(r['cpu_vs_hello'] for r in rs):13.2f}")
         print(f"coordinator peak resident memory: {peak_rss_mb(sis.pid):.0f} MB")
     finally:
         for p in procs:

@@ -65,6 +65,7 @@ class RevocationReads:
             self._conn = None
 
     async def _drain(self) -> None:
+        await asyncio.sleep(0)    # let the requests already readable reach their check and share this read
         while self._asks:
             asks, self._asks = self._asks, []
             try:
