@@ -277,7 +277,13 @@ def test_kinds_are_declared_once_and_checked():
 def test_production_kinds_are_the_capabilities_own():
     """The kinds come with the issues that need them (pb2002: the plates panel), found by
     discovery."""
-    assert [n for n in KINDS.names() if not n.startswith("test-")] == ["pb2002"]
+    own = {n: KINDS.get(n).load.__module__ for n in production_kinds()}
+    assert {"pb2002", "osm", "places", "bathymetry"} <= set(own)
+    assert all(m.startswith("coordinator.") and m.endswith(".dataset_kinds") for m in own.values()), own
+
+
+def production_kinds() -> list[str]:
+    return [n for n in KINDS.names() if not n.startswith("test-")]
 
 
 # ---- the command line ----------------------------------------------------------
@@ -348,12 +354,14 @@ def test_the_cli_ingests_lists_and_refuses_in_one_line(backend, cli_kinds, tmp_p
     assert rc == 0 and out[-1] == "1 dataset versions" and out[1].split()[:3] == ["2", "test-failing", "failed"]
 
     rc, out, err = cli(capsys, "datasets", "kinds")
-    assert rc == 0 and [line.split()[0] for line in out[:-1]] == ["pb2002", "test-failing", "test-points"]
-    assert out[2].split()[1:3] == [".geojsons,.geojsonl", "CC0-1.0"] and out[-1] == "3 kinds"
+    names = sorted(production_kinds() + ["test-failing", "test-points"])
+    assert rc == 0 and [line.split()[0] for line in out[:-1]] == names
+    points = out[names.index("test-points")].split()
+    assert points[1:3] == [".geojsons,.geojsonl", "CC0-1.0"] and out[-1] == f"{len(names)} kinds"
 
     rc, out, err = cli(capsys, "ingest", "roads", str(good), "--database", url)
     assert rc == 2 and out == [] and err == [
-        "sis ingest: unknown dataset kind 'roads': available kinds are pb2002, test-failing, test-points"]
+        f"sis ingest: unknown dataset kind 'roads': available kinds are {', '.join(names)}"]
 
 
 def test_ingest_of_an_unknown_kind_says_so_in_one_line(tmp_path):
@@ -368,5 +376,6 @@ def test_ingest_of_an_unknown_kind_says_so_in_one_line(tmp_path):
                           "--database", f"sqlite:///{tmp_path}/sis.db"], capture_output=True, text=True,
                          timeout=60, env=dict(os.environ))
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert out.stderr.splitlines() == ["sis ingest: unknown dataset kind 'roads': available kinds are pb2002"]
+    assert out.stderr.splitlines() == [
+        f"sis ingest: unknown dataset kind 'roads': available kinds are {', '.join(production_kinds())}"]
     assert not (tmp_path / "sis.db").exists()

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
-import pyarrow.parquet as pq
 import shapely
 
 from .osm import Bad
@@ -65,7 +64,10 @@ def place(rec: dict[str, Any], lon: float, lat: float, fallback_license: str) ->
 
 
 def read_parquet(path: Path, fallback_license: str, on_progress) -> Iterator[Place | Bad]:  # noqa: ANN001
-    """Places from a GeoParquet file, batch by batch; ``on_progress(share)`` after each."""
+    """Places from a GeoParquet file, batch by batch; ``on_progress(share)`` after each.
+    pyarrow is imported here, not at the top: every ``sis`` command discovers the kinds."""
+    import pyarrow.parquet as pq
+
     f = pq.ParquetFile(str(path))
     have = set(f.schema_arrow.names)
     missing = {"id", "geometry"} - have

@@ -19,8 +19,6 @@ from pathlib import Path
 from typing import Iterator
 
 import osmium
-import pyarrow as pa
-import pyarrow.parquet as pq
 import shapely
 
 GENERATOR = "sis synthetic town (coordinator/features/synthetic.py): not real ground"
@@ -158,6 +156,9 @@ def write_geojsonseq(path: Path, features: Iterator[dict], *, bad_lines: int = 0
 def write_geoparquet(path: Path, features: Iterator[dict]) -> None:
     """Overture's columns: WKB ``geometry``, ``bbox`` struct, nested ``names``,
     ``categories``, ``sources`` and ``brand``, with GeoParquet ``geo`` metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     rows = []
     for f in features:
         p = dict(f["properties"])
