@@ -11,7 +11,8 @@ from types import ModuleType
 from coordinator.core.registry import Tool, ToolRegistry
 
 CAPABILITIES = ("coordinator.hazards", "coordinator.core.access", "coordinator.sweeps", "coordinator.seen",
-                "coordinator.twin", "coordinator.features", "coordinator.fingerprint", "coordinator.grids")
+                "coordinator.twin", "coordinator.features", "coordinator.fingerprint", "coordinator.grids",
+                "coordinator.sites")
 PANELS = "coordinator.panels"
 
 

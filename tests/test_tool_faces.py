@@ -30,6 +30,15 @@ NEW_TOOL = Tool(name="site_probe", title="Site probe", description="A tool added
                                             default=450),),
                 output_schema={"type": "object", "required": ["caveats", "params"],
                                "properties": {"caveats": {"type": "array"}, "params": {"type": "object"}}})
+
+
+def others() -> list[Tool]:
+    """Every declared tool but the real ones on the probes' paths (site_intel, site_scan):
+    the probes stand on those paths so that adding a tool is seen on a path of the contract."""
+    taken = {NEW_TOOL.routes["earth"], "/site-scan"}
+    return [t for t in all_tools() if not taken & {t.routes.get("earth"), t.routes.get("legacy")}]
+
+
 REST_ONLY = Tool(name="scan_probe", title="Scan probe", description="Declared without an MCP face.",
                  handler=_probe, routes={"earth": "/site-scan"}, params=(bbox(max_side=0.05),), mcp=False)
 
@@ -53,7 +62,7 @@ async def test_adding_a_tool_adds_its_rest_routes_openapi_paths_mcp_tools_and_co
                                                                                               upstream):
     settings = make_settings(sqlite_url, upstream)
     args = {"lat": -6.2, "lon": 106.8, "radius": 900}
-    before = await start_coordinator(settings, ToolRegistry(all_tools()))
+    before = await start_coordinator(settings, ToolRegistry(others()))
     try:
         seen = await faces(before)
         for fam in ("earth", "legacy"):
@@ -64,7 +73,7 @@ async def test_adding_a_tool_adds_its_rest_routes_openapi_paths_mcp_tools_and_co
     finally:
         await stop_coordinator(before)
 
-    after = await start_coordinator(settings, ToolRegistry([*all_tools(), NEW_TOOL]))
+    after = await start_coordinator(settings, ToolRegistry([*others(), NEW_TOOL]))
     try:
         seen = await faces(after)
         for fam in ("earth", "legacy"):
@@ -87,7 +96,7 @@ async def test_adding_a_tool_adds_its_rest_routes_openapi_paths_mcp_tools_and_co
 
 
 async def test_every_declared_tool_has_every_face_of_its_families(sqlite_url, upstream):
-    registry = ToolRegistry([*all_tools(), NEW_TOOL, REST_ONLY])
+    registry = ToolRegistry([*others(), NEW_TOOL, REST_ONLY])
     c = await start_coordinator(make_settings(sqlite_url, upstream), registry)
     try:
         seen = await faces(c)
