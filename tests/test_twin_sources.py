@@ -8,7 +8,14 @@ import json
 import pytest
 
 from coordinator.demo.upstream import Canned, sample
+from coordinator.twin import feeds
 from tests.support import make_settings, start_coordinator, stop_coordinator
+
+
+@pytest.fixture(autouse=True)
+def ask_again_at_once(monkeypatch):
+    """These tests change an upstream's answer between requests: no back-off after a failure."""
+    monkeypatch.setattr(feeds, "FAILED_BACKOFF_S", 0.0)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from coordinator.catalogue import all_tools
 from coordinator.core.honesty import Answer
 from coordinator.core.registry import STRING, Param, Tool, ToolRegistry
 from coordinator.demo.upstream import Canned
+from coordinator.twin import feeds
 from coordinator.twin.layers import LAYERS
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
@@ -82,7 +83,7 @@ async def test_a_healthy_twin_is_cached_and_feeds_are_shared(c, upstream):
     assert upstream.hits[USGS] == 1                   # /twin reads the same kept feeds
 
 
-async def test_one_source_down_degrades_its_layer_not_the_twin(c, upstream):
+async def test_one_source_down_degrades_its_layer_not_the_twin(c, upstream, monkeypatch):
     upstream.set(USGS, Canned(500, b"oops", "text/plain"))
     r = await c.get("/earth/w/twin_earth")
     body = r.json()
@@ -94,7 +95,11 @@ async def test_one_source_down_degrades_its_layer_not_the_twin(c, upstream):
     assert "USGS did not answer (HTTP 500)" in {u["id"]: u["reason"] for u in body["unavailable"]}["quakes"]
     assert body["layers"]["disasters"]["count"] > 0 and "iss" in body["layers"]
     await c.get("/earth/w/twin_earth")
-    assert upstream.hits[USGS] == 2                   # a degraded answer is never kept
+    assert upstream.hits[USGS] == 1                   # a refusing upstream is not asked on every request...
+    monkeypatch.setattr(feeds, "FAILED_BACKOFF_S", 0.0)
+    c.services.extras["twin.failed"].clear()
+    await c.get("/earth/w/twin_earth")
+    assert upstream.hits[USGS] == 2                   # ...but a degraded answer is never kept
     r = await c.get("/public/v1/anon/twin")
     body = r.json()
     assert set(body["layers"]) == {"disasters", "cyclones"} and body["notServed"][0]["id"] == "quakes"

@@ -16,6 +16,7 @@ the deployment's state, not a passing fault, so it is said in ``unavailable[]`` 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable
@@ -26,6 +27,7 @@ from coordinator.sources.events import EVENT_TYPES, EventRecord
 from . import reference
 from .records import point
 
+FAILED_BACKOFF_S = 30.0    # a failed read is reused this long before the upstream is asked again
 POINTS_READ = 8000          # the most any plan serves of one layer (Enterprise pointsPerLayer)
 GIBS_LAYER = "VIIRS_SNPP_CorrectedReflectance_TrueColor"
 
@@ -141,12 +143,26 @@ def _from_answer(answer: Answer) -> FeedRead:
 
 
 async def read_feed(services: Any, name: str) -> FeedRead:
+    """The kept read of feed ``name``, else a new one. A failed read is never kept as a good
+    one, but it is reused for ``FAILED_BACKOFF_S`` (at most the feed's lifetime) before the
+    upstream is asked again, so a throttled upstream (Launch Library's 15 calls an hour,
+    GDELT's one every 5 s) is not asked on every request while it refuses: the answers stay
+    degraded and uncached meanwhile, naming the source's error."""
     ttl, reader = READERS[name]
+    failed: dict[str, tuple[float, FeedRead]] = services.extras.setdefault("twin.failed", {})
+    recent = failed.get(name)
+    if recent is not None and recent[0] > time.monotonic():
+        return recent[1]
 
     async def compute() -> Answer:
         return _to_answer(await reader(services))
 
-    return _from_answer(await services.cache.run(f"twin.feed|{name}", ttl, compute))
+    read = _from_answer(await services.cache.run(f"twin.feed|{name}", ttl, compute))
+    if read.failed:
+        failed[name] = (time.monotonic() + min(ttl, FAILED_BACKOFF_S), read)
+    else:
+        failed.pop(name, None)
+    return read
 
 
 async def read_feeds(services: Any, names: list[str]) -> dict[str, FeedRead]:
