@@ -46,6 +46,7 @@ class PhotoMeasurement:
     road: RoadWidthEstimate | None = None
     objects: list[ObjectEstimate] = field(default_factory=list)
     structures: list[Structure] = field(default_factory=list)
+    scale_boxes: list = field(default_factory=list)   # frame boxes of the vehicles the calibration used
 
 
 @dataclass

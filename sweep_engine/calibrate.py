@@ -99,6 +99,7 @@ class Calibrated:
     camera: Camera
     scale_trust: str
     evidence: dict = field(default_factory=dict)
+    vehicle_boxes: list = field(default_factory=list)   # frame boxes of the vehicles the solution rests on
 
 
 @dataclass
@@ -430,4 +431,4 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
     ev["reasons"] = reasons
     # Vehicles pin the focal length; the ground alone pins only its product with the camera height.
     solved = solved.with_(focal_basis="measured" if vehicles else cam.focal_basis)
-    return Calibrated(camera=solved, scale_trust=trust, evidence=ev)
+    return Calibrated(camera=solved, scale_trust=trust, evidence=ev, vehicle_boxes=[v.box for v in vehicles])

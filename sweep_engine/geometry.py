@@ -13,7 +13,7 @@ from . import road_edges, schema
 from .aggregate import PhotoMeasurement
 from .calibrate import EXACT_GROUND_SIGMA, NETWORK_GROUND_SIGMA, SCALE_DOUBT, calibrate
 from .camera import Camera
-from .labels import SEG
+from .labels import SEG, SIZE_PRIORS
 from .measure import ROAD_EDGE_NEIGHBOURS, combined_road, measure_objects, road_width
 from .structures import seg_structures
 
@@ -114,22 +114,63 @@ def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarra
     pm = PhotoMeasurement(photo_id=photo_id, captured_at=captured_at, camera=c, scale_trust=cal.scale_trust,
                           road=road,
                           objects=measure_objects(c, depth, dets, seg, object_sigma),
-                          structures=seg_structures(c, depth, seg) if seg is not None else [])
+                          structures=seg_structures(c, depth, seg) if seg is not None else [],
+                          scale_boxes=list(cal.vehicle_boxes))
     return pm, cal.evidence
 
 
-def to_schema(pm: PhotoMeasurement, evidence: dict) -> schema.Measurement:
+# Most image rows a road width carries to the reviewer (evenly spaced from the nearest to the farthest): enough
+# to draw both edges and the rows read, a few kilobytes a photo (the width itself is over all ``samples``).
+ROAD_ROWS_SENT = 48
+
+
+class _ToPhoto:
+    """Frame pixels (the grid the geometry reads) to the photo's own pixels as the provider lists them, the
+    grid a reviewer's browser draws the evidence on: the frame is the whole photo resized, so it scales."""
+
+    def __init__(self, cam: Camera, size: tuple[int, int]):
+        self.w, self.h = size
+        self.sx, self.sy = self.w / cam.width, self.h / cam.height
+
+    def u(self, u: float) -> float:
+        return round(min(max(float(u) * self.sx, 0.0), self.w), 1)
+
+    def v(self, v: float) -> float:
+        return round(min(max(float(v) * self.sy, 0.0), self.h), 1)
+
+    def box(self, box) -> list[float] | None:
+        if not all(np.isfinite(box)):
+            return None
+        x0, y0, x1, y1 = box
+        return [self.u(x0), self.v(y0), self.u(x1), self.v(y1)]
+
+    def rows(self, rows_px: np.ndarray | None) -> list[schema.RoadRow] | None:
+        if rows_px is None or not len(rows_px):
+            return None
+        pick = np.unique(np.linspace(0, len(rows_px) - 1, min(len(rows_px), ROAD_ROWS_SENT)).round().astype(int))
+        return [schema.RoadRow(v=self.v(v), u_left=self.u(ul), u_right=self.u(ur)) for v, ul, ur in rows_px[pick]]
+
+
+def to_schema(pm: PhotoMeasurement, evidence: dict, image_size: tuple[int, int] | None = None) -> schema.Measurement:
+    """The wire form of a photo's measurement. With ``image_size`` (the photo's width and height as the
+    provider lists them) it carries its image-space evidence too: each object's box, and the rows the road
+    width was read on, in that photo's pixels, so a reviewer can see on the photo what was measured."""
     c = pm.camera
+    to_photo = _ToPhoto(c, image_size) if image_size else None
     road = None
     if pm.road is not None and np.isfinite(pm.road.width_m) and np.isfinite(pm.road.spread_m):
         road = schema.RoadWidth(width_m=round(pm.road.width_m, 3), method=pm.road.method,
-                                spread_m=round(pm.road.spread_m, 3), samples=pm.road.samples)
+                                spread_m=round(pm.road.spread_m, 3), samples=pm.road.samples,
+                                rows=to_photo.rows(pm.road.rows_px) if to_photo else None)
+    scale = {tuple(b) for b in pm.scale_boxes}
     objects = [schema.ObjectMeasurement(label=o.label, distance_m=round(o.distance_m, 3),
                                         width_m=round(o.width_m, 3), height_m=round(o.height_m, 3),
                                         bearing_deg=round(o.bearing_deg, 2) % 360.0, lon=o.lon, lat=o.lat,
                                         height_is_lower_bound=o.height_is_lower_bound,
                                         width_is_lower_bound=o.width_is_lower_bound,
-                                        score=round(min(max(o.score, 0.0), 1.0), 4))
+                                        score=round(min(max(o.score, 0.0), 1.0), 4),
+                                        box=to_photo.box(o.box) if to_photo else None,
+                                        used_for_scale=(tuple(o.box) in scale) if o.label in SIZE_PRIORS else None)
                for o in pm.objects if _finite(o)]
     return schema.Measurement(photo_id=pm.photo_id, road_width=road, objects=objects,
                               calibration=schema.Calibration(scale_trust=pm.scale_trust, focal_px=round(c.fx, 3),

@@ -77,6 +77,7 @@ class RoadWidthEstimate:
     method: str = "road-mask edges x metric depth, perpendicular to the fitted road direction"
     left: np.ndarray | None = None    # (n, 2) ENU edge points the width was read from, for ``road_edges.check``
     right: np.ndarray | None = None
+    rows_px: np.ndarray | None = None  # (n, 3) those rows in the frame: v, u of the left edge, u of the right edge
 
 METHOD_DEPTH = "road-mask edges x metric depth, perpendicular to the fitted road direction"
 METHOD_GROUND = ("road-mask edges on the calibrated ground plane (camera height and pitch from depth and vehicles), "
@@ -166,7 +167,7 @@ def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float
     """
     h, w = seg.shape
     road = carriageway(seg)
-    left, right, rows = [], [], []
+    left, right, rows, px = [], [], [], []
     start = max(0, int(np.ceil(cam.horizon_v())))
     for y in range(start, h):
         xs = np.flatnonzero(road[y])
@@ -193,6 +194,7 @@ def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float
         left.append(pts[0, :2])
         right.append(pts[1, :2])
         rows.append(z)
+        px.append((y + 0.5, float(x0), x1 + 1.0))
     if len(rows) < min_rows:
         return None
     left, right = np.array(left), np.array(right)
@@ -204,7 +206,7 @@ def road_width(cam: Camera, depth: np.ndarray, seg: np.ndarray, *, near_m: float
     return RoadWidthEstimate(width_m=float(np.median(widths)), spread_m=robust_spread(widths),
                              samples=len(widths), nearest_m=float(min(rows)), farthest_m=float(max(rows)),
                              east=float(mid[0]), north=float(mid[1]), method=METHOD_GROUND if plane else METHOD_DEPTH,
-                             left=left, right=right)
+                             left=left, right=right, rows_px=np.array(px))
 
 
 METHOD_BOTH = ("road-mask edges on the calibrated ground plane and by metric depth, weighed by their errors, "
@@ -227,7 +229,7 @@ def combined_road(on_plane: RoadWidthEstimate | None, by_depth: RoadWidthEstimat
     return RoadWidthEstimate(width_m=width, spread_m=spread, samples=on_plane.samples,
                              nearest_m=on_plane.nearest_m, farthest_m=on_plane.farthest_m,
                              east=on_plane.east, north=on_plane.north, method=METHOD_BOTH,
-                             left=on_plane.left, right=on_plane.right)
+                             left=on_plane.left, right=on_plane.right, rows_px=on_plane.rows_px)
 
 
 def _pixels(box, w: int, h: int) -> tuple[int, int, int, int]:

@@ -208,7 +208,7 @@ class Engine:
             try:
                 pm, evidence = self.measure(p, (img.shape[-1], img.shape[-2]), out, camera_height_m=height,
                                             image=img)
-                measurement = to_schema(pm, evidence)
+                measurement = to_schema(pm, evidence, image_size=(p.width, p.height))
             except Exception as exc:  # one photo's degenerate output must not cost the job its other photos
                 log.exception("measuring photo %s failed", p.id)
                 skipped.append(schema.Skipped(photo_id=p.id, reason=f"measurement failed: {type(exc).__name__}: "

@@ -4,16 +4,27 @@ This module is the contract the coordinator imports (``coordinator ->
 sweep_engine.schema`` only), so it is pure Python: no torch, no numpy.
 
 Types: ``PhotoRef``; ``Job`` (photos to measure); ``Measurement`` per photo
-(``RoadWidth``, ``Calibration`` with ``scaleTrust`` and evidence,
-``ObjectMeasurement``); ``Fact``; ``Result`` (facts, measurements,
-``Timings``, ``Skipped`` photos).  Constants: ``FACT_KINDS``,
+(``RoadWidth`` with the image ``RoadRow``s it was read on, ``Calibration``
+with ``scaleTrust`` and evidence, ``ObjectMeasurement`` with its image
+``box``); ``Fact``; ``Result`` (facts, measurements, ``Timings``,
+``Skipped`` photos).  Constants: ``FACT_KINDS``,
 ``PHYSICAL_BOUNDS``, ``PRIMARY_KEY``, ``CONFIDENCES``, ``SCALE_TRUSTS``, ``BASES``.
 
 Stability rules:
 
 - ``SCHEMA_VERSION`` is 1.  ``Job`` and ``Result`` carry it on the wire as
   ``schemaVersion``; a document with another version is refused, never guessed.
-  A field is added, renamed or given a new meaning only with a version bump.
+  A field is added, renamed or given a new meaning only with a version bump,
+  save an optional one that documents without it still validate against
+  (``_Wire.added``): it is left off the wire when unset, so that a document of
+  before reads and writes back unchanged. The coordinator is updated before
+  the nodes that send it, since a reader without it refuses it as unknown.
+- Image-space evidence (an object's ``box``, a road width's ``rows``) is in
+  pixels of the photo as the provider lists it (``PhotoRef.width`` x
+  ``height``), continuous coordinates from the image's top-left corner, u to
+  the right and v down: what a reviewer's browser draws over that photo. The
+  schema checks its form; whether it lies inside the photo is the
+  coordinator's check, which knows the job's photos.
 - JSON field names are camelCase (``scaleTrust``, ``heightIsLowerBound``,
   ``engineBuild``); Python attributes are snake_case.  Positions are WGS84
   degrees, lengths metres, angles degrees (heading clockwise from north,
@@ -149,6 +160,27 @@ class _Reader:
             return False
         return bool(v)
 
+    def maybe_flag(self, key: str) -> bool | None:
+        """An optional true/false: None when absent or null."""
+        ok, v = self._get(key, True)
+        if ok and not isinstance(v, bool):
+            self.fail(key, "must be true or false")
+            return None
+        return v if ok else None
+
+    def box(self, key: str) -> list[float] | None:
+        """An optional pixel box ``[u0, v0, u1, v1]``: four finite numbers, not negative, u0 <= u1, v0 <= v1."""
+        ok, v = self._get(key, True)
+        if not ok:
+            return None
+        if not (isinstance(v, list) and len(v) == 4 and all(
+                isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c >= 0 for c in v)):
+            self.fail(key, "must be [u0, v0, u1, v1]: four finite pixel coordinates, none negative")
+            return None
+        if v[0] > v[2] or v[1] > v[3]:
+            self.fail(key, "must have u0 <= u1 and v0 <= v1")
+        return [float(c) for c in v]
+
     def obj(self, key: str, optional: bool = False) -> dict | None:
         ok, v = self._get(key, optional)
         if ok and not isinstance(v, dict):
@@ -156,12 +188,15 @@ class _Reader:
             return None
         return v
 
-    def items(self, key: str) -> list[tuple[str, Any]]:
-        ok, v = self._get(key, False)
+    def items(self, key: str, optional: bool = False, most: int | None = None) -> list[tuple[str, Any]]:
+        ok, v = self._get(key, optional)
         if not ok:
             return []
         if not isinstance(v, list):
             self.fail(key, "must be a list")
+            return []
+        if most is not None and len(v) > most:
+            self.fail(key, f"must hold at most {most} entries")
             return []
         return [(f"{_join(self.path, key)}[{i}]", item) for i, item in enumerate(v)]
 
@@ -207,15 +242,27 @@ def _out(v: Any) -> Any:
     return v
 
 
+@functools.cache
+def _added_wire(cls: type) -> tuple[str, ...]:
+    return tuple(wire for name, wire in _wire_fields(cls) if name in cls.added)
+
+
 class _Wire:
     """JSON helpers shared by every wire type: a field ``foo_bar`` is ``fooBar`` on the wire."""
+
+    # Optional fields added to version 1 after it was published: left off the wire when None.
+    added: frozenset[str] = frozenset()
 
     @classmethod
     def wire_names(cls) -> tuple[str, ...]:
         return _wire_names(cls)
 
     def to_dict(self) -> dict[str, Any]:
-        return {wire: _out(getattr(self, name)) for name, wire in _wire_fields(type(self))}
+        out = {wire: _out(getattr(self, name)) for name, wire in _wire_fields(type(self))}
+        for wire in _added_wire(type(self)):
+            if out[wire] is None:
+                del out[wire]
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
@@ -319,18 +366,47 @@ class Job(_Wire):
                    params=r.obj("params", optional=True) or {})
 
 
+# Most image rows a road width may carry as its evidence (the engine sends at most ``ROAD_ROWS_SENT``).
+ROAD_ROWS_MAX = 256
+
+
 @dataclass
-class RoadWidth(_Wire):
-    width_m: float
-    method: str
-    spread_m: float
-    samples: int
+class RoadRow(_Wire):
+    """One image row the road width was read on: where the road's left and right edges cross it (pixels)."""
+
+    v: float
+    u_left: float
+    u_right: float
 
     @classmethod
     def _read(cls, data, path, errors):
         r = _Reader(data, path, errors, cls.wire_names())
+        row = cls(v=r.num("v", 0), u_left=r.num("uLeft", 0), u_right=r.num("uRight", 0))
+        if row.u_left is not None and row.u_right is not None and row.u_left > row.u_right:
+            r.fail("uLeft", "must not lie right of uRight")
+        return row
+
+
+@dataclass
+class RoadWidth(_Wire):
+    """A photo's road width; ``rows`` (optional) are the image rows it was read on, so a reviewer can see
+    on the photo which edges were measured (a sample of them where there were many: ``samples`` counts all)."""
+
+    width_m: float
+    method: str
+    spread_m: float
+    samples: int
+    rows: list[RoadRow] | None = None
+
+    added = frozenset({"rows"})
+
+    @classmethod
+    def _read(cls, data, path, errors):
+        r = _Reader(data, path, errors, cls.wire_names())
+        rows = r.items("rows", optional=True, most=ROAD_ROWS_MAX) if r.data.get("rows") is not None else None
         return cls(width_m=r.num("widthM", 0), method=r.text("method"), spread_m=r.num("spreadM", 0),
-                   samples=r.int("samples", lo=1))
+                   samples=r.int("samples", lo=1),
+                   rows=None if rows is None else [RoadRow._read(item, p, errors) for p, item in rows])
 
 
 @dataclass
@@ -361,6 +437,10 @@ class ObjectMeasurement(_Wire):
     ``heightIsLowerBound`` / ``widthIsLowerBound`` say the object was cut (its
     box touches the top/bottom or left/right frame edge, or a nearer thing hides
     its foot), so that size is a minimum.
+
+    Optional: ``box``, the detection's box in the photo's pixels, ``[u0, v0, u1, v1]``;
+    ``usedForScale``, on a vehicle or person (the classes with a size prior), whether the
+    calibration's scale rested on it (false: left out, cut by the frame or off the consensus).
     """
 
     label: str
@@ -373,6 +453,10 @@ class ObjectMeasurement(_Wire):
     height_is_lower_bound: bool
     width_is_lower_bound: bool = False
     score: float = 1.0
+    box: list[float] | None = None
+    used_for_scale: bool | None = None
+
+    added = frozenset({"box", "used_for_scale"})
 
     @classmethod
     def wire_names(cls) -> tuple[str, ...]:
@@ -391,7 +475,8 @@ class ObjectMeasurement(_Wire):
                    height_m=size.num("heightM", 0), bearing_deg=r.num("bearingDeg", 0, 360),
                    lon=r.num("lon", -180, 180), lat=r.num("lat", -90, 90),
                    height_is_lower_bound=r.flag("heightIsLowerBound"),
-                   width_is_lower_bound=r.flag("widthIsLowerBound"), score=r.num("score", 0, 1))
+                   width_is_lower_bound=r.flag("widthIsLowerBound"), score=r.num("score", 0, 1),
+                   box=r.box("box"), used_for_scale=r.maybe_flag("usedForScale"))
 
 
 @dataclass
