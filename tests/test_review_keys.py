@@ -37,8 +37,9 @@ async def test_a_reviewer_is_a_key_and_sis_keys_revoke_refuses_it_on_the_next_re
         assert line.split("\t")[-1] == "review" and "Rita Reviewer" in line and "live" in line
 
         me = await c.get("/review/v1/me", headers={"Authorization": f"Bearer {key}"})
-        assert me.status == 200 and me.json() == {"reviewerId": key_id, "name": "Rita Reviewer",
-                                                  "scopes": ["review"]}
+        doc = me.json()
+        assert me.status == 200 and doc.pop("baseMap")["tiles"] == c.services.settings.review_tiles_url
+        assert doc == {"reviewerId": key_id, "name": "Rita Reviewer", "scopes": ["review"]}
         pending = await c.get("/review/v1/pending", headers={"X-Api-Key": key})
         assert pending.status == 200 and pending.json()["count"] >= 1
         job = pending.json()["pending"][0]["jobId"]

@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     node_per_minute: int = Field(600, ge=1, description="Requests one node token may make per minute to the node protocol's routes (a working node makes a few: leases, heartbeats, results); more are refused 429 with Retry-After.")
     review_ip_per_minute: int = Field(1200, ge=1, description="Requests one client IP (an IPv6 /64) may make per minute to the review API, whatever key it sends (bad keys included); more are refused 429 with Retry-After.")
     reviewer_per_minute: int = Field(600, ge=1, description="Requests one reviewer key may make per minute to the review API; more are refused 429 with Retry-After.")
+    review_tiles_url: str = Field("https://tile.openstreetmap.org/{z}/{x}/{y}.png", pattern=r"^(https?://\S*\{z\}\S*\{x\}\S*\{y\}\S*|https?://\S*\{z\}\S*\{y\}\S*\{x\}\S*)?$", description="URL template of the base map under the review page's map (Leaflet's form: {z}, {x}, {y}, optionally {s}); the reviewer's browser loads the tiles straight from there, never through the coordinator. The default is OpenStreetMap's standard tiles (their usage policy applies: a light load of reviewers, with attribution); empty means no base map, and the page says so.")
+    review_tiles_attribution: str = Field("© OpenStreetMap contributors", max_length=300, description="Attribution shown on the review page's map for its base map tiles (plain text; required by most tile licences).")
+    review_tiles_attribution_url: str = Field("https://www.openstreetmap.org/copyright", pattern=r"^(https?://\S+)?$", description="Link of that attribution (the tiles' licence page); empty for none.")
 
     seen_max_facts: int = Field(1000, ge=10, le=20000, description="Most facts one seen_layer answer serves; beyond it the nearest are served with truncated:true and a caveat, so latency stays bounded.")
 

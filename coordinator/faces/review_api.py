@@ -33,7 +33,8 @@ _REASON = Param("reason", STRING, "Why: kept in the job's log with the reviewer"
                 pattern=r"[\s\S]*\S[\s\S]*")
 _ABOUT = "Review API (docs/review.md); not a tool of the public API."
 
-ME = Operation("GET", f"{PREFIX}/me", "review_me", "The reviewer the key belongs to", "review",
+ME = Operation("GET", f"{PREFIX}/me", "review_me",
+               "The reviewer the key belongs to, and the base map the page draws under its map", "review",
                auth=AUTH_REVIEWER, description=_ABOUT, responses={"200": "The reviewer"})
 PENDING = Operation(
     "GET", f"{PREFIX}/pending", "review_pending", "Jobs waiting for review, oldest first", "review",
@@ -97,7 +98,8 @@ def _job_id(text: str) -> int:
 class WhoAmIHandler(ReviewHandler):
     async def get(self) -> None:
         r = await self.reviewer()
-        self.send_json({"reviewerId": r.id, "name": r.name, "scopes": r.scopes.split()})
+        self.send_json({"reviewerId": r.id, "name": r.name, "scopes": r.scopes.split(),
+                        "baseMap": workflow.base_map(self.sweeps.settings)})
 
 
 class PendingHandler(ReviewHandler):

@@ -84,6 +84,15 @@ async def pending(db, *, bbox: tuple[float, float, float, float] | None = None, 
     return {"count": len(items), "total": total, "pending": items}
 
 
+def base_map(settings) -> dict[str, Any] | None:
+    """The tiles the review page draws under its map (``SIS_REVIEW_TILES_URL``), loaded by the reviewer's
+    browser from the tile server, never through the coordinator; None when none is configured."""
+    if not settings.review_tiles_url:
+        return None
+    return {"tiles": settings.review_tiles_url, "attribution": settings.review_tiles_attribution,
+            "attributionUrl": settings.review_tiles_attribution_url or None, "maxZoom": 19}
+
+
 def _intersects(a, b) -> bool:
     return not (a[2] < b[0] or b[2] < a[0] or a[3] < b[1] or b[3] < a[1])
 
@@ -125,7 +134,7 @@ async def show(db, job_id: int) -> dict[str, Any]:
         replicas.append(entry)
     photos = [{"id": p["id"], "lat": p["lat"], "lon": p["lon"], "heading": p.get("heading"),
                "capturedAt": p["capturedAt"], "url": p["url"], "license": p["license"],
-               "provider": p["provider"]} for p in job.photos]
+               "provider": p["provider"], "width": p["width"], "height": p["height"]} for p in job.photos]
     notes = [f"{h.at and tr.iso(h.at)} {h.from_state or '-'} -> {h.to_state} by {h.actor}: {h.reason}"
              for h in history]
     return {

@@ -14,6 +14,9 @@ every reason found (not just the first), and the reasons are recorded:
 - values: within ``PHYSICAL_BOUNDS`` per fact kind; measured road widths and
   object sizes and ranges within plain physical limits; not more facts than
   photos could give;
+- image evidence (optional: objects' boxes, the rows a road width was read on):
+  inside its photo, whose size the job knows, since a reviewer is shown it
+  drawn over that photo; not more rows than the width's samples;
 - timings: total at least the longest stage, no longer than the lease has
   existed, and inference time spent where photos were measured;
 - fact timestamps not in the future.
@@ -195,6 +198,11 @@ def validate_result(body: bytes, job, node_id: str, leased_at: datetime, now: da
                 reasons.append(f"{where}: lies {d:.0f} m outside the job's area "
                                f"(margin {settings.object_margin_m:g} m)")
 
+    sizes = {p["id"]: (p["width"], p["height"]) for p in job.photos}
+    for i, m in enumerate(result.measurements):
+        if m.photo_id in sizes:
+            reasons.extend(outside_photo(f"measurements[{i}]", m, *sizes[m.photo_id]))
+
     t = result.timings
     lease_age = (now - leased_at).total_seconds()
     if t.total_s + 1e-6 < max(t.fetch_s, t.infer_s):
@@ -205,3 +213,22 @@ def validate_result(body: bytes, job, node_id: str, leased_at: datetime, now: da
     if result.measurements and t.infer_s <= 0:
         reasons.append("timings: photos were measured with no inference time")
     return result, reasons
+
+
+def outside_photo(where: str, m, width: int, height: int) -> list[str]:
+    """Why a measurement's image evidence does not fit its photo (``width`` x ``height`` pixels, as the
+    provider lists it): a box or a road row past the image's right or bottom edge (the schema has refused
+    negative and reversed ones), or more rows than the width was read on."""
+    out = []
+    for j, o in enumerate(m.objects):
+        if o.box is not None and (o.box[2] > width or o.box[3] > height):
+            out.append(f"{where}.objects[{j}].box {o.box} lies outside the {width} x {height} photo")
+    rows = m.road_width.rows if m.road_width is not None else None
+    if rows:
+        if len(rows) > m.road_width.samples:
+            out.append(f"{where}.roadWidth.rows: {len(rows)} rows for a width read on {m.road_width.samples}")
+        for k, r in enumerate(rows):
+            if r.v > height or r.u_right > width:
+                out.append(f"{where}.roadWidth.rows[{k}] (v {r.v:g}, u {r.u_left:g}-{r.u_right:g}) lies outside "
+                           f"the {width} x {height} photo")
+    return out
