@@ -3,7 +3,7 @@ street photo in every H3 cell, nodes that sweep it honestly, and a reviewer key.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import h3
 import pytest
@@ -44,12 +44,49 @@ def rich_result(node: SimNode, lease: dict, truth: dict[str, FakePhoto]) -> dict
     return body
 
 
+_ENGINE_READS: dict[str, Any] = {}
+
+
+def engine_reading(p: FakePhoto, ref: dict):
+    """The sweep engine's own geometry on the photo the fake provider serves: its synthetic scene (the
+    provider renders the same one) read with that scene's exact depth, classes and boxes, the camera
+    placed at the photo's position and heading. The measurement carries the engine's image evidence in
+    the photo's listed pixels. Cached per photo: both replicas read the same photo alike."""
+    if p.id not in _ENGINE_READS:
+        from sweep_engine.geometry import measure_photo, to_schema
+        from sweep_engine.synth import render, street_scene
+        f = render(street_scene(p.seed, width=p.width, height=p.height, focal_px=p.focal_px,
+                                road_width_m=p.road_width_m))
+        cam = f.camera.with_(lon=p.lon, lat=p.lat, heading_deg=p.heading)
+        pm, evidence = measure_photo(p.id, p.captured_at, cam, f.depth, f.seg, f.detections())
+        _ENGINE_READS[p.id] = (pm, to_schema(pm, evidence, image_size=(ref["width"], ref["height"])))
+    return _ENGINE_READS[p.id]
+
+
+def engine_result(node: SimNode, lease: dict, truth: dict[str, FakePhoto]) -> dict[str, Any]:
+    """A result whose measurements and facts are the engine's geometry and aggregation on the job's
+    photos (``engine_reading``), facts outside the job's area dropped as the engine drops them."""
+    import shapely
+    from sweep_engine.aggregate import aggregate
+
+    job = lease["job"]
+    body = node.honest(lease, truth=truth)
+    reads = [engine_reading(truth[p["id"]], p) for p in job["photos"]]
+    area = shapely.Polygon(job["area"]["coordinates"][0])
+    facts = aggregate([pm for pm, _ in reads], origin=(job["centerLon"], job["centerLat"]))
+    body["measurements"] = [m.to_dict() for _, m in reads]
+    body["facts"] = [f.to_dict() for f in facts if area.contains(shapely.Point(f.lon, f.lat))]
+    return body
+
+
 async def sweep_to_review(c: Coordinator, photos: FakePhotoProvider, radius: float = RADIUS,
-                          dissent_first: bool = False) -> dict:
+                          dissent_first: bool = False,
+                          first_job: Callable[..., dict[str, Any]] = rich_result) -> dict:
     """Request a sweep, and let two untrusted nodes sweep every job of it honestly, so that
     every job waits in review with two agreeing replicas. With ``dissent_first`` the second
     replica of the first job is wrong, a third node is called, and the wrong one is outvoted.
-    Returns the sweep request."""
+    ``first_job`` makes the first job's results (``engine_result``: the engine's own geometry,
+    with its image evidence). Returns the sweep request."""
     truth = {p.id: p for p in photos.photos}
     r = await request_sweep(c, radius=radius)
     assert r.status == 200 and r.json()["queued"] is True, r.body
@@ -61,7 +98,8 @@ async def sweep_to_review(c: Coordinator, photos: FakePhotoProvider, radius: flo
             break
         lb = await b.lease()
         assert lb is not None and lb["job"]["jobId"] == la["job"]["jobId"]
-        assert (await a.submit(la["lease"]["leaseId"], rich_result(a, la, truth))).status == 200
+        make = first_job if first else rich_result
+        assert (await a.submit(la["lease"]["leaseId"], make(a, la, truth))).status == 200
         if dissent_first and first:
             wrong = rich_result(b, lb, truth)
             for f in wrong["facts"]:
@@ -72,7 +110,7 @@ async def sweep_to_review(c: Coordinator, photos: FakePhotoProvider, radius: flo
             assert lc["job"]["jobId"] == la["job"]["jobId"]
             out = await third.submit(lc["lease"]["leaseId"], rich_result(third, lc, truth))
         else:
-            out = await b.submit(lb["lease"]["leaseId"], rich_result(b, lb, truth))
+            out = await b.submit(lb["lease"]["leaseId"], make(b, lb, truth))
         assert out.status == 200 and out.json()["jobState"] == "in_review", out.body
         first = False
     return r.json()["request"]
