@@ -137,13 +137,12 @@ def not_excluded(job_id_column, node_id: str):
     return ~exists().where(EXCLUSIONS.c.job_id == job_id_column, EXCLUSIONS.c.node_id == node_id)
 
 
-async def excluded_pairs(session, job_ids: list[int], node_ids) -> set[tuple[int, str]]:
-    """(job, node) pairs among these that a claim must skip: the job is closed to the node."""
-    if not job_ids:
-        return set()
-    q = select(EXCLUSIONS.c.job_id, EXCLUSIONS.c.node_id).where(
+def excluded_pairs(job_ids: list[int], node_ids):
+    """The (job, node) pairs among these that a claim must skip, the job being closed to the
+    node: a select of two columns, which a claim batch reads in one statement with the
+    pairs it skips for other reasons (``leases.claim_batch``)."""
+    return select(EXCLUSIONS.c.job_id, EXCLUSIONS.c.node_id).where(
         EXCLUSIONS.c.job_id.in_(job_ids), EXCLUSIONS.c.node_id.in_(sorted(node_ids)))
-    return {(jid, nid) for jid, nid in await session.execute(q)}
 
 
 @dataclass

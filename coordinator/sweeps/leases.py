@@ -26,7 +26,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, bindparam, case, exists, func, insert, select, update
+from sqlalchemy import and_, bindparam, case, exists, func, insert, select, union_all, update
 
 from coordinator.core.db.leader import Leadership
 from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult
@@ -84,7 +84,8 @@ async def claim_batch(sweeps, who: list[Node | Bearer]) -> list[Claim | None | E
     (``nodes.tokens.resolve``); one the token does not admit gets its error and nothing else.
 
     The oldest ``len(nodes) + CLAIM_SPARE`` queued jobs are read (and locked, skipping rows
-    other transactions hold, on PostgreSQL) with the leases the batch's nodes hold on them;
+    other transactions hold, on PostgreSQL), then the leases the batch's nodes hold on them
+    and the exclusions closing them to those nodes, in one statement;
     each claim takes the first of those jobs with a replica free that its node neither
     holds nor has answered; the jobs, the new leases and their transitions are written
     with one statement each. A claim those rows cannot serve, while more queued jobs may
@@ -104,15 +105,18 @@ async def claim_batch(sweeps, who: list[Node | Bearer]) -> list[Claim | None | E
             jobs = [record(r) for r in await s.execute(_locked(db, q))]
             held: set[tuple[int, str]] = set()
             if jobs:
-                # A statement of its own: on PostgreSQL a statement reads as of its start,
-                # and a job locked above may have had a replica leased by a transaction that
-                # committed after that statement began. This one begins once the locks are
-                # held and sees that lease; joined into the statement above, it would not.
-                held = {(jid, nid) for jid, nid in await s.execute(select(LEASES.c.job_id, LEASES.c.node_id).where(
-                    LEASES.c.job_id.in_([j.id for j in jobs]), LEASES.c.node_id.in_({n.id for n in nodes}),
-                    LEASES.c.state.in_(_HELD)))}
-                # A reissued job is never offered to the nodes whose results were rejected.
-                held |= await excluded_pairs(s, [j.id for j in jobs], {n.id for n in nodes})
+                # The pairs a claim skips: the node holds or has answered a replica, or the
+                # job is closed to it (a reissued job is never offered to the nodes whose
+                # results were rejected); one statement for both. A statement of its own,
+                # not joined into the one above: on PostgreSQL a statement reads as of its
+                # start, and a job locked above may have had a replica leased by a
+                # transaction that committed after that statement began. This one begins
+                # once the locks are held and sees that lease.
+                job_ids, node_ids = [j.id for j in jobs], sorted({n.id for n in nodes})
+                held = {(jid, nid) for jid, nid in await s.execute(union_all(
+                    select(LEASES.c.job_id, LEASES.c.node_id).where(
+                        LEASES.c.job_id.in_(job_ids), LEASES.c.node_id.in_(node_ids), LEASES.c.state.in_(_HELD)),
+                    excluded_pairs(job_ids, node_ids)))}
             claims: list[Claim | None | Exception] = []
             new_leases: list[dict] = []
             logs: list[dict] = []
