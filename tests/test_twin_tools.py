@@ -132,6 +132,10 @@ async def test_twin_selection_rules_over_http(c):
     assert r.status == 200 and r.json()["layers"] == {} and r.json()["rejected"] == ["nothing-known"]
     r = await c.get("/public/v1/anon/twin?layers=")
     assert r.status == 400 and r.json()["error"]["details"]["parameter"] == "layers"
+    r = await c.get("/public/v1/anon/twin?layers=" + "q" * 501)
+    assert r.status == 400 and r.json()["error"]["details"]["maxLength"] == 500
+    r = await c.get("/public/v1/anon/twin?layers=" + ",".join(f"x{i}" for i in range(65)))
+    assert r.status == 400 and r.json()["error"]["details"]["maxIds"] == 64
 
 
 async def test_the_openapi_document_lists_the_410(c):

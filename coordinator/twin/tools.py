@@ -38,7 +38,7 @@ CAVEATS = [
 LAYERS_PARAM = Param(
     "layers", STRING, "Layer ids, comma-separated (quakes,ev:wildfires,overlay:radar); '*' for every layer; "
     "left out, the defaults (quakes, disasters, cyclones). Unknown ids are answered in rejected[], known ids not "
-    "served in notServed[] with the reason; naming only withdrawn layers answers 410", max_length=2000)
+    "served in notServed[] with the reason; naming only withdrawn layers answers 410", max_length=500)
 
 
 def credential_layers(caller: Caller) -> tuple[str, ...]:
