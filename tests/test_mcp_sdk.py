@@ -44,7 +44,7 @@ def sample_arguments(tool: Tool) -> dict[str, Any]:
     return args
 
 
-STRING_SAMPLES = {"brand": "Q99999901"}      # strings whose declared pattern "x" does not match
+STRING_SAMPLES = {"brand": "Q99999901", "id": "gdacs:EQ:1569499"}    # strings whose declared pattern "x" does not match
 
 
 @pytest.mark.parametrize("mode", MODES)
