@@ -227,3 +227,11 @@ async def test_a_bad_grid_fails_its_load_saying_why(c, tmp_path, text, why):
         await ingest.run(c.services.db, "population", path, data_dir=c.services.settings.data_dir)
     assert why in str(err.value) and err.value.version.state == "failed"
     assert not list((Path(c.services.settings.data_dir) / "population").glob("*/population.npy"))
+
+
+def test_docs_scoring_states_every_weight_and_threshold_of_the_model():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "scoring.md").read_text()
+    for f in model.FEATURES:
+        assert f"| `{f.name}` | {f.weight:.2f} |" in text, f.name
+    assert f"`evidenceThreshold`\n  {model.EVIDENCE_THRESHOLD}" in text and f"1 / (1 + n / {model.HALF_SATURATION})" in text
+    assert f"{model.ROAD_FAR_M:g})/{model.ROAD_FAR_M:g}" in text
