@@ -73,10 +73,13 @@ async def test_places_are_sampled_with_the_full_count_and_their_own_licenses(loa
 async def test_sampling_is_stable_and_says_how(loaded, monkeypatch):
     import dataclasses
     from coordinator.core.access import plans
+    exact = (await loaded.get(f"/earth/places?bbox={TOWN}")).json()
+    assert exact["matchedEstimated"] is False and exact["sampled"] is False
     monkeypatch.setitem(plans.CAPS, "anon", dataclasses.replace(plans.CAPS["anon"], rows=50))
-    one = (await loaded.get(f"/earth/places?bbox={TOWN}")).json()
-    two = (await loaded.get(f"/legacy/places?bbox={TOWN}")).json()      # another family: computed again
-    assert one["count"] == 50 and one["matched"] > 300 and one["sampled"] is True
+    one = (await loaded.get(f"/legacy/places?bbox={TOWN}")).json()        # other families: computed again
+    two = (await loaded.get(f"/public/v1/anon/places?bbox={TOWN}")).json()
+    assert one["count"] == 50 and one["sampled"] is True and one["matchedEstimated"] is True
+    assert abs(one["matched"] - exact["matched"]) <= one["sampling"]["matchedMargin"]
     assert one["sampling"]["returned"] == 50 and "uniform sample" in one["sampling"]["method"]
     assert [f["id"] for f in one["features"]] == [f["id"] for f in two["features"]]
 

@@ -36,6 +36,15 @@ def sample_key(fid: str) -> int:
     return zlib.crc32(fid.encode()) & 0x7FFFFFFF
 
 
+MAX_LEVEL = 15
+
+
+def level_of(sample: int) -> int:
+    """A feature's sampling level: the trailing zero bits of its sample key, at most 15, so
+    a feature is at level k or above with probability 2^-k, independently of where it is."""
+    return min(MAX_LEVEL, (sample & -sample).bit_length() - 1) if sample else MAX_LEVEL
+
+
 def rows_for(version_id: int, fid: str, classes: Iterable[str], *, license: str,
              point: tuple[float, float] | None = None, line: Sequence[Sequence[float]] | None = None,
              name: str | None = None, brand: str | None = None, props: dict[str, Any] | None = None) -> list[dict]:
@@ -44,7 +53,7 @@ def rows_for(version_id: int, fid: str, classes: Iterable[str], *, license: str,
     its nodes' mean."""
     out: list[dict] = []
     base = {"version_id": version_id, "fid": fid, "name": name, "license": license, "brand": None,
-            "props": props or {}, "sample": sample_key(fid)}
+            "props": props or {}, "sample": sample_key(fid), "level": level_of(sample_key(fid))}
     for cls in classes:
         if is_line(cls):
             if not line or len(line) < 2:
@@ -124,12 +133,42 @@ class Found:
     total: int                     # features matching in all
     rows: list[dict]               # those returned (a sample, or the nearest)
     truncated: bool = False
+    total_estimated: bool = False  # ``total`` estimated from a sampling level (``sample_box``)
+    margin: int = 0                # about two standard errors of an estimated total
 
 
-def _box_clause(classes: Sequence[str], box: grid.BBox, version_id: int) -> sa.ColumnElement[bool]:
+SEEK_COST = 20      # an index seek costs about as much as reading this many index entries
+
+
+def _box_clause(classes: Sequence[str], box: grid.BBox, version_id: int, totals: dict[str, int] | None = None,
+                min_level: int = 0) -> sa.ColumnElement[bool]:
+    """The rows of ``classes`` in ``box`` (at ``min_level`` or above). With the version's
+    class ``totals``, classes so sparse that reading all their entries costs less than one
+    seek per tile (a few thousand towers against a 2-degree box's 1,600 tiles) are read
+    whole and filtered by position instead."""
     w, s, e, n = box
-    return sa.and_(C.version_id == version_id, C.cls.in_(list(classes)), C.tile.in_(grid.tiles(box)),
-                   C.lon.between(w, e), C.lat.between(s, n))
+    tiles = grid.tiles(box)
+    sparse = totals is not None and sum(totals.get(c, 0) for c in classes) < len(tiles) * len(classes) * SEEK_COST
+    clauses = [C.version_id == version_id, C.cls.in_(list(classes))]
+    if not sparse:
+        clauses.append(C.tile.in_(tiles))
+    if min_level:
+        clauses.append(C.level >= min_level)
+    return sa.and_(*clauses, C.lon.between(w, e), C.lat.between(s, n))
+
+
+_TOTALS: dict[tuple[str, int], dict[str, int]] = {}
+
+
+async def class_totals(db: Database, version_id: int) -> dict[str, int]:
+    """Rows per class of a version (ready versions never change, so each process counts
+    them once, on the first query that plans with them)."""
+    key = (db.url, version_id)
+    if key not in _TOTALS:
+        async with db.engine.connect() as conn:
+            _TOTALS[key] = {r[0]: r[1] for r in await conn.execute(
+                sa.select(C.cls, sa.func.count()).where(C.version_id == version_id).group_by(C.cls))}
+    return _TOTALS[key]
 
 
 # ``props`` and ``geom`` are read as text and decoded with orjson: SQLAlchemy's JSON type
@@ -150,28 +189,57 @@ def _row(r: sa.Row) -> dict:
             "brand": r.brand, "props": _json(r.props) or {}, "geom": _json(r.geom)}
 
 
+# The levels read in turn to size a sample: each stage reads about 2^-k of the box's entries.
+STAGES = ((8, MAX_LEVEL), (4, 7), (0, 3))
+
+
 async def sample_box(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox, limit: int) -> Found:
-    """Point features in a bbox: how many in all, and a sample of ``limit`` of them (the
-    lowest ``sample`` keys: a uniform sample, the same on every call). Line classes are
-    counted by feature and matched exactly (``lines_in_box``)."""
+    """Point features in a bbox: how many in all, and a uniform sample of ``limit`` of them
+    (the lowest ``sample`` keys, the same on every call). Line classes are counted by
+    feature and matched exactly (``lines_in_box``).
+
+    The sample reads about ``limit`` index entries however many match: the box's entries
+    are counted per sampling level from the top (``STAGES``) until the levels at or above
+    some k hold ``limit``; the sample is then drawn from those alone. When k is 0 the count
+    is exact; above, it is the count at level k or above times 2^k (``total_estimated``,
+    with ``margin``, about two standard errors)."""
     points = [c for c in classes if not is_line(c)]
     lines = [c for c in classes if is_line(c)]
-    total, rows = 0, []
-    async with db.engine.connect() as conn:
-        if points:
-            where = _box_clause(points, box, version_id)
-            total = (await conn.execute(sa.select(sa.func.count()).select_from(TABLE).where(where))).scalar_one()
+    total, rows, estimated, margin = 0, [], False, 0
+    if points:
+        totals = await class_totals(db, version_id)
+        per_level: dict[int, int] = {}
+        async with db.engine.connect() as conn:
+            for lo, hi in STAGES:
+                where = sa.and_(_box_clause(points, box, version_id, totals, min_level=lo), C.level <= hi)
+                for level, n in await conn.execute(sa.select(C.level, sa.func.count()).where(where).group_by(C.level)):
+                    per_level[level] = n
+                if sum(per_level.values()) >= limit:
+                    break
+            k, held = 0, 0
+            for level in range(MAX_LEVEL, -1, -1):
+                held += per_level.get(level, 0)
+                k = level
+                if held >= limit:
+                    break
+            if k == 0:
+                total = held
+            else:
+                total = held << k
+                estimated, margin = True, int(2 * (held ** 0.5) * (1 << k))
+            where = _box_clause(points, box, version_id, totals, min_level=k)
             rows = [_row(r) for r in await conn.execute(
                 sa.select(*COLUMNS).where(where).order_by(C.sample).limit(limit))]
     if lines:
         found = await lines_in_box(db, version_id, lines, box, limit)
         total += found.total
         rows = sorted(rows + found.rows, key=lambda r: sample_key(r["fid"]))[:limit]
-    return Found(total, rows, truncated=total > len(rows))
+    return Found(total, rows, truncated=total > len(rows), total_estimated=estimated, margin=margin)
 
 
 async def _line_chunks(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox) -> list[dict]:
-    where = _box_clause(classes, grid.widen(box, grid.CHUNK_DEG / 2 + 1e-9), version_id)
+    totals = await class_totals(db, version_id)
+    where = _box_clause(classes, grid.widen(box, grid.CHUNK_DEG / 2 + 1e-9), version_id, totals)
     async with db.engine.connect() as conn:
         return [_row(r) for r in await conn.execute(sa.select(*COLUMNS).where(where).order_by(C.id))]
 
@@ -243,9 +311,10 @@ async def near(db: Database, version_id: int, classes: Sequence[str], lat: float
     lines = [c for c in classes if is_line(c)]
     candidates: list[dict] = []
     if points:
+        totals = await class_totals(db, version_id)
         async with db.engine.connect() as conn:
             candidates = [_row(r) for r in await conn.execute(
-                sa.select(*COLUMNS).where(_box_clause(points, box, version_id)))]
+                sa.select(*COLUMNS).where(_box_clause(points, box, version_id, totals)))]
     if lines:
         candidates += await _line_chunks(db, version_id, lines, box)
     return select_near(candidates, lat, lon, radius_m, limit)

@@ -30,8 +30,10 @@ TREND_SAMPLES = 20
 
 NONE_MAPPED = ("An empty list means none mapped in the source that answered, never none there: open map data "
                "is incomplete, most of all outside cities.")
-SAMPLING = ("a uniform sample: the features with the lowest hash of their id, the same on every call; "
-            "'matched' counts every feature in the bbox")
+SAMPLING = ("a uniform sample, the same on every call: the features with the lowest hash of their id among those "
+            "whose hash has at least k trailing zero bits (1 in 2^k), k the smallest level holding the sample size; "
+            "'matched' counts every feature in the bbox, exactly when k is 0, else estimated as the count at level k "
+            "times 2^k, with a margin of about two standard errors")
 
 
 def _limit(ctx: ToolContext) -> int:
@@ -132,8 +134,9 @@ async def places_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                           "confidence": r["props"].get("confidence"), "sources": r["props"].get("sources"),
                           "license": r["license"]}) for r in found.rows]
     return _answer(found, report, feats,
-                   {"sampled": found.truncated, "sampling": {"method": SAMPLING, "returned": len(feats),
-                                                            "matched": found.total, "limit": limit}},
+                   {"sampled": found.truncated, "matchedEstimated": found.total_estimated,
+                    "sampling": {"method": SAMPLING, "returned": len(feats), "matched": found.total,
+                                 "matchedMargin": found.margin, "limit": limit}},
                    ["Places are a sample of those mapped in the bbox, not all of them; 'matched' is the full count.",
                     "Each place carries the license of its own sources; keep them with the records."] + partly)
 

@@ -1,8 +1,8 @@
 """Map features loaded by ``sis ingest osm`` (OpenStreetMap extracts) and ``sis ingest
 places`` (Overture places), one row per point or line chunk, tagged with its dataset
 version (coordinator/features/). Indexed for bbox and radius queries on the 0.05-degree
-grid key, with ``lon``, ``lat`` and ``sample`` in the index so counting and sampling a
-bbox read the index alone, on SQLite and PostgreSQL alike.
+grid key, with ``level`` (a sampling level), ``lon``, ``lat`` and ``sample`` in the index
+so counting and sampling a bbox read the index alone, on SQLite and PostgreSQL alike.
 
 Revision ID: 0012
 Revises: 0011
@@ -29,6 +29,7 @@ def upgrade() -> None:
         sa.Column("lon", sa.Float(), nullable=False),
         sa.Column("lat", sa.Float(), nullable=False),
         sa.Column("sample", sa.Integer(), nullable=False),
+        sa.Column("level", sa.SmallInteger(), nullable=False),
         sa.Column("fid", sa.String(80), nullable=False),
         sa.Column("name", sa.Text(), nullable=True),
         sa.Column("license", sa.String(80), nullable=False),
@@ -36,7 +37,7 @@ def upgrade() -> None:
         sa.Column("props", sa.JSON(), nullable=False),
         sa.Column("geom", sa.JSON(), nullable=True),
     )
-    op.create_index("ix_map_features_query", "map_features", ["version_id", "cls", "tile", "lon", "lat", "sample"])
+    op.create_index("ix_map_features_query", "map_features", ["version_id", "cls", "tile", "level", "lon", "lat", "sample"])
     op.create_index("ix_map_features_brand", "map_features", ["version_id", "brand", "tile"])
 
 

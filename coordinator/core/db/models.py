@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
+from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary,
+                        SmallInteger, String, Text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # BigInteger ids that still autoincrement on SQLite (where only INTEGER PRIMARY KEY does).
@@ -413,11 +414,14 @@ class MapFeature(Base):
     a line no wider than ``features.grid.CHUNK_DEG`` (``geom`` holds its coordinates).
     ``tile`` is the 0.05-degree grid key (``features.grid``); the query index covers
     ``lon``, ``lat`` and ``sample`` so a bbox is counted and sampled from the index alone.
-    ``sample`` is a random integer fixed at load, so a sample is stable between calls."""
+    ``sample`` is a random integer fixed at load, so a sample is stable between calls;
+    ``level`` its trailing zero bits (a feature is at level k or above with probability
+    2^-k), so a uniform sample of about n features of a large bbox reads about n index
+    entries (``features.store.sample_box``)."""
 
     __tablename__ = "map_features"
     __table_args__ = (
-        Index("ix_map_features_query", "version_id", "cls", "tile", "lon", "lat", "sample"),
+        Index("ix_map_features_query", "version_id", "cls", "tile", "level", "lon", "lat", "sample"),
         Index("ix_map_features_brand", "version_id", "brand", "tile"),
     )
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -427,6 +431,7 @@ class MapFeature(Base):
     lon: Mapped[float] = mapped_column(Float)
     lat: Mapped[float] = mapped_column(Float)
     sample: Mapped[int] = mapped_column(Integer)
+    level: Mapped[int] = mapped_column(SmallInteger)
     fid: Mapped[str] = mapped_column(String(80))
     name: Mapped[str | None] = mapped_column(Text, nullable=True)
     license: Mapped[str] = mapped_column(String(80))
