@@ -121,7 +121,7 @@ def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarra
 
 # Most image rows a road width carries to the reviewer (evenly spaced from the nearest to the farthest): enough
 # to draw both edges and the rows read, a few kilobytes a photo (the width itself is over all ``samples``).
-ROAD_ROWS_SENT = 48
+ROAD_ROWS_SENT = 32
 
 
 class _ToPhoto:
