@@ -33,39 +33,84 @@ class Place:
     props: dict[str, Any]
 
 
-def _license(sources: Any) -> str | None:
-    found = sorted({s.get("license") for s in sources or () if isinstance(s, dict) and s.get("license")})
+def _license(licenses: Any) -> str | None:
+    found = sorted({x for x in licenses or () if isinstance(x, str) and x})
     return " AND ".join(found)[:80] if found else None
 
 
-def place(rec: dict[str, Any], lon: float, lat: float, fallback_license: str) -> Place | None:
-    """One place from an Overture record (already holding its coordinates), or None for
-    a closed one. Raises ValueError for a record that cannot be a place."""
-    gid = rec.get("id")
+def make_place(gid: Any, lon: float, lat: float, *, name: Any, category: Any, confidence: Any, status: Any,
+               licenses: Any, datasets: Any, qid: Any, fallback_license: str) -> Place | None:
+    """One place from an Overture record's fields, or None for a closed one. Raises
+    ValueError for a record that cannot be a place."""
     if not isinstance(gid, str) or not gid:
         raise ValueError("no id")
     if not (-180 <= lon <= 180 and -90 <= lat <= 90):
         raise ValueError(f"position {lon},{lat} is off the globe")
-    if rec.get("operating_status") == "permanently_closed":
+    if status == "permanently_closed":
         return None
+    lic = _license(licenses)
+    props: dict[str, Any] = {"category": category, "confidence": confidence}
+    if lic is None:
+        props["licenseFrom"] = "the load (the record names no source license)"
+    ds = sorted({d for d in datasets or () if isinstance(d, str) and d})
+    if ds:
+        props["sources"] = ds
+    return Place(f"overture:{gid}", float(lon), float(lat), name if isinstance(name, str) else None,
+                 lic or fallback_license, qid if isinstance(qid, str) and qid.startswith("Q") else None, props)
+
+
+def place(rec: dict[str, Any], lon: float, lat: float, fallback_license: str) -> Place | None:
+    """One place from a whole record (a GeoJSON Feature's properties)."""
     names = rec.get("names") or {}
     cats = rec.get("categories") or {}
     brand = rec.get("brand") or {}
-    lic = _license(rec.get("sources"))
-    props: dict[str, Any] = {"category": cats.get("primary"), "confidence": rec.get("confidence")}
-    if lic is None:
-        props["licenseFrom"] = "the load (the record names no source license)"
-    sources = [s.get("dataset") for s in rec.get("sources") or () if isinstance(s, dict) and s.get("dataset")]
-    if sources:
-        props["sources"] = sorted(set(sources))
-    qid = brand.get("wikidata") if isinstance(brand, dict) else None
-    return Place(f"overture:{gid}", float(lon), float(lat), names.get("primary"), lic or fallback_license,
-                 qid if isinstance(qid, str) and qid.startswith("Q") else None, props)
+    sources = [x for x in rec.get("sources") or () if isinstance(x, dict)]
+    return make_place(rec.get("id"), lon, lat, name=names.get("primary"), category=cats.get("primary"),
+                      confidence=rec.get("confidence"), status=rec.get("operating_status"),
+                      licenses=[x.get("license") for x in sources], datasets=[x.get("dataset") for x in sources],
+                      qid=brand.get("wikidata") if isinstance(brand, dict) else None,
+                      fallback_license=fallback_license)
+
+
+def _field(batch, column: str, sub: str | None = None) -> list:  # noqa: ANN001
+    """A column (or a struct column's field) of a record batch as a Python list; Nones
+    where the file has no such column or field (older releases lack some)."""
+    import pyarrow.compute as pc
+
+    names = batch.schema.names
+    if column not in names:
+        return [None] * batch.num_rows
+    arr = batch.column(names.index(column))
+    if sub is not None:
+        if sub not in {f.name for f in arr.type}:
+            return [None] * batch.num_rows
+        arr = pc.struct_field(arr, sub)
+    return arr.to_pylist()
+
+
+def _per_row(batch, column: str, sub: str) -> list[list]:  # noqa: ANN001
+    """A list-of-struct column's field, one list per row (``sources[].license``), read
+    flat in Arrow and regrouped, rather than every row's structs turned into dicts."""
+    import pyarrow.compute as pc
+
+    out: list[list] = [[] for _ in range(batch.num_rows)]
+    names = batch.schema.names
+    if column not in names:
+        return out
+    arr = batch.column(names.index(column))
+    values = arr.flatten()
+    if sub not in {f.name for f in values.type}:
+        return out
+    for i, v in zip(pc.list_parent_indices(arr).to_pylist(), pc.struct_field(values, sub).to_pylist()):
+        out[i].append(v)
+    return out
 
 
 def read_parquet(path: Path, fallback_license: str, on_progress) -> Iterator[Place | Bad]:  # noqa: ANN001
     """Places from a GeoParquet file, batch by batch; ``on_progress(share)`` after each.
-    pyarrow is imported here, not at the top: every ``sis`` command discovers the kinds."""
+    Fields are read column by column in Arrow (turning each row's nested structs into
+    dicts was most of a load's time). pyarrow is imported here, not at the top: every
+    ``sis`` command discovers the kinds."""
     import pyarrow.parquet as pq
 
     f = pq.ParquetFile(str(path))
@@ -75,21 +120,26 @@ def read_parquet(path: Path, fallback_license: str, on_progress) -> Iterator[Pla
         raise ValueError(f"not an Overture places file: no column {', '.join(sorted(missing))}")
     total = max(1, f.metadata.num_rows)
     done = 0
-    for batch in f.iter_batches(batch_size=20_000, columns=[c for c in COLUMNS if c in have]):
-        recs = batch.to_pylist()
-        geoms = shapely.from_wkb([r.get("geometry") for r in recs], on_invalid="ignore")
-        for n, (rec, g) in enumerate(zip(recs, geoms), done + 1):
-            if g is None or g.geom_type != "Point" or g.is_empty:
-                yield Bad(f"row {n}", "geometry is not a WKB point")
+    for batch in f.iter_batches(batch_size=50_000, columns=[c for c in COLUMNS if c in have]):
+        geoms = shapely.from_wkb(_field(batch, "geometry"), on_invalid="ignore")
+        points = (shapely.get_type_id(geoms) == 0) & ~shapely.is_empty(geoms)
+        xs, ys = shapely.get_x(geoms), shapely.get_y(geoms)
+        cols = zip(_field(batch, "id"), _field(batch, "names", "primary"), _field(batch, "categories", "primary"),
+                   _field(batch, "confidence"), _field(batch, "operating_status"), _field(batch, "brand", "wikidata"),
+                   _per_row(batch, "sources", "license"), _per_row(batch, "sources", "dataset"))
+        for n, (gid, name, cat, conf, status, qid, lics, dss) in enumerate(cols):
+            if not points[n]:
+                yield Bad(f"row {done + n + 1}", "geometry is not a WKB point")
                 continue
             try:
-                p = place(rec, g.x, g.y, fallback_license)
-            except (ValueError, TypeError, AttributeError) as exc:
-                yield Bad(f"row {n}", str(exc))
+                p = make_place(gid, float(xs[n]), float(ys[n]), name=name, category=cat, confidence=conf,
+                               status=status, licenses=lics, datasets=dss, qid=qid, fallback_license=fallback_license)
+            except (ValueError, TypeError) as exc:
+                yield Bad(f"row {done + n + 1}", str(exc))
                 continue
             if p is not None:
                 yield p
-        done += len(recs)
+        done += batch.num_rows
         on_progress(done / total)
 
 
