@@ -420,6 +420,8 @@ def parser() -> argparse.ArgumentParser:
     add_jobs_parser(sub, db_arg, _settings)
     from .datasets.cli import add_parser as add_datasets_parser
     add_datasets_parser(sub, db_arg, _settings)
+    from .widgets.cli import add_parser as add_widgets_parser
+    add_widgets_parser(sub, _settings)
     return p
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 REGISTRY: dict[str, type[Source]] = {}
 # packages whose modules hold adapters
 _PACKAGES = ("coordinator.sources", "coordinator.panels", "coordinator.features", "coordinator.twin",
-             "coordinator.fingerprint")
+             "coordinator.fingerprint", "coordinator.widgets")
 
 
 class SourceSettingsError(ValueError):
