@@ -12,7 +12,7 @@ from coordinator.core.registry import Tool, ToolRegistry
 
 CAPABILITIES = ("coordinator.hazards", "coordinator.core.access", "coordinator.sweeps", "coordinator.seen",
                 "coordinator.twin", "coordinator.features", "coordinator.fingerprint", "coordinator.grids",
-                "coordinator.sites", "coordinator.briefs")
+                "coordinator.sites", "coordinator.briefs", "coordinator.widgets")
 PANELS = "coordinator.panels"
 
 

@@ -81,7 +81,11 @@ async def test_sdk_calls_each_tool_and_gets_what_the_rest_route_serves(coordinat
             body = result.structured_content
             assert json.loads(result.content[0].text) == body
             assert list(body)[0] == "caveats", "caveats come first"
-            rest = await coordinator.request(tool.method, prefix + tool.routes[family] + _query(args))
+            path, query = tool.routes[family], dict(args)
+            for p in tool.params:             # path parameters travel in the path (the widget's id)
+                if p.location == "path":
+                    path = path.replace("{" + p.name + "}", str(query.pop(p.name)))
+            rest = await coordinator.request(tool.method, prefix + path + _query(query))
             assert rest.status == 200
             assert rest.json() == body, f"{tool.name}: the MCP result is not the REST body"
 

@@ -55,7 +55,11 @@ async def faces(c: Coordinator) -> dict[str, Any]:
 
 def rest_url(tool: Tool, family: str, args: dict[str, Any]) -> str:
     prefix = FAMILY_PREFIX[family].replace("{cred}", "anon")
-    return prefix + tool.routes[family] + ("?" + urlencode(args) if args else "")
+    path, args = tool.routes[family], dict(args)
+    for p in tool.params:                 # path parameters travel in the path (the widget's id)
+        if p.location == "path" and p.name in args:
+            path = path.replace("{" + p.name + "}", str(args.pop(p.name)))
+    return prefix + path + ("?" + urlencode(args) if args else "")
 
 
 async def test_adding_a_tool_adds_its_rest_routes_openapi_paths_mcp_tools_and_contract_entries(sqlite_url,

@@ -99,8 +99,10 @@ def tool_path(tool: Tool, family: str) -> str:
 
 
 def tool_routes(registry: ToolRegistry) -> list[tuple[str, type, dict]]:
+    """Routes with path parameters come after every literal route: Tornado takes the first
+    match, and ``/earth/w/twin_earth`` (the twin) must win over ``/earth/w/{id}`` (widgets)."""
     routes = []
     for t in registry:
         for fam in t.families:
             routes.append((tool_path(t, fam) + "/?", ToolHandler, {"tool": t, "family": fam}))
-    return routes
+    return sorted(routes, key=lambda r: any(p.location == "path" for p in r[2]["tool"].params))

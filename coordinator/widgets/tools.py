@@ -1,0 +1,201 @@
+"""The ``widget`` tool (``GET /earth/w/{id}``) and the manifest (``GET /earth/widgets.json``).
+
+One declaration serves every widget of the catalogue: ``WidgetTool`` validates a request by
+the widget's own record (its parameters, types and bounds, in the registry's ``Param`` terms,
+so the error shape and messages are every tool's), answers 404 for an id the catalogue does
+not hold, and publishes the union of the widgets' parameters so that MCP clients can pass
+them (its ``id`` lists every widget). Declared tools' routes are matched before the widget
+pattern (``faces/rest.py`` orders literal routes first), so ``/earth/w/twin_earth`` is the
+twin's, and no widget id may be a declared tool's name.
+
+Each read goes through the pipeline's cache with its adapter's own lifetime (``cache_ttl_s``
+of the adapter: FRED 1 h, World Bank 1 day, CoinGecko 1 min, ...), keyed by widget and
+parameters; a degraded read is never cached.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from coordinator.core.context import ToolContext
+from coordinator.core.errors import BadParameter, NotFound
+from coordinator.core.honesty import Answer, Health, SourceReport
+from coordinator.core.pipeline import run_cached
+from coordinator.core.registry import STRING, Param, Tool
+from coordinator.sources.base import Query
+
+from .catalogue import CATEGORY_COUNTS, Catalogue, Widget, load
+
+TOOLS: list[Tool] = []
+FEED_TTL_S = 300.0        # widgets over feeds this service already reads (their adapters declare no TTL)
+# Which upstream ids each adapter of this package takes, in order (Query.ids).
+QUERY_IDS = {"fred": ("seriesId",), "worldbank": ("indicator",), "coingecko": ("coin",), "swpc": ("product",),
+             "cftc": ("dataset", "contract")}
+UNKNOWN_CAVEAT = "A value that is null has confidence unknown: the upstream had none. It is not zero."
+
+
+def catalogue() -> Catalogue:
+    return load()
+
+
+def union_params(cat: Catalogue) -> tuple[Param, ...]:
+    """Every widget parameter once, with the widest bounds any widget gives it: what the one
+    tool publishes. Each widget's own record narrows it when a request is validated."""
+    merged: dict[str, Param] = {}
+    for w in cat.widgets.values():
+        for p in w.params:
+            q = merged.get(p.name)
+            if q is None:
+                merged[p.name] = dataclasses.replace(p, required=False, default=None, description=(
+                    p.description + " (which widgets take it, and its bounds there: /earth/widgets.json)"))
+                continue
+            lo = None if q.minimum is None or p.minimum is None else min(q.minimum, p.minimum)
+            hi = None if q.maximum is None or p.maximum is None else max(q.maximum, p.maximum)
+            enum = tuple(dict.fromkeys((*q.enum, *p.enum))) if q.enum and p.enum else None
+            merged[p.name] = dataclasses.replace(q, minimum=lo, maximum=hi, enum=enum,
+                                                 pattern=q.pattern if q.pattern == p.pattern else None)
+    return tuple(merged.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class WidgetTool(Tool):
+    """A tool whose parameters are its widget's: validation reads the widget's record."""
+
+    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        wid = raw.get("id")
+        if wid is None or wid == "":
+            raise BadParameter("'id' is required", {"parameter": "id"})
+        if not isinstance(wid, str):
+            raise BadParameter("'id' must be text", {"parameter": "id"})
+        w = catalogue().widgets.get(wid)
+        if w is None:
+            raise NotFound(f"no widget with id '{wid[:100]}'", {"id": wid[:100], "widgets": "/earth/widgets.json"})
+        own = Tool(f"widget {wid}", "", "", self.handler, params=w.params)
+        params = Tool.validate(own, {k: v for k, v in raw.items() if k != "id"})
+        for lo, hi in (("from_year", "to_year"), ("start", "end")):
+            if params.get(lo) is not None and params.get(hi) is not None and params[lo] > params[hi]:
+                raise BadParameter(f"'{lo}' must not be after '{hi}'", {"parameter": lo, "value": params[lo]})
+        return {"id": wid, **params}
+
+
+def widget_summary(w: Widget) -> dict[str, Any]:
+    return {"id": w.id, "title": w.title, "category": w.category, "source": w.source,
+            "upstreamIds": dict(w.upstream_ids), "units": w.units, "license": w.license, "cadence": w.cadence,
+            "confirmed": w.confirmed, "listedBy": w.listed_by}
+
+
+def query_for(w: Widget, params: dict[str, Any]) -> Query:
+    own = {k: v for k, v in params.items() if k != "id"}
+    keys = QUERY_IDS.get(w.source)
+    if keys is not None:
+        return Query(ids=tuple(w.upstream_ids[k] for k in keys), limit=own.get("limit"), params=own)
+    if "lat" in own and "lon" in own:
+        return Query(point=(own["lat"], own["lon"]), params={**own, "_upstream": dict(w.upstream_ids)})
+    return Query(limit=own.get("limit"))
+
+
+def plain(record: Any, license: str) -> dict[str, Any]:
+    """A feed's record as JSON: dataclasses (hazard events) with camelCase names; every record
+    with its license."""
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        out = {_camel(k): v for k, v in dataclasses.asdict(record).items() if v not in (None, [], {})}
+    else:
+        out = dict(record)
+    out.setdefault("license", license)
+    return out
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(r.title() for r in rest)
+
+
+async def read_widget(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    w = catalogue().widgets[params["id"]]
+    source = ctx.services.sources.get(w.source)
+    caveats = []
+    if not w.confirmed:
+        caveats.append(f"Unconfirmed: this widget's upstream ids ({', '.join(w.upstream_ids.values())}) were not "
+                       f"found in an upstream's own listing ({w.listed_by}); if the upstream does not know them "
+                       "the answer is degraded, not empty.")
+    if source is None:
+        report = SourceReport(w.source, w.license, ok=False, error="this coordinator has no such source configured")
+        return Answer({"widget": widget_summary(w), "count": 0, "data": []}, caveats=caveats, health=Health([report]))
+    read = await source.read(query_for(w, params))
+    records = [plain(r, w.license) for r in read.records]
+    limit = params.get("limit")
+    if w.source not in QUERY_IDS and isinstance(limit, int):
+        records = records[:limit]
+    if getattr(source, "caveat", None):
+        caveats.append(source.caveat)
+    if w.source == "fred":
+        caveats.append("FRED republishes series of many owners; rights vary by series (see its notes on FRED).")
+    caveats.append(UNKNOWN_CAVEAT)
+    return Answer({"widget": widget_summary(w), "params": {k: v for k, v in params.items() if k != "id"},
+                   "count": len(records), "data": records}, caveats=caveats, health=Health([read.report]))
+
+
+def adapter_ttl(source: str) -> float:
+    from coordinator.sources.registry import load_adapters
+
+    cls = load_adapters().get(source)
+    return float(getattr(cls, "cache_ttl_s", FEED_TTL_S) or FEED_TTL_S)
+
+
+_PER_ADAPTER: dict[str, Tool] = {}
+
+
+def per_adapter(source: str) -> Tool:
+    """The pipeline's view of one adapter's reads: its own cache name and lifetime."""
+    t = _PER_ADAPTER.get(source)
+    if t is None:
+        t = _PER_ADAPTER[source] = Tool(f"widget:{source}", "", "", read_widget, cache_ttl_s=adapter_ttl(source))
+    return t
+
+
+async def widget(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    w = catalogue().widgets[params["id"]]
+    return await run_cached(ctx.services, per_adapter(w.source), ctx, params)
+
+
+def _declare() -> None:
+    cat = catalogue()
+    id_param = Param("id", STRING, "Widget id, as /earth/widgets.json lists them", required=True,
+                     location="path", enum=tuple(cat.widgets))
+    TOOLS.append(WidgetTool(
+        name="widget", title="Widget data", handler=widget, routes={"earth": "/w/{id}"},
+        description=("One data widget of the catalogue (1679 widgets: macro, global, crypto, equities, globe, "
+                     "positioning, climate, social, space, signals, perception, weather, geospatial, news, earth), "
+                     "read from its upstream. Each widget declares its source (its provenance), its upstream ids "
+                     "and its own parameters; /earth/widgets.json lists them."),
+        params=(id_param, *union_params(cat)), statuses=(404,), tags=("widgets",)))
+    TOOLS.append(Tool(
+        name="widget_manifest", title="Widget manifest", handler=manifest, routes={"earth": "/widgets.json"},
+        description=("Every widget of the catalogue with its source (provenance), upstream ids, parameters "
+                     "(types and bounds), units, license, cadence and whether its ids were confirmed; and how each "
+                     "list of ids was obtained."),
+        params=(Param("category", STRING, "Only the widgets of this category", enum=tuple(CATEGORY_COUNTS)),),
+        http_max_age_s=3600, tags=("widgets",)))
+
+
+_MANIFESTS: dict[str | None, Answer] = {}
+
+
+async def manifest(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    """The same answer object for every request of a category: its body is encoded once."""
+    category = params.get("category")
+    answer = _MANIFESTS.get(category)
+    if answer is None:
+        cat = catalogue()
+        rows = [w.record for w in cat.widgets.values() if category is None or w.category == category]
+        unconfirmed = sum(1 for w in cat.widgets.values() if not w.confirmed)
+        answer = _MANIFESTS[category] = Answer(
+            {"count": len(rows), "categories": cat.counts(), "lists": dict(cat.lists),
+             "builtAt": cat.meta.get("builtAt"), "widgets": rows},
+            caveats=[f"{unconfirmed} of {len(cat.widgets)} widgets have upstream ids that no upstream listing "
+                     "confirmed (confirmed: false); their answers say so.",
+                     "A widget's source is its provenance; its license is the upstream's, per record."])
+    return answer
+
+
+_declare()
