@@ -178,6 +178,8 @@ async def test_widgets_json_lists_every_widget_with_its_parameters_and_lists(c):
     assert r.headers["Cache-Control"] == "public, max-age=3600"
     _, crypto = await read(c, "/earth/widgets.json?category=Crypto")
     assert crypto["count"] == 17 and {x["category"] for x in crypto["widgets"]} == {"Crypto"}
+    _, gdp = await read(c, "/earth/widgets.json?q=GDP%20current%20US$&category=Macro")
+    assert "wb-ny.gdp.mktp.cd" in {x["id"] for x in gdp["widgets"]} and gdp["count"] < 20
 
 
 # ---- caching per adapter -----------------------------------------------------------------
@@ -206,6 +208,7 @@ async def test_mcp_has_one_widget_tool_taking_the_id(c):
     assert sum(1 for n in tools if "widget" in n) == 2            # widget, widget_manifest
     schema = tools["widget"].input_schema
     assert schema["required"] == ["id"] and len(schema["properties"]["id"]["enum"]) == 1679
+    assert {"limit", "country", "units", "lat"} <= set(schema["properties"])
     assert result.is_error is False
     rest = (await c.get("/earth/w/swpc-noaa-planetary-k-index?limit=2")).json()
     assert result.structured_content == rest and len(rest["data"]) == 2

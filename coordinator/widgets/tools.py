@@ -160,8 +160,11 @@ async def widget(ctx: ToolContext, params: dict[str, Any]) -> Answer:
 
 def _declare() -> None:
     cat = catalogue()
-    id_param = Param("id", STRING, "Widget id, as /earth/widgets.json lists them", required=True,
-                     location="path", enum=tuple(cat.widgets))
+    # Every id in the schema (some 40 KB of an MCP client's tool list): a client can only ask
+    # for a widget that exists, and widget_manifest says what each is (by category or words).
+    id_param = Param("id", STRING, "Widget id, e.g. wb-ny.gdp.mktp.cd, fred-unrate, cg-bitcoin "
+                     "(widget_manifest and /earth/widgets.json say what each is)",
+                     required=True, location="path", enum=tuple(cat.widgets))
     TOOLS.append(WidgetTool(
         name="widget", title="Widget data", handler=widget, routes={"earth": "/w/{id}"},
         description=("One data widget of the catalogue (1679 widgets: macro, global, crypto, equities, globe, "
@@ -174,7 +177,9 @@ def _declare() -> None:
         description=("Every widget of the catalogue with its source (provenance), upstream ids, parameters "
                      "(types and bounds), units, license, cadence and whether its ids were confirmed; and how each "
                      "list of ids was obtained."),
-        params=(Param("category", STRING, "Only the widgets of this category", enum=tuple(CATEGORY_COUNTS)),),
+        params=(Param("category", STRING, "Only the widgets of this category", enum=tuple(CATEGORY_COUNTS)),
+                Param("q", STRING, "Only the widgets whose id or title holds each of these words "
+                      "(case ignored), e.g. 'gdp current'", max_length=100)),
         http_max_age_s=3600, tags=("widgets",)))
 
 
@@ -182,19 +187,23 @@ _MANIFESTS: dict[str | None, Answer] = {}
 
 
 async def manifest(ctx: ToolContext, params: dict[str, Any]) -> Answer:
-    """The same answer object for every request of a category: its body is encoded once."""
-    category = params.get("category")
-    answer = _MANIFESTS.get(category)
+    """The same answer object for every request of a category: its body is encoded once. A
+    word search (``q``) is answered anew: a scan of 1679 titles takes about a millisecond."""
+    category, words = params.get("category"), (params.get("q") or "").lower().split()
+    answer = None if words else _MANIFESTS.get(category)
     if answer is None:
         cat = catalogue()
-        rows = [w.record for w in cat.widgets.values() if category is None or w.category == category]
+        rows = [w.record for w in cat.widgets.values() if (category is None or w.category == category)
+                and all(x in f"{w.id} {w.title}".lower() for x in words)]
         unconfirmed = sum(1 for w in cat.widgets.values() if not w.confirmed)
-        answer = _MANIFESTS[category] = Answer(
+        answer = Answer(
             {"count": len(rows), "categories": cat.counts(), "lists": dict(cat.lists),
              "builtAt": cat.meta.get("builtAt"), "widgets": rows},
             caveats=[f"{unconfirmed} of {len(cat.widgets)} widgets have upstream ids that no upstream listing "
                      "confirmed (confirmed: false); their answers say so.",
                      "A widget's source is its provenance; its license is the upstream's, per record."])
+        if not words:
+            _MANIFESTS[category] = answer
     return answer
 
 
