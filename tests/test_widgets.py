@@ -4,8 +4,6 @@ recorded sample served by the fake upstream: parameters validated by the widget'
 without their key, each adapter's cache lifetime, and the MCP face."""
 from __future__ import annotations
 
-import json
-
 import mcp
 import pytest
 
@@ -75,7 +73,6 @@ async def test_world_bank_indicator_for_a_country_and_an_unrecorded_one_degraded
 
 
 async def test_world_bank_answer_for_another_indicator_is_refused(c, upstream):
-    doc = json.loads((await c.get("/earth/w/wb-ny.gdp.mktp.cd")).body)     # noqa: F841 (warm the path)
     upstream.set_json("/worldbank/v2/country/WLD/indicator/SP.POP.TOTL",
                       [{"page": 1, "pages": 1, "per_page": 50, "total": 1},
                        [{"indicator": {"id": "NY.GDP.MKTP.CD", "value": "GDP"}, "country": {"id": "1W", "value": "World"},

@@ -16,7 +16,8 @@ whether its ids were confirmed there:
 - CoinGecko: a ``/coins/markets`` answer (or ``/coins/list``): Crypto is its first 17 coins by
   ``market_cap_rank``.
 - The few widgets over other upstreams (NOAA SWPC products, CFTC reports, Open-Meteo, the
-  feeds this service already reads) are declared in ``FIXED`` with how each was confirmed.
+  feeds this service already reads) are declared in ``fixed()`` with how each was confirmed
+  (``LISTS_FIXED``).
 
 With network access an operator fetches fresh listings into the folder (``fetch_listings``,
 ``--fetch``) and rebuilds; without it the folder's recorded answers are used as they are.

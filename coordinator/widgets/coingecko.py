@@ -12,6 +12,7 @@ project in that format, not a recording.
 """
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -41,7 +42,6 @@ class CoinGecko(Source[dict]):
             raise SourceError("CoinGecko is rate limiting this caller (HTTP 429)")
         if code != 200:
             raise SourceError(f"HTTP {code}")
-        import json
         try:
             doc = json.loads(body)
         except ValueError:

@@ -14,6 +14,7 @@ project in that format (both blocks in one answer), not a recording.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from coordinator.sources.base import Query, Source, SourceError
@@ -41,7 +42,6 @@ class OpenMeteoPoint(Source[dict]):
         if block == "daily":
             args["forecast_days"] = int(query.params.get("days") or 7)
         code, body = await self.get("/v1/forecast", args)
-        import json
         try:
             doc = json.loads(body)
         except ValueError:
