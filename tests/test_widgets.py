@@ -119,6 +119,8 @@ async def test_open_meteo_current_and_daily_at_a_point(c):
     assert [d["date"] for d in daily["data"]] == ["2026-11-25", "2026-11-26", "2026-11-27"]
     assert daily["data"][2]["temperature_2m_min"]["value"] is None
     assert daily["data"][2]["temperature_2m_min"]["confidence"] == "unknown"
+    _, far = await read(c, "/earth/w/wx-current?lat=51.5&lon=-0.1")     # the recorded answer is Jakarta's
+    assert "not near 51.5,-0.1" in far["health"]["sources"][0]["error"]
 
 
 async def test_a_feed_widget_serves_the_registered_sources_records(c):

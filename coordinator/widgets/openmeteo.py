@@ -23,6 +23,11 @@ from coordinator.sources.registry import register
 from .build import LICENSES
 
 
+# The answer's point is the model grid's nearest (a few km away); one further than this is
+# another point's answer, refused rather than served for the one asked.
+GRID_TOLERANCE_DEG = 0.5
+
+
 @register
 class OpenMeteoPoint(Source[dict]):
     name = "open_meteo_point"
@@ -50,6 +55,10 @@ class OpenMeteoPoint(Source[dict]):
             raise SourceError(f"Open-Meteo refused: {doc.get('reason')}")
         if code != 200:
             raise SourceError(f"HTTP {code}")
+        if abs(float(doc.get("latitude", lat)) - lat) > GRID_TOLERANCE_DEG or \
+                abs((float(doc.get("longitude", lon)) - lon + 180) % 360 - 180) > GRID_TOLERANCE_DEG:
+            raise SourceError(f"the answer is for {doc.get('latitude')},{doc.get('longitude')}, not near "
+                              f"{lat:g},{lon:g}")
         return parse_forecast(doc, block, ids[block].split(","), self.license)
 
 
