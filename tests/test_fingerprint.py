@@ -87,7 +87,7 @@ def reply_for(n: int, **figures) -> dict:
     return out
 
 
-async def test_a_reading_serves_each_figure_with_its_source_from_a_real_format_request(c, model):
+async def test_a_reading_serves_each_figure_with_its_source_from_a_real_format_request(c, model, photos):
     r = await c.get(URL)
     body = r.json()
     assert r.status == 200, body
@@ -120,11 +120,10 @@ async def test_a_reading_serves_each_figure_with_its_source_from_a_real_format_r
     assert schema["properties"]["scaleAnchors"]["items"]["properties"]["photo"]["maximum"] == 2
     parts = sent["messages"][0]["content"]
     assert parts[0]["type"] == "text" and "photo 0: 8 m from the point" in parts[0]["text"]
-    from PIL import Image
-    for part in parts[1:]:
+    from coordinator.demo.photos import render_jpeg           # the provider's bytes, sent as they came
+    for part, photo in zip(parts[1:], ("fp-0", "fp-1", "fp-2")):
         head, b64 = part["image_url"]["url"].split(",", 1)
-        assert head == "data:image/jpeg;base64"
-        assert Image.open(io.BytesIO(base64.b64decode(b64))).size == (256, 192)
+        assert head == "data:image/jpeg;base64" and base64.b64decode(b64) == render_jpeg(photos.by_id[photo])
     assert len(parts) == 4
     # Photo bytes are never served: only references to the photos in place.
     assert "base64" not in r.body.decode() and body["photos"][0]["url"].endswith("/api/pictures/fp-0/hd.jpg")
@@ -449,3 +448,21 @@ async def test_the_prior_says_why_it_is_missing(sqlite_url, upstream, photos, mo
         assert body["crossCheck"]["widthPrior"]["reason"].startswith("no mapped road within 30 m")
     finally:
         await stop_coordinator(c)
+
+
+def test_an_image_goes_as_it_came_unless_it_must_be_shrunk_or_is_not_one():
+    from PIL import Image
+    from coordinator.fingerprint.photos import MAX_SIDE_PX, _as_sent
+
+    def encoded(size, fmt):
+        buf = io.BytesIO()
+        Image.new("RGB", size, (90, 90, 90)).save(buf, fmt)
+        return buf.getvalue()
+    small = encoded((640, 480), "PNG")
+    assert _as_sent(small) == ("image/png", small)
+    media, sent = _as_sent(encoded((4000, 3000), "JPEG"))
+    assert media == "image/jpeg" and max(Image.open(io.BytesIO(sent)).size) <= MAX_SIDE_PX
+    media, sent = _as_sent(encoded((300, 200), "BMP"))                  # Ollama takes no BMP
+    assert media == "image/jpeg" and Image.open(io.BytesIO(sent)).format == "JPEG"
+    with pytest.raises(ValueError, match="not a readable image"):
+        _as_sent(b"<html>a login page</html>")

@@ -16,6 +16,7 @@ provider's photos as they stand, cached like a reading.
 """
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timezone
 from typing import Any
 
@@ -148,27 +149,44 @@ async def environmental_fingerprint(ctx: ToolContext, params: dict[str, Any]) ->
     services = ctx.services
     la, lo = params["lat"], params["lon"]
     vlm: VisionModel = services.sources[VisionModel.name]
-    prior = await crosscheck.width_prior(services.db, la, lo)
-    seen = await crosscheck.seen_measures(services, la, lo)
-    cross = {"widthPrior": prior, "seen": seen, "comparisons": []}
+    # The cross-check's reads (local database) run while the photos are searched and read.
+    local = asyncio.ensure_future(asyncio.gather(crosscheck.width_prior(services.db, la, lo),
+                                                 crosscheck.seen_measures(services, la, lo)))
+    try:
+        return await _read(ctx, params, vlm, local)
+    finally:
+        if not local.done():
+            local.cancel()
+        elif not local.cancelled():
+            local.exception()          # seen here, whether or not the read got as far as using it
+
+
+async def _read(ctx: ToolContext, params: dict[str, Any], vlm: VisionModel, local: asyncio.Future) -> Answer:
+    services = ctx.services
+    la, lo = params["lat"], params["lon"]
+
+    async def cross_check() -> dict[str, Any]:
+        prior, seen = await local
+        return {"widthPrior": prior, "seen": seen, "comparisons": []}
+
     why = vlm.unconfigured
     if why:
         return _answer(params, "no-model", Health([SourceReport(vlm.report_name, vlm.license, ok=False, error=why)]),
-                       why, cross=cross)
+                       why, cross=await cross_check())
     provider = services.sources["panoramax"]
     near, provider_report = await nearest_photos(provider, la, lo, vlm.max_photos)
     health = Health([provider_report])
     if not provider_report.ok:
-        return _answer(params, "photos-unavailable", health, provider_report.error or "", cross=cross)
+        return _answer(params, "photos-unavailable", health, provider_report.error or "", cross=await cross_check())
     refs = [p.reference() for p in near]
     if not near:
-        return _answer(params, "no-photos", health, cross=cross)
+        return _answer(params, "no-photos", health, cross=await cross_check())
     shown, images_report = await image_urls(near, vlm.images, provider.timeout_s)
     if images_report is not None:
         health.add(images_report)
     if not shown:
         return _answer(params, "photos-unreadable", health, images_report.error if images_report else "",
-                       photos=refs, cross=cross)
+                       photos=refs, cross=await cross_check())
     photos = [p for p, _ in shown]
     question = Question(reading.prompt(la, lo, photos), tuple(url for _, url in shown),
                         reading.answer_schema(len(photos)), name="environmental_fingerprint")
@@ -176,12 +194,13 @@ async def environmental_fingerprint(ctx: ToolContext, params: dict[str, Any]) ->
     health.add(read.report)
     model = {"name": vlm.model, "api": "OpenAI-compatible chat completions", "images": vlm.images,
              "photosShown": [p.photo.id for p in photos]}
+    cross = await cross_check()
     if not read.report.ok:
         return _answer(params, "model-failed", health, read.report.error or "", photos=refs, model=model,
                        cross=cross)
     answer = read.records[0]
     model.update(name=answer["model"], usage=answer["usage"], elapsedS=answer["elapsedS"])
     figures, anchors = reading.served(answer["content"], photos, answer["model"])
-    cross["comparisons"] = crosscheck.comparisons(figures, prior, seen)
+    cross["comparisons"] = crosscheck.comparisons(figures, cross["widthPrior"], cross["seen"])
     return _answer(params, "read", health, figures=figures, anchors=anchors, photos=refs, model=model,
                    cross=cross, read_at=_now())
