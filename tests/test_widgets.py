@@ -225,3 +225,13 @@ async def test_declared_routes_win_over_the_widget_pattern_whatever_the_declarat
         assert r.status == 200 and "unavailable" in r.json()
     finally:
         await stop_coordinator(c)
+
+
+async def test_demo_fred_answers_only_the_series_it_recorded(upstream):
+    from coordinator.sources.base import Query, SourceConfig
+    from coordinator.widgets.fred import DEMO_SERIES, Fred
+    fred = Fred(SourceConfig(f"{upstream.base_url}/fred", 5.0, api_key="demo"), demo=True)
+    other = await fred.read(Query(ids=("GDP",)))
+    assert other.report.ok is False and "UNRATE only" in other.report.error and other.records == []
+    own = await fred.read(Query(ids=(DEMO_SERIES,)))
+    assert own.report.ok is True and own.records

@@ -34,6 +34,10 @@ class Fred(Source[dict]):
 
     async def fetch(self, query: Query) -> list[dict]:
         (series_id,) = query.ids
+        if self.demo and series_id != DEMO_SERIES:
+            # The demo upstream answers every series with its one recording (it ignores the
+            # query string): serving it under another series' name would be a made-up figure.
+            raise SourceError(f"demo mode holds a recorded FRED answer for {DEMO_SERIES} only, not {series_id}")
         p = query.params
         args: dict[str, Any] = {"series_id": series_id, "api_key": self.api_key, "file_type": "json",
                                 "sort_order": "desc", "limit": p.get("limit") or 100, "units": p.get("units") or "lin"}
@@ -54,6 +58,9 @@ class Fred(Source[dict]):
         if code != 200 or not isinstance(doc, dict) or not isinstance(doc.get("observations"), list):
             raise SourceError(f"HTTP {code}: not a FRED observations answer")
         return parse_observations(doc, self.license)
+
+
+DEMO_SERIES = "UNRATE"       # the series of samples/fred/series/observations.json
 
 
 def parse_observations(doc: dict[str, Any], license: str) -> list[dict]:
