@@ -466,3 +466,42 @@ def test_an_image_goes_as_it_came_unless_it_must_be_shrunk_or_is_not_one():
     assert media == "image/jpeg" and Image.open(io.BytesIO(sent)).format == "JPEG"
     with pytest.raises(ValueError, match="not a readable image"):
         _as_sent(b"<html>a login page</html>")
+
+
+async def test_the_mcp_face_serves_the_same_reading(c, model):
+    import mcp
+    async with mcp.Client(c.base_url + "/legacy/mcp", mode="auto") as client:
+        result = await client.call_tool("environmental_fingerprint", {"lat": LAT, "lon": LON})
+    assert result.is_error is False
+    body = result.structured_content
+    assert body["status"] == "read" and body["figures"]["passableWidth"]["value"] == 5.5
+    assert (await c.get(f"/legacy/fingerprint?lat={LAT}&lon={LON}")).json() == body       # cached, the same
+    assert len(model.requests) == 1
+
+
+def test_the_envelopes_of_other_servers_parse_and_their_errors_are_read():
+    from coordinator.fingerprint.vlm import error_message, parse_completion
+    schema = reading.answer_schema(3)
+    ollama = {"id": "chatcmpl-631", "object": "chat.completion", "created": 1764000000, "model": "qwen2.5vl:7b",
+              "system_fingerprint": "fp_ollama",
+              "choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(sample_content())},
+                           "finish_reason": "stop"}],
+              "usage": {"prompt_tokens": 0, "completion_tokens": 298, "total_tokens": 298}}
+    content, name, usage = parse_completion(ollama, schema)
+    assert content == sample_content() and name == "qwen2.5vl:7b" and usage["prompt_tokens"] == 0
+    assert error_message(b'{"object":"error","message":"The model `x` does not exist.","type":"NotFoundError",'
+                         b'"param":null,"code":404}') == "The model `x` does not exist."
+    assert error_message(b'{"error":{"message":"invalid image input","type":"invalid_request_error"}}') == \
+        "invalid image input"
+    assert error_message(b"<html>502 Bad Gateway</html>") == "<html>502 Bad Gateway</html>"
+
+
+@pytest.mark.parametrize("option, value, said", [("images", "base64", "SIS_SOURCES__VLM__IMAGES must be one of"),
+                                                 ("max_photos", "0", "SIS_SOURCES__VLM__MAX_PHOTOS must be a whole"),
+                                                 ("max_tokens", "lots", "SIS_SOURCES__VLM__MAX_TOKENS must be a whole")])
+def test_a_wrong_model_option_stops_start_up_with_one_line(option, value, said):
+    from coordinator.core.settings import Settings
+    from coordinator.sources import build_sources
+    from coordinator.sources.registry import SourceSettingsError
+    with pytest.raises(SourceSettingsError, match=said):
+        build_sources(Settings(sources={"vlm": {"base_url": "http://127.0.0.1:9/v1", option: value}}))
