@@ -55,7 +55,7 @@ class RevocationReads:
         self._asks.append(_Ask(key_id, fut))
         if self._reader is None or self._reader.done():
             self._reader = asyncio.create_task(self._drain())
-        return await asyncio.shield(fut)
+        return await fut      # a request cancelled meanwhile cancels only its own future, which the read skips
 
     async def close(self) -> None:
         if self._reader is not None:
