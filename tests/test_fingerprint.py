@@ -505,3 +505,26 @@ def test_a_wrong_model_option_stops_start_up_with_one_line(option, value, said):
     from coordinator.sources.registry import SourceSettingsError
     with pytest.raises(SourceSettingsError, match=said):
         build_sources(Settings(sources={"vlm": {"base_url": "http://127.0.0.1:9/v1", option: value}}))
+
+
+def test_comparisons_keep_to_their_tolerances_and_never_blend():
+    from coordinator.fingerprint.crosscheck import comparisons
+
+    def fig(value, confidence="low"):
+        return {"value": value, "confidence": confidence, "source": {"photos": ["p"], "model": "m"}}
+    figures = {k: fig(None, "unknown") for k in reading.KEYS}
+    prior = {"available": True, "ruasWidthM": 5.5, "directions": 2, "directionsAssumed": False, "carriagewayM": 11.0,
+             "license": "ODbL-1.0", "road": {"id": "osm:way/1", "highway": "primary", "distanceM": 3.0}}
+    seen = {"roadWidth": {"value": 10.0, "spreadM": 0.8, "confidence": "high", "basis": "measured", "photos": 2},
+            "lowestWire": {"clearanceM": 5.0, "confidence": "high", "basis": "measured", "photos": ["s"],
+                           "distanceM": 12.0}, "signageFacts": 0}
+    for width, agree in ((7.7, True), (7.69, False), (14.3, True), (14.31, False)):    # prior tolerance 3.3 m
+        got = comparisons({**figures, "passableWidth": fig(width)}, prior, seen)[0]
+        assert got["agree"] is agree and got["toleranceM"] == 3.3 and got["against"]["value"] == 11.0
+        assert got["fingerprint"]["value"] == width
+    got = comparisons({**figures, "passableWidth": fig(8.3)}, prior, seen)[1]          # seen: max(1, 1.6, 2.0)
+    assert (got["toleranceM"], got["agree"]) == (2.0, True)
+    got = comparisons({**figures, "overheadClearance": fig("nothing overhead")}, prior, seen)
+    assert [(x["figure"], x["agree"], x["against"]["value"]) for x in got] == [("overheadClearance", False, 5.0)]
+    assert comparisons({**figures, "passableWidth": fig(None, "unknown")}, prior, seen) == []
+    assert comparisons(figures, {"available": False, "reason": "x"}, {"roadWidth": None, "lowestWire": None}) == []

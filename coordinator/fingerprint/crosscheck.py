@@ -14,6 +14,7 @@ Tolerances (documented in docs/fingerprint.md):
 - passable width vs the seen layer's measured road width: the larger of 1 m, twice its
   spread and 20 % of it;
 - overhead clearance vs the lowest measured wire clearance: the larger of 0.75 m and 20 %;
+  "nothing overhead" where the seen layer measured a wire disagrees;
 - signage: the seen layer measured signs here and the model saw none. (Signs the model saw
   where the seen layer has none is not a disagreement: absence of a fact is not absence.)
 """
@@ -28,6 +29,7 @@ from coordinator.features import grid as map_grid
 from coordinator.features import store as map_store
 from coordinator.seen import query as seen_query
 from coordinator.seen.reader import reader_of
+from .reading import NOTHING_OVERHEAD
 
 PRIOR_RADIUS_M = 30.0        # the road the photos show: the nearest mapped one within this
 SEEN_RADIUS_M = 100.0        # the seen layer's smallest circle (SPEC.md, seen_layer radius)
@@ -124,6 +126,14 @@ def comparisons(figures: dict[str, Any], prior: dict[str, Any], seen: dict[str, 
             "name": "seen layer: lowest wire clearance", "basis": wire["basis"], "confidence": wire["confidence"],
             "detail": f"a wires fact {wire['distanceM']:g} m from the point, from photos {', '.join(wire['photos'])}"},
             m, max(0.75, 0.2 * m)))
+    if wire and _known(overhead) and overhead["value"] == NOTHING_OVERHEAD:
+        out.append({"figure": "overheadClearance", "fingerprint": {"value": NOTHING_OVERHEAD,
+                                                                   "confidence": overhead["confidence"],
+                                                                   "source": overhead["source"]},
+                    "against": {"name": "seen layer: lowest wire clearance", "basis": wire["basis"],
+                                "confidence": wire["confidence"], "value": wire["clearanceM"], "unit": "m",
+                                "detail": f"a wires fact {wire['distanceM']:g} m from the point"},
+                    "agree": False})
     if _known(signage) and signage["value"] == [] and seen.get("signageFacts"):
         out.append({"figure": "signage", "fingerprint": {"value": [], "confidence": signage["confidence"],
                                                          "source": signage["source"]},
