@@ -154,10 +154,12 @@ async def main() -> None:
     ap.add_argument("--places", type=int, default=1_000_000)
     ap.add_argument("--queries", type=int, default=60)
     ap.add_argument("--postgres", default="", help="a PostgreSQL URL to run on too (its public schema is reset)")
+    ap.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = make_files(args, Path(tmp))
-        await run_db("sqlite", f"sqlite+aiosqlite:///{tmp}/bench.db", files, args)
+        if not args.no_sqlite:
+            await run_db("sqlite", f"sqlite+aiosqlite:///{tmp}/bench.db", files, args)
         if args.postgres:
             await run_db("postgres", args.postgres, files, args)
 

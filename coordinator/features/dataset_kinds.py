@@ -35,6 +35,7 @@ async def load_osm(load) -> None:  # noqa: ANN001
             ys = [c[1] for c in item.line]
             load.accepted(bbox=(min(xs), min(ys), max(xs), max(ys)))
     await writer.flush()
+    await store.analyze(load.db)
     load.progress(load.file_bytes)
 
 
@@ -57,3 +58,4 @@ async def load_places(load) -> None:  # noqa: ANN001
                                         brand=item.brand, props=item.props))
         load.accepted(lon=item.lon, lat=item.lat)
     await writer.flush()
+    await store.analyze(load.db)

@@ -91,6 +91,15 @@ class Writer:
             self.batch = []
 
 
+async def analyze(db: Database) -> None:
+    """Refresh PostgreSQL's statistics of the table after a load: planned on a freshly
+    filled table's empty statistics, a bbox query read hundreds of thousands of rows
+    (bench/features.py). SQLite plans from the index shape alone."""
+    if not db.is_sqlite:
+        async with db.write_core() as conn:
+            await conn.execute(sa.text("ANALYZE map_features"))
+
+
 async def discard(db: Database, version_id: int) -> None:
     """Delete the rows a failed load wrote."""
     async with db.write_core() as conn:
