@@ -25,7 +25,9 @@ as one), and the CPU time of the measuring process per job (for bare and service
 includes the simulated nodes, which run in that process; for http, only the coordinator,
 and the line before it gives the node client's process).
 Service and http also give the mean number of requests per batch of the coordinator's
-group commit (claims, submissions, token lookups; ``coordinator.sweeps.batching``).
+group commit (claims, submissions, token lookups; ``coordinator.sweeps.batching``), and
+each http line is followed by its ratios to the http floor of the run: jobs/s, and the
+coordinator's CPU per job over the floor server's.
 
     .venv/bin/python bench/queue.py [--jobs 1000] [--nodes 32] [--pg URL] [--no-http] [--processes 1,2]
 
@@ -220,6 +222,7 @@ class _Canned(tornado.web.RequestHandler):
 
 
 FLOOR: list[float] = []     # the http floor of this run, jobs/s
+FLOOR_CPU: list[float] = []  # and its server's CPU per job, ms
 
 
 async def http_floor(jobs: int, workers: int) -> None:
@@ -240,8 +243,9 @@ async def http_floor(jobs: int, workers: int) -> None:
     cpu = time.process_time()
     done, secs = await _serve_nodes(app, [[f"nd_{i}", "token"] for i in range(workers)])
     FLOOR.append(done / secs)
+    FLOOR_CPU.append(1000 * (time.process_time() - cpu) / done)
     print(f"{'http floor':21} {done:6d} jobs in {secs:6.2f} s = {done / secs:8.1f} jobs/s ({workers} concurrent; "
-          f"a bare Tornado app answering canned bodies, {1000 * (time.process_time() - cpu) / done:4.1f} ms CPU per "
+          f"a bare Tornado app answering canned bodies, {FLOOR_CPU[0]:4.1f} ms CPU per "
           "job: the ceiling of the http figures on this machine)", flush=True)
 
 
@@ -376,6 +380,9 @@ async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool,
             print(f"{label:10} {name:11} {done:6d} jobs in {secs:6.2f} s = {done / secs:8.1f} jobs/s "
                   f"({workers} concurrent; {(statements.n - before) / done:5.1f} SQL statements per job, "
                   f"{1000 * cpu / done:4.1f} ms CPU per job{batched.since()})", flush=True)
+            if name == "http" and FLOOR:
+                print(f"{'':10} {'':11} over http: {figures[name] / FLOOR[0]:.2f} of the http floor's jobs/s, "
+                      f"{1000 * cpu / done / FLOOR_CPU[0]:.1f} times its CPU per job", flush=True)
         for j, n in enumerate(processes or []):
             await fill(services, photos, jobs, len(runs) + j)
             done, secs, cpu = await served_loop(url, photos, nodes, n)
