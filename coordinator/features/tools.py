@@ -121,7 +121,7 @@ def _answer(found: store.Found, report: SourceReport, features: list[dict], extr
       description="Places from an open places dataset (Overture places, each record under its own sources' "
                   "license, commonly CDLA-Permissive-2.0) inside a bbox. The result is sampled: 'sampling' says how, "
                   "'matched' how many matched in all.",
-      params=(bbox(max_side=0.6),), routes={"earth": "/places", "legacy": "/places", "public": "/places"},
+      params=(bbox(max_side=2),), routes={"earth": "/places", "legacy": "/places", "public": "/places"},
       scopes=("earth.places",), bbox_ceiling_deg=0.6, cache_ttl_s=600, tags=("features",))
 async def places_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     box, limit = params["bbox"], _limit(ctx)
