@@ -421,7 +421,8 @@ async def test_disagreements_with_the_prior_and_the_seen_layer_are_listed_never_
         assert (dis[1]["fingerprint"]["value"], dis[1]["against"]["value"]) == (3.0, 7.2)
         assert "of highway=residential (osm:way/77), 0 m away" in dis[0]["against"]["detail"]
         assert body["figures"]["passableWidth"]["value"] == 3.0
-        assert body["caveats"][0].startswith("Disagreements (3): passableWidth 3.0 against street-class width prior 6.5")
+        assert body["caveats"][0].startswith(
+            "Disagreements (3): passableWidth 3.0 against street-class width prior 6.5")
         # A reading within the tolerances agrees, and nothing is listed.
         c.services.cache.clear()
         model.reply = reply_for(3, passableWidth={"value": 6.4, "confidence": "high", "photos": [0]},
@@ -496,9 +497,10 @@ def test_the_envelopes_of_other_servers_parse_and_their_errors_are_read():
     assert error_message(b"<html>502 Bad Gateway</html>") == "<html>502 Bad Gateway</html>"
 
 
-@pytest.mark.parametrize("option, value, said", [("images", "base64", "SIS_SOURCES__VLM__IMAGES must be one of"),
-                                                 ("max_photos", "0", "SIS_SOURCES__VLM__MAX_PHOTOS must be a whole"),
-                                                 ("max_tokens", "lots", "SIS_SOURCES__VLM__MAX_TOKENS must be a whole")])
+@pytest.mark.parametrize("option, value, said", [
+    ("images", "base64", "SIS_SOURCES__VLM__IMAGES must be one of"),
+    ("max_photos", "0", "SIS_SOURCES__VLM__MAX_PHOTOS must be a whole"),
+    ("max_tokens", "lots", "SIS_SOURCES__VLM__MAX_TOKENS must be a whole")])
 def test_a_wrong_model_option_stops_start_up_with_one_line(option, value, said):
     from coordinator.core.settings import Settings
     from coordinator.sources import build_sources
