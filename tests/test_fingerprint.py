@@ -147,13 +147,21 @@ async def test_the_service_applies_the_honesty_rules_to_the_models_answer(c, mod
 
 
 async def test_an_answer_is_cached_6h_with_single_flight(c, model):
+    cache, entered = c.services.cache, []
+    real_run = cache.run
+
+    async def counted_run(*args, **kw):
+        entered.append(1)
+        return await real_run(*args, **kw)
+    cache.run = counted_run
     model.hold = asyncio.Event()
     pending = [asyncio.ensure_future(c.get(URL)) for _ in range(5)]
-    await asyncio.wait_for(model.arrived.wait(), 10)
-    await asyncio.sleep(0.05)                 # the other four requests reach the pipeline meanwhile
+    await until(lambda: len(entered) == 5 and len(model.requests) == 1)    # all five wait on the one read
     model.hold.set()
     bodies = [(await p).json() for p in pending]
-    assert len(model.requests) == 1 and all(b == bodies[0] for b in bodies)
+    assert len(model.requests) == 1 and all(b == bodies[0] for b in bodies) and bodies[0]["status"] == "read"
+    assert (cache.misses, cache.hits) == (1, 0)       # one computation, joined by four: none was a cache hit
+    del cache.run
     clock = [1000.0]
     c.services.cache.clock = lambda: clock[0]
     c.services.cache.clear()
