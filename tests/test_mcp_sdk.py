@@ -87,7 +87,15 @@ async def test_sdk_calls_each_tool_and_gets_what_the_rest_route_serves(coordinat
                     path = path.replace("{" + p.name + "}", str(query.pop(p.name)))
             rest = await coordinator.request(tool.method, prefix + path + _query(query))
             assert rest.status == 200
-            assert rest.json() == body, f"{tool.name}: the MCP result is not the REST body"
+            # A degraded answer is computed again for the REST call (never cached): only the
+            # time it was made may differ (the event brief's generatedAt, to the second).
+            assert _stable(rest.json()) == _stable(body), f"{tool.name}: the MCP result is not the REST body"
+
+
+def _stable(body: dict) -> dict:
+    if body.get("health", {}).get("degraded"):
+        return {k: v for k, v in body.items() if k != "generatedAt"}
+    return body
 
 
 def _query(args: dict[str, Any]) -> str:
