@@ -87,7 +87,10 @@ async def test_the_review_api_names_the_base_map_and_each_photos_size(review_sql
     await sweep_to_review(c, photos)
     headers = await reviewer(c)
     me = (await c.get("/review/v1/me", headers=headers)).json()
-    assert me["baseMap"] == {"tiles": "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
+    assert me["baseMap"] is None          # none configured by default (docs/review.md)
+    from coordinator.review.workflow import base_map
+    osm = c.services.settings.model_copy(update={"review_tiles_url": "https://tile.openstreetmap.org/{z}/{x}/{y}.png"})
+    assert base_map(osm) == {"tiles": "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
                              "attribution": "© OpenStreetMap contributors",
                              "attributionUrl": "https://www.openstreetmap.org/copyright", "maxZoom": 19}
     first = (await c.get("/review/v1/pending", headers=headers)).json()["pending"][0]
