@@ -218,3 +218,4 @@ async def test_demo_mode_loads_the_synthetic_town_once(c):
     assert [v.kind for v in loaded] == ["osm", "places", "places"] and all(v.source == SOURCE for v in loaded)
     body = (await c.get(f"/earth/place-trends?bbox={TOWN}")).json()
     assert body["covered"] is True and body["disappeared"]["count"] > 0
+    assert body["health"]["sources"][0]["demo"] is True and body["caveats"][0].startswith("Demo data")
