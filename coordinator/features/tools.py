@@ -77,6 +77,20 @@ async def _find(ctx: ToolContext, kind: str, classes: Sequence[str], box: grid.B
     return await query(None, read.records), read.report, []
 
 
+async def _near(ctx: ToolContext, params: dict[str, Any], classes: Sequence[str]) -> tuple[store.Found, SourceReport]:
+    """OSM features of ``classes`` within the radius of a point, nearest first, from the
+    loaded extract covering the circle or from Overpass."""
+    la, lo, r, limit = params["lat"], params["lon"], params["radius"], _limit(ctx)
+
+    async def query(version_id, rows):  # noqa: ANN001, ANN202
+        if rows is not None:
+            return store.select_near(rows, la, lo, r, limit)
+        return await store.near(ctx.services.db, version_id, classes, la, lo, r, limit)
+
+    found, report, _ = await _find(ctx, store.OSM_KIND, classes, grid.circle_box(la, lo, r), query)
+    return found, report
+
+
 def _licenses(rows: list[dict]) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in rows:
@@ -172,15 +186,8 @@ async def infrastructure_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answe
       params=(lat(), lon(), radius(100, 800, 400)), routes={"earth": "/environment"}, cache_ttl_s=600,
       tags=("features",))
 async def environment_features(ctx: ToolContext, params: dict[str, Any]) -> Answer:
-    la, lo, r, limit = params["lat"], params["lon"], params["radius"], _limit(ctx)
-
-    async def query(version_id, rows):  # noqa: ANN001, ANN202
-        if rows is not None:
-            return store.select_near(rows, la, lo, r, limit)
-        return await store.near(ctx.services.db, version_id, ENVIRONMENT, la, lo, r, limit)
-
-    found, report, _ = await _find(ctx, store.OSM_KIND, ENVIRONMENT, grid.circle_box(la, lo, r), query)
-    return _answer(found, report, [_feature(f, _mapped(f)) for f in found.rows], {"radiusM": r},
+    found, report = await _near(ctx, params, ENVIRONMENT)
+    return _answer(found, report, [_feature(f, _mapped(f)) for f in found.rows], {"radiusM": params["radius"]},
                    ["Positions only: heights are absent; heightPrior is a class prior for rendering, not a "
                     "measurement."])
 
@@ -192,16 +199,9 @@ async def environment_features(ctx: ToolContext, params: dict[str, Any]) -> Answ
       params=(lat(), lon(), radius(100, 1000, 400)), routes={"earth": "/road-geometry"}, cache_ttl_s=600,
       tags=("features",))
 async def road_geometry(ctx: ToolContext, params: dict[str, Any]) -> Answer:
-    la, lo, r, limit = params["lat"], params["lon"], params["radius"], _limit(ctx)
-
-    async def query(version_id, rows):  # noqa: ANN001, ANN202
-        if rows is not None:
-            return store.select_near(rows, la, lo, r, limit)
-        return await store.near(ctx.services.db, version_id, ROADS, la, lo, r, limit)
-
-    found, report, _ = await _find(ctx, store.OSM_KIND, ROADS, grid.circle_box(la, lo, r), query)
+    found, report = await _near(ctx, params, ROADS)
     feats = [_feature(f, store.road_props(f)) for f in found.rows]
-    return _answer(found, report, feats, {"radiusM": r, "widthModel": MODEL},
+    return _answer(found, report, feats, {"radiusM": params["radius"], "widthModel": MODEL},
                    ["ruasWidthM is one direction of carriageway from a per-class model (PP 34/2006 minimum "
                     "road-body widths, halved per direction), not a measurement; a two-way road is about 2 ruas. "
                     "null means the class is outside the model.",
