@@ -1,12 +1,13 @@
-"""GET /public/v1/{cred}/marine: BMKG sea-area forecasts from the recorded sample, high-wave and
-the agency's own warnings picked out, NIHIL read as none, port warnings said as unknown, and an
-area that does not answer making the answer degraded."""
+"""GET /public/v1/{cred}/marine: BMKG sea-area and port forecasts from the recorded samples,
+high-wave and the agency's own warnings picked out, NIHIL read as none, an area that does not
+answer making the answer degraded, and a port feed that does not answer making the ports unknown
+(degraded, naming the port feed) while the sea areas still answer."""
 from __future__ import annotations
 
 import pytest
 
 from coordinator.demo.upstream import Canned
-from coordinator.panels.marine import utc, wave
+from coordinator.panels.marine import number, utc, wave, wave_of_desc
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
 AREA = {"code": "O.02", "name": "Samudera Hindia selatan Jawa Timur", "issued": "2026-11-25 05:00 UTC",
@@ -26,8 +27,9 @@ async def c(db_url, upstream):
 async def test_warnings_from_the_recorded_forecast(c):
     r = await c.get("/public/v1/anon/marine")
     body = r.json()
-    assert r.status == 200 and list(body)[0] == "caveats" and "Port warnings are not served" in body["caveats"][0]
-    assert body["ports"] is None and body["count"] == 2
+    assert r.status == 200 and list(body)[0] == "caveats" and not body["health"]["degraded"]
+    assert [s["name"] for s in body["health"]["sources"]] == ["BMKG marine forecasts", "BMKG port forecasts"]
+    assert body["count"] == 2
     high, told = body["warnings"]
     assert high["highWave"] and high["wave"] == {"rank": 4, "name": "Tinggi", "range": "2.5-4.0 m"}
     assert high["warning"] is None and high["validFrom"] == "2026-11-26T00:00:00Z"
@@ -36,6 +38,67 @@ async def test_warnings_from_the_recorded_forecast(c):
     area = body["areas"][0]
     assert area["code"] == "O.01" and area["issued"] == "2026-11-25T05:00:00Z" and len(area["periods"]) == 3
     assert area["periods"][0]["warning"] is None and area["license"]
+
+
+async def test_port_warnings_from_the_recorded_port_file(c):
+    body = (await c.get("/public/v1/anon/marine")).json()
+    port = body["ports"][0]
+    assert (port["code"], port["portId"], port["name"], port["latitude"]) == ("0088_Sintete", "0088", "Sintete", 1.2)
+    assert len(port["periods"]) == 3 and port["periods"][0]["warning"] is None
+    assert port["periods"][0]["windSpeed"] == {"min": 4, "max": 12, "unit": "kt"}
+    assert body["portCount"] == 2
+    told, high = body["portWarnings"]
+    assert told["port"] == "0088_Sintete" and told["portName"] == "Sintete" and not told["highWave"]
+    assert told["warning"].startswith("Waspada hujan") and told["validFrom"] == "2026-11-25T12:00:00Z"
+    assert high["highWave"] and high["wave"]["name"] == "Tinggi" and high["warning"] is None
+    assert all(w["license"] == "BMKG (attribution required)" for w in body["portWarnings"])
+
+
+CALM = (b'{"port_id": "0100", "name": "Danau", "latitude": NaN, "longitude": 99.0, "type": "utama", "data": ['
+        b'{"valid_from": "2026-11-25 00:00 UTC", "valid_to": "2026-11-25 12:00 UTC", "weather": "Cerah",'
+        b' "warning_desc": "NIHIL.", "wind_from": "Timur", "wind_to": "Utara", "wind_speed_min": NaN,'
+        b' "wind_speed_max": 5, "wave_desc": "0.1 - 0.5 m"}]}')
+
+
+async def test_a_port_with_no_warning_and_nan_numbers(db_url, upstream):
+    upstream.set("/bmkg_marine/public_api/pelabuhan/0100_Danau.json", Canned(200, CALM))
+    c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"ports": "0088_Sintete,0100_Danau"}}))
+    try:
+        r = await c.get("/public/v1/anon/marine")
+        body = r.json()
+        assert r.status == 200 and not body["health"]["degraded"]
+        calm = body["ports"][1]
+        assert calm["code"] == "0100_Danau" and calm["latitude"] is None
+        assert calm["periods"][0]["wave"]["name"] == "Tenang" and calm["periods"][0]["windSpeed"]["min"] is None
+        assert {w["port"] for w in body["portWarnings"]} == {"0088_Sintete"} and body["portCount"] == 2
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_port_feed_down_is_unknown_while_sea_areas_answer(db_url, upstream):
+    upstream.set("/bmkg_marine/public_api/pelabuhan/0088_Sintete.json", Canned(503, b"busy", "text/plain"))
+    c = await start_coordinator(make_settings(db_url, upstream))
+    try:
+        body = (await c.get("/public/v1/anon/marine")).json()
+        assert body["health"]["degraded"]
+        ports = next(s for s in body["health"]["sources"] if s["name"] == "BMKG port forecasts")
+        assert not ports["ok"] and ports["error"] == "port 0088_Sintete: HTTP 503"
+        assert body["ports"] is None and body["portWarnings"] is None and body["portCount"] is None
+        assert any("port forecasts did not answer" in cav for cav in body["caveats"])
+        assert body["count"] == 2 and body["areas"][0]["code"] == "O.01"
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_no_ports_set_means_ports_unknown(db_url, upstream):
+    c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"ports": ""}}))
+    try:
+        body = (await c.get("/public/v1/anon/marine")).json()
+        assert body["ports"] is None and body["portCount"] is None and body["count"] == 2
+        assert [s["name"] for s in body["health"]["sources"]] == ["BMKG marine forecasts"]
+        assert any("No ports are set" in cav for cav in body["caveats"])
+    finally:
+        await stop_coordinator(c)
 
 
 async def test_several_areas_and_one_that_fails(db_url, upstream):
@@ -61,6 +124,18 @@ async def test_several_areas_and_one_that_fails(db_url, upstream):
                                        ("Sangat  Tinggi", 5), ("Ekstrem", 6), ("Sangat Ekstrem", 7), ("?", None)])
 def test_wave_categories(cat, rank):
     assert wave(cat)["rank"] == rank
+
+
+@pytest.mark.parametrize("desc, name", [("0.5 - 1.25 m", "Rendah"), ("1.25 - 2.5 m", "Sedang"),
+                                        ("1.25 - 2.50 m", "Sedang"), ("2.5 - 4.0 m", "Tinggi"),
+                                        ("> 9.0 m", "Sangat Ekstrem"), ("4,0 - 6,0 m", "Sangat Tinggi"),
+                                        ("", None), ("NaN", None)])
+def test_wave_category_of_a_height_range(desc, name):
+    assert wave_of_desc(desc)["name"] == name
+
+
+def test_numbers_nan_and_text_are_unknown():
+    assert number(float("nan")) is None and number("5") is None and number(True) is None and number(7) == 7
 
 
 def test_times_read_as_utc():

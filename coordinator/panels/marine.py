@@ -1,5 +1,5 @@
 """Marine warnings of BMKG, Indonesia's weather agency (UPSTREAMS.md §8): high-wave and weather
-warnings of its sea-area forecasts.
+warnings of its sea-area forecasts and of its port forecasts.
 
 Each sea area's forecast is ``{"code", "name", "issued", "data": [{"valid_from", "valid_to",
 "time_desc", "weather", "warning_desc", "wave_cat", "wave_desc", "wind_from", "wind_to",
@@ -8,21 +8,40 @@ Each sea area's forecast is ``{"code", "name", "issued", "data": [{"valid_from",
 Ekstrem (> 9 m); a period of category 4 Tinggi (2.5-4 m) or above is a high-wave warning here,
 and a ``warning_desc`` other than NIHIL is the agency's own warning, quoted.
 
-Port warnings: the shape of BMKG's port forecasts and of its newer warnings file is not
-described anywhere this project could check (UPSTREAMS.md: UNVERIFIED), so this panel does not
-guess at them: ``ports`` is null and a caveat says so.
+Port forecasts are read from ``/public_api/pelabuhan/{port_id}_{name}.json`` (``0088_Sintete``,
+``0309_PPN%20Pemangkat``): the path and a ``data`` list of periods with ``weather``,
+``wind_from``, ``wind_to``, ``wind_speed_min``/``max`` (shown there as knots) and ``wave_desc``
+are read by BMKG's own Pontianak maritime station site (kanadakurniawan/web-stamar-pontianak,
+app/Helpers/Widgets.php and resources/views/elements/widgets/prakiraan-cuaca-pelabuhan.blade.php).
+The rest of the shape, ``{"port_id", "name", "latitude", "longitude", "type", "data": [{"issued",
+"valid_from", "valid_to", "weather_desc", "warning_desc", "wave_cat", "current_*", "visibility",
+"rh_*", "temp_*", "low_tide", "high_tide", ...}]}`` with times as in the sea areas, and bare
+``NaN`` for missing numbers at lake ports, is from public client code found through a code index
+that did not name its repositories: UNVERIFIED, so every one of those fields is optional here and
+a NaN reads as unknown. A port period is a high-wave warning by the sea-area rule (category
+Tinggi or above), its category from ``wave_cat``, or where that names none, from the upper
+bound of ``wave_desc`` (``"1.25 - 2.5 m"``: Sedang; above 2.5 m: Tinggi); ``warning_desc`` other
+than NIHIL is the agency's own warning, quoted.
 
-Which sea areas are read is the option ``areas`` (codes, comma-separated); the path of one
-area (``/public_api/perairan/{code}.json``) is UNVERIFIED and an option too.
+Which sea areas and ports are read are the options ``areas`` and ``ports`` (codes,
+comma-separated; a port's code is its file name without ``.json``); the area path
+(``/public_api/perairan/{code}.json``) is UNVERIFIED and an option too, as is the port path.
+The port feed is read apart from the sea areas: a port that does not answer makes ``ports`` null
+(unknown) and the answer degraded naming "BMKG port forecasts", while the sea areas still answer.
 
-The recorded sample (``samples/bmkg_marine/public_api/perairan/O.01.json``) is a constructed
-sample in the recorded shape above, made for this project, not a real recording.
+The recorded samples (``samples/bmkg_marine/public_api/perairan/O.01.json`` and
+``.../public_api/pelabuhan/0088_Sintete.json``) are constructed samples in the recorded shapes
+above, made for this project, not real recordings.
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import math
+import re
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer, Health
@@ -38,7 +57,9 @@ WAVES = {"tenang": (1, "Tenang", "0-0.5 m"), "rendah": (2, "Rendah", "0.5-1.25 m
          "sangat tinggi": (5, "Sangat Tinggi", "4.0-6.0 m"), "ekstrem": (6, "Ekstrem", "6.0-9.0 m"),
          "sangat ekstrem": (7, "Sangat Ekstrem", "over 9.0 m")}
 HIGH_WAVE_RANK = 4
+UPPER_BOUNDS = (0.5, 1.25, 2.5, 4.0, 6.0, 9.0)      # category n covers heights up to UPPER_BOUNDS[n-1]
 NO_WARNING = "NIHIL"
+PORTS_LABEL = "BMKG port forecasts"
 
 
 def utc(text: Any) -> str | None:
@@ -57,6 +78,26 @@ def wave(cat: Any) -> dict[str, Any]:
     if known is None:
         return {"rank": None, "name": (str(cat).strip() or None) if cat else None, "range": None}
     return {"rank": known[0], "name": known[1], "range": known[2]}
+
+
+def wave_of_desc(desc: Any) -> dict[str, Any]:
+    """The category whose range holds the upper bound of a ``wave_desc`` such as
+    ``"1.25 - 2.5 m"`` (2.5 m: Sedang, which ends there; ``"> 9.0 m"``: above it); unknown when
+    no height is in it."""
+    text = str(desc or "").replace(",", ".")
+    heights = [float(h) for h in re.findall(r"\d+(?:\.\d+)?", text)]
+    if not heights:
+        return wave(None)
+    top, over = heights[-1], ">" in text
+    rank = 1 + sum(1 for bound in UPPER_BOUNDS if top > bound or (over and top >= bound))
+    return wave(next(k for k, v in WAVES.items() if v[0] == rank))
+
+
+def number(raw: Any) -> float | int | None:
+    """A number as served, None for absent, non-numeric or NaN (which BMKG's port files carry)."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        return None
+    return None if isinstance(raw, float) and math.isnan(raw) else raw
 
 
 def warning_text(raw: Any) -> str | None:
@@ -78,17 +119,41 @@ def parse_area(doc: dict[str, Any]) -> dict[str, Any]:
             "license": LICENSE}
 
 
+def parse_port(doc: dict[str, Any], code: str) -> dict[str, Any]:
+    periods = []
+    for p in doc["data"]:
+        cat = wave(p.get("wave_cat"))
+        periods.append({"issued": utc(p.get("issued")), "validFrom": utc(p.get("valid_from")),
+                        "validTo": utc(p.get("valid_to")), "weather": p.get("weather"),
+                        "wave": cat if cat["rank"] else wave_of_desc(p.get("wave_desc")),
+                        "waveDesc": p.get("wave_desc"), "warning": warning_text(p.get("warning_desc")),
+                        "windFrom": p.get("wind_from"), "windTo": p.get("wind_to"),
+                        "windSpeed": {"min": number(p.get("wind_speed_min")),
+                                      "max": number(p.get("wind_speed_max")), "unit": "kt"}})
+    return {"code": code, "portId": doc.get("port_id"), "name": doc.get("name"),
+            "latitude": number(doc.get("latitude")), "longitude": number(doc.get("longitude")),
+            "periods": periods, "license": LICENSE}
+
+
 @register
 class BmkgMarine(Source[dict]):
     name = "bmkg_marine"
     label = "BMKG marine forecasts"
     license = LICENSE
     default_base_url = "https://peta-maritim.bmkg.go.id"
-    description = "BMKG sea-area forecasts with wave categories and warnings (JSON)"
-    options = {"areas": "O.01", "path": "/public_api/perairan/{code}.json"}     # path UNVERIFIED
+    description = "BMKG sea-area and port forecasts with wave categories and warnings (JSON)"
+    options = {"areas": "O.01", "path": "/public_api/perairan/{code}.json",     # path UNVERIFIED
+               "ports": "0088_Sintete", "port_path": "/public_api/pelabuhan/{code}.json"}
+
+    def codes(self, option: str) -> list[str]:
+        return [c.strip() for c in str(self.option(option)).split(",") if c.strip()]
 
     async def fetch(self, query: Query) -> list[dict]:
-        codes = [c.strip() for c in str(self.option("areas")).split(",") if c.strip()]
+        """Sea areas, or with ``params={"feed": "ports"}`` the ports: two reads, so that one
+        feed being down leaves the other answering."""
+        if query.params.get("feed") == "ports":
+            return await self.fetch_ports()
+        codes = self.codes("areas")
 
         async def one(code: str) -> dict:
             try:
@@ -98,26 +163,58 @@ class BmkgMarine(Source[dict]):
 
         return list(await asyncio.gather(*(one(c) for c in codes)))
 
+    async def fetch_ports(self) -> list[dict]:
+        async def one(code: str) -> dict:
+            try:
+                return parse_port(await self.get_json(self.option("port_path").format(code=quote(code))), code)
+            except SourceError as exc:
+                raise SourceError(f"port {code}: {exc}") from None
 
-@tool(TOOLS, name="marine", title="Marine warnings", routes={"public": "/marine"},
-      description="BMKG high-wave and weather warnings of Indonesian sea areas: each warning with its area, "
-                  "validity (UTC), wave category (Tenang to Sangat Ekstrem, with its height range) and the "
-                  "agency's own warning text; and every area's forecast periods.",
-      params=(), scopes=("earth.marine",), cache_ttl_s=900, tags=("panels",))
-async def marine(ctx: ToolContext, params: dict[str, Any]) -> Answer:
-    read = await ctx.services.sources["bmkg_marine"].read(Query())
-    warnings = []
-    for area in read.records:
-        for p in area["periods"]:
+        return list(await asyncio.gather(*(one(c) for c in self.codes("ports"))))
+
+
+def warnings_of(records: list[dict], place: str) -> list[dict]:
+    """The periods of sea areas or ports that carry a high-wave or the agency's own warning."""
+    out = []
+    for rec in records:
+        for p in rec["periods"]:
             high = (p["wave"]["rank"] or 0) >= HIGH_WAVE_RANK
             if high or p["warning"]:
-                warnings.append({"area": area["code"], "areaName": area["name"], "validFrom": p["validFrom"],
-                                 "validTo": p["validTo"], "highWave": high, "wave": p["wave"],
-                                 "waveDesc": p["waveDesc"], "warning": p["warning"], "license": LICENSE})
-    caveats = ["Port warnings are not served: the format of BMKG's port forecasts is not known here, so "
-               "whether any port has a warning is unknown (ports: null), not none.",
-               "A high-wave warning here is a forecast period of wave category Tinggi (2.5-4 m) or above; "
+                out.append({place: rec["code"], f"{place}Name": rec["name"], "validFrom": p["validFrom"],
+                            "validTo": p["validTo"], "highWave": high, "wave": p["wave"],
+                            "waveDesc": p["waveDesc"], "warning": p["warning"], "license": LICENSE})
+    return out
+
+
+@tool(TOOLS, name="marine", title="Marine warnings", routes={"public": "/marine"},
+      description="BMKG high-wave and weather warnings of Indonesian sea areas and ports: each warning with "
+                  "its area or port, validity (UTC), wave category (Tenang to Sangat Ekstrem, with its height "
+                  "range) and the agency's own warning text; and every area's and port's forecast periods.",
+      params=(), scopes=("earth.marine",), cache_ttl_s=900, tags=("panels",))
+async def marine(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+    source = ctx.services.sources["bmkg_marine"]
+    caveats = ["A high-wave warning here is a forecast period of wave category Tinggi (2.5-4 m) or above "
+               "(for a port without a category, read from the upper bound of its wave height range); "
                "'warning' quotes the agency's own text, null where it said NIHIL (none).",
-               "Only the sea areas this service is set to read are covered; an area not listed is unknown."]
-    return Answer({"count": len(warnings) if read.report.ok else None, "warnings": warnings, "ports": None,
-                   "areas": read.records}, caveats=caveats, health=Health([read.report]))
+               "Only the sea areas and ports this service is set to read are covered; one not listed is unknown."]
+    if source.codes("ports"):
+        area_read, port_read = await asyncio.gather(source.read(Query()), source.read(Query(params={"feed": "ports"})))
+        port_report = dataclasses.replace(port_read.report, name=PORTS_LABEL)
+        reports = [area_read.report, port_report]
+        ports = port_read.records if port_report.ok else None
+        caveats.append("The shape of BMKG's port files is confirmed only in part by public code (path, periods, "
+                       "weather, wind, wave height range); their other fields are read when present.")
+        if ports is None:
+            caveats.append("The port forecasts did not answer: whether any port has a warning is unknown "
+                           "(ports: null), not none.")
+    else:
+        area_read, ports = await source.read(Query()), None
+        reports = [area_read.report]
+        caveats.append("No ports are set to be read (SIS_SOURCES__BMKG_MARINE__PORTS), so whether any port has "
+                       "a warning is unknown (ports: null), not none.")
+    warnings = warnings_of(area_read.records, "area")
+    port_warnings = warnings_of(ports, "port") if ports is not None else None
+    return Answer({"count": len(warnings) if area_read.report.ok else None, "warnings": warnings,
+                   "portCount": len(port_warnings) if port_warnings is not None else None,
+                   "portWarnings": port_warnings, "ports": ports, "areas": area_read.records},
+                  caveats=caveats, health=Health(reports))
