@@ -16,6 +16,7 @@ from coordinator.core.settings import Settings
 from .demo.photos import DEMO_CENTRE, DEV_ENGINE_BUILD, start_demo_photos
 from .demo.upstream import start_demo_upstream
 from .features.demo import load_demo_map
+from .sites.demo import load_demo_population
 from .sources.panoramax import PhotoProvider
 from .sources.registry import config_for
 from .sources import Sources, build_sources
@@ -70,6 +71,7 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
         if settings.demo:
             settings = await _demo_photos(settings, sources, closers)
             await load_demo_map(db, DEMO_CENTRE)
+            await load_demo_population(db, DEMO_CENTRE, settings.data_dir)
     except BaseException:
         await db.close()
         raise

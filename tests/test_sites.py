@@ -235,3 +235,20 @@ def test_docs_scoring_states_every_weight_and_threshold_of_the_model():
         assert f"| `{f.name}` | {f.weight:.2f} |" in text, f.name
     assert f"`evidenceThreshold`\n  {model.EVIDENCE_THRESHOLD}" in text and f"1 / (1 + n / {model.HALF_SATURATION})" in text
     assert f"{model.ROAD_FAR_M:g})/{model.ROAD_FAR_M:g}" in text
+
+
+async def test_demo_mode_loads_a_synthetic_population_grid_once_and_marks_it_demo(tmp_path):
+    from coordinator.core.db import Database, migrate
+    from coordinator.datasets import versions
+    from coordinator.sites.demo import SOURCE, load_demo_population
+    url = f"sqlite+aiosqlite:///{tmp_path}/demo.db"
+    db = Database(url)
+    try:
+        await migrate.upgrade_async(db.write_engine, url)
+        await load_demo_population(db, (-6.9147, 107.6098), tmp_path / "data")
+        await load_demo_population(db, (-6.9147, 107.6098), tmp_path / "data")
+        loaded = await versions.list_versions(db)
+        assert [(v.kind, v.state, v.source) for v in loaded] == [("population", "ready", SOURCE)]
+        assert versions.report(loaded[0]).demo is True and loaded[0].records > 0
+    finally:
+        await db.close()

@@ -110,6 +110,21 @@ def provenance(version: DatasetVersion) -> dict:
             "license": version.license, "sha256": version.sha256}
 
 
+DEMO_PREFIX = "demo: "     # the source of a load made by ``sis serve --demo`` (synthetic data) begins so
+
+
+def is_demo(version: DatasetVersion) -> bool:
+    return version.source.startswith(DEMO_PREFIX)
+
+
+def report(version: DatasetVersion) -> SourceReport:
+    """A ready version as the source an answer read: named by its provenance, and marked
+    demo when ``--demo`` loaded it, so its answers carry the demo caveat like every
+    bundled sample's."""
+    return SourceReport(f"dataset:{version.kind}", version.license, ok=True, records=version.records,
+                        dataset=provenance(version), demo=is_demo(version))
+
+
 async def current(db: Database, kind: str) -> tuple[DatasetVersion | None, SourceReport]:
     """The newest ready version of ``kind`` and the health report an answer from it carries:
     the version named (``provenance``), or, when none was loaded, an unusable source saying
@@ -119,4 +134,4 @@ async def current(db: Database, kind: str) -> tuple[DatasetVersion | None, Sourc
         return None, SourceReport(f"dataset:{kind}", "n/a", ok=False,
                                   error=f"no {kind} dataset has been loaded: sis ingest {kind} FILE")
     v = newest[0]
-    return v, SourceReport(f"dataset:{kind}", v.license, ok=True, records=v.records, dataset=provenance(v))
+    return v, report(v)

@@ -13,7 +13,7 @@ from coordinator.datasets import ingest, versions
 from . import store, synthetic
 
 log = logging.getLogger("sis.features")
-SOURCE = "synthetic demo town (not real ground)"
+SOURCE = f"{versions.DEMO_PREFIX}synthetic town (not real ground)"
 
 
 async def load_demo_map(db: Database, centre: tuple[float, float]) -> None:

@@ -23,7 +23,6 @@ from coordinator.datasets import versions
 from coordinator.sources.base import Query
 from . import grid, store
 from .classes import ENVIRONMENT, HEIGHT_PRIOR_M, INFRASTRUCTURE, PLACES, ROADS
-from .demo import SOURCE as DEMO_SOURCE
 from .widths import MODEL
 
 TOOLS: list[Tool] = []
@@ -41,11 +40,7 @@ def _limit(ctx: ToolContext) -> int:
     return CAPS[ctx.caller.plan].rows if ctx.caller.plan in CAPS else CAPS["anon"].rows
 
 
-def _dataset_report(v) -> SourceReport:  # noqa: ANN001
-    """A loaded version as the source that answered; the demo's synthetic town is marked
-    demo, so its answers carry the demo caveat like every bundled sample's."""
-    return SourceReport(f"dataset:{v.kind}", v.license, ok=True, records=v.records, dataset=versions.provenance(v),
-                        demo=v.source == DEMO_SOURCE)
+_dataset_report = versions.report
 
 
 def _no_dataset(kind: str) -> SourceReport:

@@ -151,8 +151,7 @@ class Ground:
         return next((r for r in self.reports if r.name == name), None)
 
 
-def dataset_report(v) -> SourceReport:  # noqa: ANN001
-    return SourceReport(f"dataset:{v.kind}", v.license, ok=True, records=v.records, dataset=versions.provenance(v))
+dataset_report = versions.report
 
 
 def no_dataset(kind: str) -> SourceReport:
