@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from coordinator.core.access.policy import Access
@@ -70,6 +72,7 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
         sources = build_sources(settings, demo_base_url=demo_base, adapters=adapters)
         if settings.demo:
             settings = await _demo_photos(settings, sources, closers)
+            settings = _demo_data_dir(settings)
             await load_demo_map(db, DEMO_CENTRE)
             await load_demo_population(db, DEMO_CENTRE, settings.data_dir)
     except BaseException:
@@ -89,6 +92,14 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
         services.poller.start()
     _freeze_startup_objects()
     return services
+
+
+def _demo_data_dir(settings: Settings) -> Settings:
+    """Demo mode keeps its loaded files in a folder of its own database's: the files of a
+    version live under its id, and two demo databases (a test's, the last run's) number
+    their versions alike, so one shared folder would hand one the other's files."""
+    tag = hashlib.sha256(settings.database_url.encode()).hexdigest()[:12]
+    return settings.model_copy(update={"data_dir": str(Path(settings.data_dir) / f"demo-{tag}")})
 
 
 async def _demo_photos(settings: Settings, sources: Sources, closers: list) -> Settings:
