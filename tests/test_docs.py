@@ -41,3 +41,11 @@ def test_every_source_setting_is_listed_by_sis_settings_and_the_scheme_is_docume
     text = (ROOT / "docs" / "settings.md").read_text()
     for key in ("BASE_URL", "TIMEOUT_S", "API_KEY", "API_KEY_FILE", "SIS_SOURCES__<NAME>__<KEY>"):
         assert f"`{key}`" in text, key
+
+
+def test_the_docs_stand_on_their_own():
+    """A clone has no steering folder: README and docs never send a reader to it."""
+    for f in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = f.read_text()
+        for ref in ("../shared", "shared/", "UPSTREAMS.md", "SPEC.md", "DESIGN.md"):
+            assert ref not in text, f"{f.name} points to {ref}, which a clone of the repository does not have"
