@@ -17,6 +17,7 @@ numpy and shapely array operations rather than per-row loops.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -166,7 +167,14 @@ async def covering(db, kind: str, box) -> tuple[Any, SourceReport]:  # noqa: ANN
 
 
 def population_grid(data_dir: str | Path, version) -> population.Grid:  # noqa: ANN001
-    return population.Grid(Path(data_dir) / population.KIND / str(version.id))
+    """A loaded version's grid, opened (manifest read, cells memory-mapped) once per process:
+    a ready version's files never change, and every brief and site score asks for it."""
+    return _open_grid(Path(data_dir) / population.KIND / str(version.id))
+
+
+@functools.lru_cache(maxsize=8)
+def _open_grid(folder: Path) -> population.Grid:
+    return population.Grid(folder)
 
 
 async def active_hazards(db, box, square_deg: float) -> Hazards:  # noqa: ANN001

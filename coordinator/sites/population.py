@@ -59,6 +59,15 @@ class Header:
                 "dx": self.dx, "dy": self.dy, "nodata": self.nodata}
 
 
+def _corner(found: dict, axis: str, step: float) -> float:
+    """The grid's lower-left edge on one axis, from ``?llcorner`` or half a cell below ``?llcenter``."""
+    if f"{axis}llcorner" in found:
+        return found[f"{axis}llcorner"]
+    if f"{axis}llcenter" in found:
+        return found[f"{axis}llcenter"] - step / 2
+    raise ValueError(f"not an Esri ASCII grid: no {axis}llcorner or {axis}llcenter")
+
+
 def read_header(lines: TextIO) -> tuple[Header, str | None]:
     """The header, and the first data line already read (None if the file ends)."""
     found: dict[str, float] = {}
@@ -87,18 +96,7 @@ def read_header(lines: TextIO) -> tuple[Header, str | None]:
     ncols, nrows = int(found["ncols"]), int(found["nrows"])
     if ncols <= 0 or nrows <= 0 or ncols != found["ncols"] or nrows != found["nrows"]:
         raise ValueError("ncols and nrows must be positive whole numbers")
-    if "xllcorner" in found:
-        west = found["xllcorner"]
-    elif "xllcenter" in found:
-        west = found["xllcenter"] - dx / 2
-    else:
-        raise ValueError("not an Esri ASCII grid: no xllcorner or xllcenter")
-    if "yllcorner" in found:
-        south = found["yllcorner"]
-    elif "yllcenter" in found:
-        south = found["yllcenter"] - dy / 2
-    else:
-        raise ValueError("not an Esri ASCII grid: no yllcorner or yllcenter")
+    west, south = _corner(found, "x", dx), _corner(found, "y", dy)
     head = Header(ncols, nrows, west, south, dx, dy, found.get("nodata_value"))
     if not (-180 - 1e-9 <= head.west and head.east <= 180 + 1e-9 and -90 - 1e-9 <= head.south
             and head.north <= 90 + 1e-9):
