@@ -94,6 +94,18 @@ class Workers:
                 self.proc.kill()
 
 
+async def trusted_nodes(c: Coordinator, db) -> list:  # noqa: ANN001
+    """NODES simulated nodes enrolled through the coordinator and marked trusted (no replicas)."""
+    nodes = []
+    for _ in range(NODES):
+        node = SimNode(c)
+        assert (await node.enrol()).status == 201
+        nodes.append(node)
+    async with db.write() as s:
+        await s.execute(update(Node).where(Node.id.in_([n.node_id for n in nodes])).values(trusted=True))
+    return nodes
+
+
 def remote(base_url: str) -> Coordinator:
     """The test client of ``tests.support`` pointed at a coordinator this test did not start."""
     return Coordinator(services=None, base_url=base_url, server=None)   # type: ignore[arg-type]
@@ -112,13 +124,7 @@ async def test_two_worker_processes_share_jobs_limits_and_revocation(pg_url, pho
         # 32 nodes across both processes: every job leased once, none lost.
         body = (await request_sweep(c, radius=1000)).json()
         assert body["jobs"] == JOBS
-        nodes = []
-        for _ in range(NODES):
-            node = SimNode(c)
-            assert (await node.enrol()).status == 201
-            nodes.append(node)
-        async with db.write() as s:
-            await s.execute(update(Node).where(Node.id.in_([n.node_id for n in nodes])).values(trusted=True))
+        nodes = await trusted_nodes(c, db)
         cpu0 = {p: workers.cpu_s(p) for p in pids}
         leased, violations = await run_nodes(nodes)
         used = {p: workers.cpu_s(p) - cpu0[p] for p in pids}
@@ -185,13 +191,7 @@ async def test_a_worker_killed_mid_batch_loses_nothing(pg_url, photos):  # noqa:
         first = workers.worker_pids()
         c = remote(workers.base_url)
         assert (await request_sweep(c, radius=1000)).json()["jobs"] == jobs
-        nodes = []
-        for _ in range(NODES):
-            node = SimNode(c)
-            assert (await node.enrol()).status == 201
-            nodes.append(node)
-        async with db.write() as s:
-            await s.execute(update(Node).where(Node.id.in_([n.node_id for n in nodes])).values(trusted=True))
+        nodes = await trusted_nodes(c, db)
 
         submitted = 0
         failed_requests = 0
