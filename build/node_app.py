@@ -38,6 +38,29 @@ LEAVE_OUT = [
     "sweep_engine.train", "pytest", "IPython", "matplotlib", "pandas", "tkinter",
 ]
 
+# Libraries of the torch and nvidia wheels left out of the payload: no library in torch or
+# the nvidia wheels names them (a grep of each soname over every shared object of both finds
+# only the file itself), so nothing the engine runs can load them. docs/node-app.md says
+# what was checked for each; cuDNN's sub-libraries, CUPTI's profiling hosts and nvshmem's
+# transports stay in, since only a GPU run could show them unused.
+LEAVE_OUT_DLLS = [
+    "*libcusolverMg.so*",       # multi-GPU dense solver (114 MB)
+    "*libcheckpoint.so*",       # CUDA checkpoint/restore of whole processes
+    "*libnvblas.so*",           # drop-in BLAS for CPU programs that offloads to cuBLAS
+    "*libcufftw.so*",           # FFTW-compatible wrapper of cuFFT
+    "*libpcsamplingutil.so*",   # CUPTI's PC-sampling helper (profiling)
+    "*libnvtx3interop.so*",     # NVTX v3 interop shim (profiling annotations)
+    "torch/bin/*",              # protoc, torch_shm_manager (below), if taken as executables
+]
+# Files that are not run at all: C/C++ headers (nothing compiles at run time: the JIT is
+# off and torch.compile is never used), static libraries, and the build tools in torch/bin
+# (protoc twice; torch_shm_manager, started only by torch.multiprocessing's file_system
+# sharing, which neither package uses).
+LEAVE_OUT_FILES = [
+    "torch/include", "nvidia/*/include/*", "nvidia/*/*/include/*", "*.a", "torch/bin",
+    "torch/share/cmake", "*.h", "*.hpp", "*.cuh",
+]
+
 
 def artefact_name() -> str:
     system = {"Linux": "linux", "Windows": "windows", "Darwin": "macos"}[platform.system()]
@@ -89,6 +112,10 @@ def main() -> int:
         # Unpack once per release into the user's cache, not on every start.
         f"--onefile-tempdir-spec={{CACHE_DIR}}/sis-node/{cache_tag}",
         *(f"--nofollow-import-to={m}" for m in LEAVE_OUT),
+        *(f"--noinclude-dlls={m}" for m in LEAVE_OUT_DLLS),
+        *(f"--noinclude-data-files={m}" for m in LEAVE_OUT_FILES),
+        # What went into the payload, file by file (docs/node-app.md's tables come from it).
+        f"--report={out / (name + '.report.xml')}",
         str(launcher),
     ]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
