@@ -69,13 +69,31 @@ def _load_keys(paths: list[str]) -> list:
     return keys
 
 
+def _carries(artefact: Path, sha: str) -> dict:
+    """What a build carries (its weights and compute backends), from the record
+    build/node_app.py wrote beside it, so that the coordinator's node_app answer can say it.
+    A record of another file (a rebuild since) is refused rather than signed."""
+    record_file = artefact.with_name(artefact.name + ".json")
+    if not record_file.exists():
+        print(f"note: no build record {record_file.name} beside the artefact: its weights and backends "
+              "are not stated in the manifest", file=sys.stderr)
+        return {}
+    record = json.loads(record_file.read_text())
+    if record.get("sha256") != sha:
+        raise SystemExit(f"{record_file} describes another file (sha256 {str(record.get('sha256'))[:16]}…, "
+                         f"not {sha[:16]}…): build again or remove the stale record")
+    return {k: record[k] for k in ("weights", "backends") if k in record}
+
+
 def cmd_sign(a: argparse.Namespace) -> int:
     keys = _load_keys(a.key)
     builds = []
     for art, plat, arch in zip(a.artefact, a.platform, a.arch):
         sha, size = mf.sha256_file(Path(art))
-        builds.append({"platform": plat, "arch": arch, "file": Path(art).name, "size": size, "sha256": sha,
-                       "requirements": {"gpu": "NVIDIA", "minDriver": a.min_driver}})
+        build = {"platform": plat, "arch": arch, "file": Path(art).name, "size": size, "sha256": sha,
+                 "requirements": {"gpu": "NVIDIA", "minDriver": a.min_driver}}
+        build.update(_carries(Path(art), sha))
+        builds.append(build)
     if len(builds) != len(a.artefact):
         raise SystemExit("give one --platform and one --arch per --artefact")
     listed = mf.TrustedKeys({mf.key_id(k.public_key()): k.public_key() for k in keys})

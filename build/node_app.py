@@ -85,11 +85,12 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     name = artefact_name()
     import sweep_engine
-    from sweep_engine import build_hash
-    from node_agent import __version__
-    if sweep_engine.BUILD_ID_FILE.exists():
-        sys.exit(f"{sweep_engine.BUILD_ID_FILE} exists (left by an interrupted build?): remove it and build again")
-    engine_build = build_hash()       # from the sources, before BUILD_ID exists
+    from node_agent import __version__, build_info
+    for left in (sweep_engine.BUILD_ID_FILE, build_info.BUILD_INFO_FILE):
+        if left.exists():
+            sys.exit(f"{left} exists (left by an interrupted build?): remove it and build again")
+    info = build_info.collect()       # from the sources and this environment, before BUILD_ID exists
+    engine_build = info["engine"]["build"]
     cache_tag = f"{__version__}-{engine_build[:12]}"
     launcher = out / "sis_node_launcher.py"
     launcher.write_text("import sys\nfrom node_agent.cli import main\nsys.exit(main())\n")
@@ -121,17 +122,21 @@ def main() -> int:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     print("building", name, "with", " ".join(cmd[3:]), flush=True)
     t0 = time.time()
-    # The binary has no engine sources to hash: it reads the build id written here from them.
+    # The binary has no engine sources to hash: it reads the build id written here from them,
+    # and what it carries (weights, backends) for --version from BUILD_INFO.json.
     sweep_engine.BUILD_ID_FILE.write_text(engine_build + "\n")
+    build_info.BUILD_INFO_FILE.write_text(json.dumps(info, indent=1) + "\n")
     try:
         subprocess.run(cmd, check=True, cwd=ROOT, env=env)
     finally:
-        sweep_engine.BUILD_ID_FILE.unlink()    # the checkout goes on hashing its own sources
+        sweep_engine.BUILD_ID_FILE.unlink()    # the checkout goes on working both out itself
+        build_info.BUILD_INFO_FILE.unlink()
     took = time.time() - t0
     art = out / name
     record = {"file": name, "platform": platform.system().lower(), "arch": platform.machine(),
               "size": art.stat().st_size, "sha256": sha256(art), "agentVersion": __version__,
-              "engineBuild": engine_build, "buildSeconds": round(took)}
+              "engineBuild": engine_build, "weights": info["weights"], "backends": info["backends"],
+              "buildSeconds": round(took)}
     (out / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(record, indent=1))
     return 0

@@ -265,6 +265,21 @@ def cmd_verify_manifest(args: argparse.Namespace) -> int:
 
 # ---- the parser -------------------------------------------------------------------------
 
+class VersionAction(argparse.Action):
+    """``--version``: the agent's version, then its engine build, compute backends and
+    weights (node_agent.build_info), so one download can be told from another."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version, engine build, compute backends and weights, and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from .build_info import current, describe
+
+        print(describe(current()))
+        parser.exit()
+
+
 def _non_negative(text: str) -> int:
     try:
         n = int(text)
@@ -280,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
         "The Spatial Intelligence Service node agent: lends this machine's NVIDIA GPU to street sweeps. "
         "It fetches jobs (data only), runs the sweep engine, and submits results; it never downloads or "
         "executes code."))
-    p.add_argument("--version", action="version", version=f"sis-node {__version__}")
+    p.add_argument("--version", action=VersionAction)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="enrol (first run), then lease, compute and submit jobs until stopped")
     r.add_argument("--coordinator", metavar="URL", help="coordinator base URL (kept in the config file)")

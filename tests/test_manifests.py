@@ -143,3 +143,28 @@ async def test_node_app_serves_the_newest_valid_manifest(tmp_path, sqlite_url, u
         mf.verify(copy.deepcopy(body["manifest"]), mf.TrustedKeys.from_dir(folder / "keys"))
     finally:
         await stop_coordinator(c)
+
+
+def test_signing_states_what_each_build_carries_from_its_record(tmp_path):
+    """The build record beside an artefact (build/node_app.py) puts the build's weights and
+    compute backends into its signed entry; a record of another file is refused, not signed."""
+    tool = [sys.executable, str(ROOT / "build" / "manifest.py")]
+    priv = tmp_path / "secret" / "release.key"
+    assert subprocess.run([*tool, "keygen", "--private-out", str(priv), "--public-dir", str(tmp_path / "pub")],
+                          capture_output=True).returncode == 0
+    art = tmp_path / "sis-node-linux-x86_64"
+    art.write_bytes(b"binary")
+    sha, _ = mf.sha256_file(art)
+    carries = {"weights": [{"name": "dense", "architecture": "sis-dense/x", "sha256": "ef" * 32, "trained": True,
+                            "license": "Apache-2.0"}],
+               "backends": {"torch": "2.15.0", "cpu": True, "cuda": "13.2", "cudnn": "9.26.0"}}
+    record = art.with_name(art.name + ".json")
+    sign = [*tool, "sign", "--key", str(priv), "--artefact", str(art), "--platform", "linux", "--arch", "x86_64",
+            "--version", "1", "--out", str(tmp_path / "m.json")]
+    record.write_text(json.dumps({"sha256": "00" * 32, **carries}))
+    stale = subprocess.run(sign, capture_output=True, text=True)
+    assert stale.returncode != 0 and "describes another file" in stale.stderr
+    record.write_text(json.dumps({"sha256": sha, **carries}))
+    assert subprocess.run(sign, capture_output=True, text=True).returncode == 0
+    build = json.loads((tmp_path / "m.json").read_text())["signed"]["builds"][0]
+    assert build["weights"] == carries["weights"] and build["backends"] == carries["backends"]

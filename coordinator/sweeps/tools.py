@@ -75,7 +75,8 @@ CAVEATS = [
 
 @tool(TOOLS, name="node_app", title="Node app download manifest",
       description="The signed download manifest of the volunteer node agent (Windows, Linux; NVIDIA GPU): "
-                  "builds with sha256 and size, engine version, weights sha256, signatures.",
+                  "builds with sha256 and download size and what each carries (its engine weights and compute "
+                  "backends), engine version, weights sha256, signatures.",
       routes={"earth": "/node-app"}, http_max_age_s=300, tags=("sweeps",))
 async def node_app(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     folder = Path(ctx.services.settings.manifests_dir)

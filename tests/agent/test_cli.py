@@ -13,7 +13,18 @@ from .support import FakeEngine, make_agent, request_sweep
 
 def test_version_and_help(capsys):
     out = subprocess.run([sys.executable, "-m", "node_agent.cli", "--version"], capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.strip() == f"sis-node {__version__}"
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and lines[0] == f"sis-node {__version__}"
+    # What the build carries: the engine build, the backends of its torch, the shipped weights.
+    import sweep_engine
+    import torch
+    from node_agent.build_info import weights
+    assert lines[1].startswith(f"engine {sweep_engine.__version__}, build {sweep_engine.build_hash()[:16]}")
+    assert lines[2].startswith("backends: CPU; ") and f"torch {torch.__version__}" in lines[2]
+    assert (f"CUDA {torch.version.cuda}" in lines[2]) == bool(torch.version.cuda)
+    shipped = weights()
+    assert len(shipped) >= 2 and all(any(w["sha256"][:16] in line and w["name"] in line for line in lines[4:])
+                                     for w in shipped)
     out = subprocess.run([sys.executable, "-m", "node_agent.cli", "--help"], capture_output=True, text=True)
     for command in ("run", "status", "pause", "resume", "gpus", "settings", "verify-manifest"):
         assert command in out.stdout
@@ -82,3 +93,23 @@ def test_logs_go_to_a_rotating_file_and_the_console(tmp_path, capsys):
     for h in list(logging.getLogger("sis.node").handlers):
         logging.getLogger("sis.node").removeHandler(h)
         h.close()
+
+
+def test_a_compiled_build_reports_what_was_written_into_it(tmp_path, monkeypatch, capsys):
+    """A binary has no sources and must not pay for import torch to answer --version: it
+    prints the BUILD_INFO.json that build/node_app.py wrote into it."""
+    from node_agent import build_info
+    info = {"agentVersion": "9.9.9", "engine": {"version": "0.1.0", "build": "ab" * 32},
+            "weights": [{"name": "depth", "architecture": "dav2-metric-outdoor/vits", "sha256": "cd" * 32,
+                         "trained": True, "license": "Apache-2.0"}],
+            "backends": {"torch": "2.15.0+cpu", "cpu": True, "cuda": None, "cudnn": None}}
+    (tmp_path / "BUILD_INFO.json").write_text(json.dumps(info))
+    monkeypatch.setattr(build_info, "BUILD_INFO_FILE", tmp_path / "BUILD_INFO.json")
+    try:
+        cli.main(["--version"])
+    except SystemExit as exc:
+        assert exc.code == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == ["sis-node 9.9.9", f"engine 0.1.0, build {'ab' * 8}",
+                       "backends: CPU; no GPU backend (a CPU-only build) (torch 2.15.0+cpu)"]
+    assert out[4] == f"  depth: dav2-metric-outdoor/vits, sha256 {'cd' * 8}"
