@@ -48,6 +48,22 @@ def step(what: str) -> None:
     print(f"-- {what}", file=sys.stderr, flush=True)
 
 
+def says_what_it_carries(version: str, binary: Path) -> bool:
+    """--version names the engine build and every weights file of the build record (written
+    beside the binary by build/node_app.py), and its compute backends."""
+    record_file = binary.with_name(binary.name + ".json")
+    if not record_file.exists():
+        print(f"no build record {record_file}: --version not checked against it", file=sys.stderr)
+        return "backends:" in version
+    built = json.loads(record_file.read_text())
+    missing = [w["name"] for w in built.get("weights", []) if w["sha256"][:16] not in version]
+    if built["engineBuild"][:16] not in version or missing or "backends:" not in version:
+        print(f"--version does not say what the build carries (weights missing: {missing}):\n{version}",
+              file=sys.stderr)
+        return False
+    return True
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--binary", default=str(ROOT / "build" / "out" / artefact_name()))
@@ -117,7 +133,7 @@ def main() -> int:
             server.wait(30)
     print(json.dumps(record, indent=1))
     nodes = record.get("coordinatorNodes", [])[1:-1]
-    ok = (all(record[n]["exit"] == 0 and (record[n]["contribution"] or {}).get("jobs") == 1
+    ok = (says_what_it_carries(record["version"], binary) and all(record[n]["exit"] == 0 and (record[n]["contribution"] or {}).get("jobs") == 1
               for n in ("check-a", "check-b"))
           and len(nodes) == 2 and all(line.split()[3] == "1" for line in nodes))     # valid results: 1 each
     print("node app check:", "passed" if ok else "FAILED", file=sys.stderr)
