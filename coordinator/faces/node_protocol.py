@@ -124,12 +124,15 @@ class NodeHandler(OperationHandler):
     async def next_lease(self, presented: Bearer) -> dict[str, Any] | None:
         """A new lease for this node as the lease route answers it, or None (with the
         ``Retry-After`` header set) when no job waits for it."""
-        sweeps = self.sweeps
-        claim = await leases.claim(sweeps, presented)
+        return self.lease_document(await leases.claim(self.sweeps, presented))
+
+    def lease_document(self, claim: leases.Claim | None) -> dict[str, Any] | None:
+        """A claim as the lease route answers it; None (with ``Retry-After``) for no claim."""
+        settings = self.sweeps.settings
         if claim is None:
-            self.set_header("Retry-After", str(sweeps.settings.lease_retry_after_s))
+            self.set_header("Retry-After", str(settings.lease_retry_after_s))
             return None
-        ttl = sweeps.settings.lease_ttl_s
+        ttl = settings.lease_ttl_s
         return {"lease": {"leaseId": claim.lease_id, "expiresAt": tr.iso(claim.expires_at), "ttlS": ttl,
                           "heartbeatS": max(1.0, ttl / 3)},
                 "job": job_document(claim.job).to_dict()}
@@ -257,8 +260,10 @@ class ResultHandler(NodeHandler):
         # result (its lease ends) before anything recursive reads it.
         refused = (f"the JSON nests deeper than {MAX_JSON_DEPTH} levels"
                    if not too_large and json_depth_exceeds(body) else None)
+        # With ?next=1 an accepted result also leases the node's next job, in the submission's
+        # own transaction (``results.submit_batch``); a refused one leases nothing.
         outcome = await results.submit(self.sweeps, presented, lease_id, body, too_large=too_large, size=self.size,
-                                       refused=refused)
+                                       refused=refused, then_claim=self.wants_next)
         if too_large:
             raise PayloadTooLarge(f"the result body is over {self.limit} bytes; it was recorded as invalid",
                                   {"maxBytes": self.limit, "reasons": outcome.reasons,
@@ -267,12 +272,7 @@ class ResultHandler(NodeHandler):
             raise InvalidResult("the result was rejected; nothing of it goes forward", outcome.as_json())
         answer = outcome.as_json()
         if self.wants_next:
-            try:
-                answer["next"] = await self.next_lease(presented)
-            except ServiceError as exc:
-                # The result is taken all the same. Without "next" the node asks the lease
-                # route, which answers the refusal (a node revoked meanwhile, say) itself.
-                log.info("result on lease %s taken; its next lease was refused: %s", lease_id, exc.message)
+            answer["next"] = self.lease_document(outcome.next)
         self.send_json(answer, 200)
 
 

@@ -96,54 +96,65 @@ async def claim_batch(sweeps, who: list[Node | Bearer]) -> list[Claim | None | E
     async def run() -> list[Claim | None | Exception]:
         now = tr.utcnow()
         async with db.write_core() as s:
-            resolved = await tokens.resolve(s, who)
-            nodes = [n for n in resolved if not isinstance(n, Exception)]
-            if not nodes:
-                return resolved
-            limit = len(nodes) + CLAIM_SPARE
-            q = select(JOBS).where(JOBS.c.state == tr.JOB_QUEUED).order_by(JOBS.c.id).limit(limit)
-            jobs = [record(r) for r in await s.execute(_locked(db, q))]
-            held: set[tuple[int, str]] = set()
-            if jobs:
-                # The pairs a claim skips: the node holds or has answered a replica, or the
-                # job is closed to it (a reissued job is never offered to the nodes whose
-                # results were rejected); one statement for both. A statement of its own,
-                # not joined into the one above: on PostgreSQL a statement reads as of its
-                # start, and a job locked above may have had a replica leased by a
-                # transaction that committed after that statement began. This one begins
-                # once the locks are held and sees that lease.
-                job_ids, node_ids = [j.id for j in jobs], sorted({n.id for n in nodes})
-                held = {(jid, nid) for jid, nid in await s.execute(union_all(
-                    select(LEASES.c.job_id, LEASES.c.node_id).where(
-                        LEASES.c.job_id.in_(job_ids), LEASES.c.node_id.in_(node_ids), LEASES.c.state.in_(_HELD)),
-                    excluded_pairs(job_ids, node_ids)))}
-            claims: list[Claim | None | Exception] = []
-            new_leases: list[dict] = []
             logs: list[dict] = []
-            taken: dict[int, Record] = {}
-            for node in resolved:
-                if isinstance(node, Exception):
-                    claims.append(node)
-                    continue
-                job = next((j for j in jobs if j.state == tr.JOB_QUEUED and (j.id, node.id) not in held), None)
-                if job is None:
-                    claims.append(None)
-                    continue
-                held.add((job.id, node.id))
-                taken[job.id] = job
-                claims.append(_take(job, node, now, settings, new_leases, logs))
-            if taken:
-                await s.execute(_SET_JOB, [{"b_id": j.id, "b_quorum": j.quorum, "b_active": j.active_leases,
-                                            "b_state": j.state, "b_at": now} for j in taken.values()])
-                await s.execute(insert(LEASES), new_leases)
-            if len(jobs) == limit:          # more queued jobs may lie beyond the rows read
-                for i, node in enumerate(resolved):
-                    if claims[i] is None:
-                        claims[i] = await _claim_one(s, db, node, now, settings, logs)
+            claims = await claim_in(s, db, settings, await tokens.resolve(s, who), now, logs)
             await tr.record(s, *logs)
             return claims
 
     return await retrying(run)
+
+
+async def claim_in(s, db, settings, resolved: list[Node | Record | Exception], now: datetime,
+                   logs: list[dict]) -> list[Claim | None | Exception]:
+    """The claims of ``claim_batch`` in the caller's write transaction ``s``, for nodes
+    already looked up (an ``Exception`` in ``resolved`` is that claim's answer, and costs
+    nothing else). The transitions are added to ``logs`` for the caller to record: a
+    submission batch whose nodes also ask for their next job (``results.submit_batch``,
+    ``?next=1``) claims by this after its own writes, and records its transitions and the
+    claims' in one statement."""
+    nodes = [n for n in resolved if not isinstance(n, Exception)]
+    if not nodes:
+        return list(resolved)
+    limit = len(nodes) + CLAIM_SPARE
+    q = select(JOBS).where(JOBS.c.state == tr.JOB_QUEUED).order_by(JOBS.c.id).limit(limit)
+    jobs = [record(r) for r in await s.execute(_locked(db, q))]
+    held: set[tuple[int, str]] = set()
+    if jobs:
+        # The pairs a claim skips: the node holds or has answered a replica, or the
+        # job is closed to it (a reissued job is never offered to the nodes whose
+        # results were rejected); one statement for both. A statement of its own,
+        # not joined into the one above: on PostgreSQL a statement reads as of its
+        # start, and a job locked above may have had a replica leased by a
+        # transaction that committed after that statement began. This one begins
+        # once the locks are held and sees that lease.
+        job_ids, node_ids = [j.id for j in jobs], sorted({n.id for n in nodes})
+        held = {(jid, nid) for jid, nid in await s.execute(union_all(
+            select(LEASES.c.job_id, LEASES.c.node_id).where(
+                LEASES.c.job_id.in_(job_ids), LEASES.c.node_id.in_(node_ids), LEASES.c.state.in_(_HELD)),
+            excluded_pairs(job_ids, node_ids)))}
+    claims: list[Claim | None | Exception] = []
+    new_leases: list[dict] = []
+    taken: dict[int, Record] = {}
+    for node in resolved:
+        if isinstance(node, Exception):
+            claims.append(node)
+            continue
+        job = next((j for j in jobs if j.state == tr.JOB_QUEUED and (j.id, node.id) not in held), None)
+        if job is None:
+            claims.append(None)
+            continue
+        held.add((job.id, node.id))
+        taken[job.id] = job
+        claims.append(_take(job, node, now, settings, new_leases, logs))
+    if taken:
+        await s.execute(_SET_JOB, [{"b_id": j.id, "b_quorum": j.quorum, "b_active": j.active_leases,
+                                    "b_state": j.state, "b_at": now} for j in taken.values()])
+        await s.execute(insert(LEASES), new_leases)
+    if len(jobs) == limit:          # more queued jobs may lie beyond the rows read
+        for i, node in enumerate(resolved):
+            if claims[i] is None:
+                claims[i] = await _claim_one(s, db, node, now, settings, logs)
+    return claims
 
 
 def _take(job: Record, node: Node, now: datetime, settings, new_leases: list[dict], logs: list[dict]) -> Claim:
