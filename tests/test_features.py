@@ -45,6 +45,7 @@ async def loaded(c, files):
     c.osm = await ingest.run(db, "osm", files["osm"])
     c.old = await ingest.run(db, "places", files["old"])
     c.new = await ingest.run(db, "places", files["new"])
+    c.files = files
     return c
 
 
@@ -56,6 +57,23 @@ async def test_loads_count_bad_records_and_keep_the_declared_bounds(loaded, file
     assert [v.west, v.south, v.east, v.north] == pytest.approx([LON - 0.01, LAT - 0.01, LON + 0.01, LAT + 0.01])
     assert loaded.old.records == 400 and loaded.old.bad_records == 2
     assert loaded.new.bad_records == 0 and loaded.new.records == 440 - len(range(0, 440, 10))
+
+
+async def test_a_load_writes_its_rows_in_query_order_and_leaves_no_staging(loaded, monkeypatch):
+    """Rows reach map_features in (cls, tile, level descending, sample) order, so a bbox
+    sample's rows lie together on disk; the staging table is left empty."""
+    import sqlalchemy as sa
+    from coordinator.features import store
+    C = store.C
+    monkeypatch.setattr(store, "MOVE_ROWS", 50)          # many small moves, as a large extract makes
+    v = await ingest.run(loaded.services.db, "places", Path(loaded.files["new"]))
+    async with loaded.services.db.engine.connect() as conn:
+        rows = (await conn.execute(sa.select(C.cls, C.tile, C.level, C.sample).where(C.version_id == v.id)
+                                   .order_by(C.id))).all()
+        staged = (await conn.execute(sa.select(sa.func.count()).select_from(store.LOAD_TABLE))).scalar_one()
+    keys = [(r.cls, r.tile, -r.level, r.sample) for r in rows]
+    assert len(keys) == v.records + sum(1 for r in rows if r.cls == "brand") and keys == sorted(keys)
+    assert staged == 0
 
 
 async def test_places_are_sampled_with_the_full_count_and_their_own_licenses(loaded):

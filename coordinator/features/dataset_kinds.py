@@ -19,7 +19,7 @@ async def load_osm(load) -> None:  # noqa: ANN001
     bounds = osm.declared_bounds(load.path)
     if bounds is not None:
         load.declare_extent(bounds)
-    writer = store.Writer(load.db)
+    writer = store.Writer(load.db, load.version_id)
     for item in osm.read(load.path):
         if isinstance(item, Bad):
             load.bad(item.where, item.reason)
@@ -34,7 +34,7 @@ async def load_osm(load) -> None:  # noqa: ANN001
             xs = [c[0] for c in item.line]
             ys = [c[1] for c in item.line]
             load.accepted(bbox=(min(xs), min(ys), max(xs), max(ys)))
-    await writer.flush()
+    await writer.close()
     await store.analyze(load.db)
     load.progress(load.file_bytes)
 
@@ -48,7 +48,7 @@ async def load_places(load) -> None:  # noqa: ANN001
         items = overture.read_parquet(load.path, load.license, lambda share: load.progress(int(share * load.file_bytes)))
     else:
         items = overture.read_geojsonseq(load.open(text=True), load.license)
-    writer = store.Writer(load.db)
+    writer = store.Writer(load.db, load.version_id)
     for item in items:
         if isinstance(item, Bad):
             load.bad(item.where, item.reason)
@@ -57,5 +57,5 @@ async def load_places(load) -> None:  # noqa: ANN001
                                         license=item.license, point=(item.lon, item.lat), name=item.name,
                                         brand=item.brand, props=item.props))
         load.accepted(lon=item.lon, lat=item.lat)
-    await writer.flush()
+    await writer.close()
     await store.analyze(load.db)

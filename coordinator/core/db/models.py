@@ -408,24 +408,9 @@ class PlateStep(Base):
 
 # ---- map features: OpenStreetMap extracts and Overture places (migration 0012) ----
 
-class MapFeature(Base):
-    """One mapped feature of a loaded extract (``sis ingest osm|places``,
-    ``coordinator/features/``), tagged with its dataset version: a point, or one chunk of
-    a line no wider than ``features.grid.CHUNK_DEG`` (``geom`` holds its coordinates).
-    ``tile`` is the 0.05-degree grid key (``features.grid``); the query index covers
-    ``lon``, ``lat`` and ``sample`` so a bbox is counted and sampled from the index alone.
-    ``sample`` is a random integer fixed at load, so a sample is stable between calls;
-    ``level`` its trailing zero bits (a feature is at level k or above with probability
-    2^-k), so a uniform sample of about n features of a large bbox reads about n index
-    entries (``features.store.sample_box``)."""
+class _MapFeatureColumns:
+    """The columns of a map feature, in the table the tools read and in the load's staging."""
 
-    __tablename__ = "map_features"
-    __table_args__ = (
-        Index("ix_map_features_query", "version_id", "cls", "tile", "level", "lon", "lat", "sample"),
-        Index("ix_map_features_brand", "version_id", "brand", "tile"),
-    )
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    version_id: Mapped[int] = mapped_column(BigId, ForeignKey("dataset_versions.id"))
     cls: Mapped[str] = mapped_column(String(20))
     tile: Mapped[int] = mapped_column(Integer)
     lon: Mapped[float] = mapped_column(Float)
@@ -438,6 +423,38 @@ class MapFeature(Base):
     brand: Mapped[str | None] = mapped_column(String(24), nullable=True)
     props: Mapped[dict] = mapped_column(JSON)
     geom: Mapped[list | None] = mapped_column(JSON, nullable=True)
+
+
+class MapFeature(_MapFeatureColumns, Base):
+    """One mapped feature of a loaded extract (``sis ingest osm|places``,
+    ``coordinator/features/``), tagged with its dataset version: a point, or one chunk of
+    a line no wider than ``features.grid.CHUNK_DEG`` (``geom`` holds its coordinates).
+    ``tile`` is the 0.05-degree grid key (``features.grid``); the query index covers
+    ``lon``, ``lat`` and ``sample`` so a bbox is counted and sampled from the index alone.
+    ``sample`` is a random integer fixed at load, so a sample is stable between calls;
+    ``level`` its trailing zero bits (a feature is at level k or above with probability
+    2^-k), so a uniform sample of about n features of a large bbox reads about n index
+    entries (``features.store.sample_box``). A version's rows are written in the order
+    (cls, tile, level descending, sample) from ``MapFeatureLoad``, so the rows a sample
+    reads lie together (a few pages per tile instead of one page per row)."""
+
+    __tablename__ = "map_features"
+    __table_args__ = (
+        Index("ix_map_features_query", "version_id", "cls", "tile", "level", "lon", "lat", "sample"),
+        Index("ix_map_features_brand", "version_id", "brand", "tile"),
+    )
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    version_id: Mapped[int] = mapped_column(BigId, ForeignKey("dataset_versions.id"))
+
+
+class MapFeatureLoad(_MapFeatureColumns, Base):
+    """A load's rows on their way into ``map_features``: written as the extract is read,
+    then moved in query order a few tiles at a time (``features.store.Writer``)."""
+
+    __tablename__ = "map_features_load"
+    __table_args__ = (Index("ix_map_features_load_move", "version_id", "cls", "tile"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    version_id: Mapped[int] = mapped_column(BigId)
 
 
 # ---- twin reference layers: airports, countries, cities, rivers, seaports (migration 0013) ----
