@@ -144,6 +144,7 @@ async def analyze(db: Database) -> None:
         async with db.engine.connect() as conn:
             conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
             await conn.execute(sa.text("VACUUM ANALYZE map_features"))
+            await conn.execute(sa.text("VACUUM map_features_load"))     # emptied by the move: its space back
 
 
 async def discard(db: Database, version_id: int) -> None:
