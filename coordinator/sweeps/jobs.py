@@ -137,12 +137,13 @@ def not_excluded(job_id_column, node_id: str):
     return ~exists().where(EXCLUSIONS.c.job_id == job_id_column, EXCLUSIONS.c.node_id == node_id)
 
 
-def excluded_pairs(job_ids: list[int], node_ids):
+def excluded_pairs(job_ids, node_ids):
     """The (job, node) pairs among these that a claim must skip, the job being closed to the
     node: a select of two columns, which a claim batch reads in one statement with the
-    pairs it skips for other reasons (``leases.claim_batch``)."""
+    pairs it skips for other reasons (``leases.claim_in``). Lists of ids, or expanding bind
+    parameters standing for them (a statement made once)."""
     return select(EXCLUSIONS.c.job_id, EXCLUSIONS.c.node_id).where(
-        EXCLUSIONS.c.job_id.in_(job_ids), EXCLUSIONS.c.node_id.in_(sorted(node_ids)))
+        EXCLUSIONS.c.job_id.in_(job_ids), EXCLUSIONS.c.node_id.in_(node_ids))
 
 
 @dataclass

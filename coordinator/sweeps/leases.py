@@ -75,6 +75,16 @@ _HELD = (tr.LEASE_ACTIVE, tr.LEASE_SUBMITTED)
 _SET_JOB = (update(JOBS).where(JOBS.c.id == bindparam("b_id"))
             .values(quorum=bindparam("b_quorum"), active_leases=bindparam("b_active"),
                     state=bindparam("b_state"), updated_at=bindparam("b_at")))
+# A claim batch's statements, made once: SQLAlchemy keys its compiled-statement cache on a
+# statement's structure, and a statement built anew per batch is walked again for that key.
+_QUEUED = select(JOBS).where(JOBS.c.state == tr.JOB_QUEUED).order_by(JOBS.c.id).limit(bindparam("n"))
+_QUEUED_LOCKED = _QUEUED.with_for_update(skip_locked=True)
+_SKIPPED_PAIRS = union_all(
+    select(LEASES.c.job_id, LEASES.c.node_id).where(
+        LEASES.c.job_id.in_(bindparam("jobs", expanding=True)), LEASES.c.node_id.in_(bindparam("nodes", expanding=True)),
+        LEASES.c.state.in_(_HELD)),
+    excluded_pairs(bindparam("x_jobs", expanding=True), bindparam("x_nodes", expanding=True)))
+_NEW_LEASES = insert(LEASES)
 
 
 async def claim_batch(sweeps, who: list[Node | Bearer]) -> list[Claim | None | Exception]:
@@ -116,8 +126,7 @@ async def claim_in(s, db, settings, resolved: list[Node | Record | Exception], n
     if not nodes:
         return list(resolved)
     limit = len(nodes) + CLAIM_SPARE
-    q = select(JOBS).where(JOBS.c.state == tr.JOB_QUEUED).order_by(JOBS.c.id).limit(limit)
-    jobs = [record(r) for r in await s.execute(_locked(db, q))]
+    jobs = [record(r) for r in await s.execute(_QUEUED if db.is_sqlite else _QUEUED_LOCKED, {"n": limit})]
     held: set[tuple[int, str]] = set()
     if jobs:
         # The pairs a claim skips: the node holds or has answered a replica, or the
@@ -128,10 +137,8 @@ async def claim_in(s, db, settings, resolved: list[Node | Record | Exception], n
         # transaction that committed after that statement began. This one begins
         # once the locks are held and sees that lease.
         job_ids, node_ids = [j.id for j in jobs], sorted({n.id for n in nodes})
-        held = {(jid, nid) for jid, nid in await s.execute(union_all(
-            select(LEASES.c.job_id, LEASES.c.node_id).where(
-                LEASES.c.job_id.in_(job_ids), LEASES.c.node_id.in_(node_ids), LEASES.c.state.in_(_HELD)),
-            excluded_pairs(job_ids, node_ids)))}
+        held = {(jid, nid) for jid, nid in await s.execute(
+            _SKIPPED_PAIRS, {"jobs": job_ids, "nodes": node_ids, "x_jobs": job_ids, "x_nodes": node_ids})}
     claims: list[Claim | None | Exception] = []
     new_leases: list[dict] = []
     taken: dict[int, Record] = {}
@@ -149,7 +156,7 @@ async def claim_in(s, db, settings, resolved: list[Node | Record | Exception], n
     if taken:
         await s.execute(_SET_JOB, [{"b_id": j.id, "b_quorum": j.quorum, "b_active": j.active_leases,
                                     "b_state": j.state, "b_at": now} for j in taken.values()])
-        await s.execute(insert(LEASES), new_leases)
+        await s.execute(_NEW_LEASES, new_leases)
     if len(jobs) == limit:          # more queued jobs may lie beyond the rows read
         for i, node in enumerate(resolved):
             if claims[i] is None:

@@ -76,10 +76,13 @@ def row(subject: str, subject_id: Any, from_state: str | None, to_state: str, ac
             "actor": actor[:80], "reason": reason, "at": at}
 
 
+_INSERT = insert(SweepTransition.__table__)
+
+
 async def record(session: AsyncSession, *rows: dict[str, Any]) -> None:
     """Write transition rows (built by ``row``) in the caller's transaction."""
     if rows:
-        await session.execute(insert(SweepTransition.__table__), list(rows))
+        await session.execute(_INSERT, list(rows))
 
 
 async def history(session: AsyncSession, subject: str, subject_id: Any) -> list[SweepTransition]:
