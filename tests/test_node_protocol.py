@@ -149,6 +149,32 @@ async def test_a_result_can_ask_for_the_next_lease_in_the_same_request(one_photo
         assert len((await s.execute(select(SweepLease))).scalars().all()) == jobs
 
 
+async def test_a_result_and_its_next_lease_are_one_transaction_that_never_offers_the_job_just_answered(one_photo_jobs):
+    """An untrusted node's replica leaves its job queued for a second node's: the next lease,
+    made in the submission's own transaction, sees the result and offers another job; the
+    claim batcher is not used."""
+    sweeps_db = one_photo_jobs
+    sw = sweeps_of(sweeps_db.services)
+    (node,) = await enrolled(sweeps_db)
+    doc, answered = await node.lease(), []
+    claims, submits = sw.claims.batches, sw.submits.batches
+    while doc is not None:
+        answered.append(doc["job"]["jobId"])
+        lid, body = doc["lease"]["leaseId"], node.honest(doc)
+        r = await node.submit(lid, body, next_="1")
+        assert r.status == 200, r.body
+        answer = r.json()
+        assert (answer["resultState"], answer["jobState"]) == ("pending", "queued")
+        doc = answer["next"]
+        if doc is not None:
+            assert doc["job"]["jobId"] not in answered
+            node.leases[doc["lease"]["leaseId"]] = doc
+    assert len(answered) == len(set(answered)) == 4 and r.headers["Retry-After"] == "30"
+    assert (sw.claims.batches, sw.submits.batches) == (claims, submits + 4)
+    again = await node.submit(lid, body, next_="1")      # a retry after a lost answer: the same answer
+    assert again.status == 200 and again.json()["duplicate"] and again.json()["next"] is None
+
+
 async def test_a_result_that_asks_for_no_next_lease_or_is_rejected_gets_none(one_photo_jobs):
     sweeps_db = one_photo_jobs
     (node,) = await enrolled(sweeps_db, trusted=True)

@@ -1,6 +1,7 @@
 """32 simulated nodes leasing and submitting 1,000 jobs over HTTP, on SQLite and on
 PostgreSQL: each job leased by exactly one node at a time (per replica), none lost, none
-counted twice."""
+counted twice; each node asking for its jobs by the lease route, or, as the agent does,
+with each result (``?next=1``, served by the submission's own transaction)."""
 from __future__ import annotations
 
 import asyncio
@@ -14,16 +15,28 @@ from tests.support import stop_coordinator
 from tests.test_sweeps_kit import CENTRE, enrolled, photos, request_sweep, start  # noqa: F401
 
 NODES = 32
+# How a node asks for its next job: by the lease route, or with its result (?next=1).
+ASKING = pytest.mark.parametrize("chained", [False, True], ids=["lease-route", "next=1"])
 
 
-async def run_nodes(nodes) -> tuple[Counter, list[str]]:
+async def next_job(node, answer, chained: bool) -> dict | None:
+    """The node's next lease: from its result's answer when it asked for one there (the
+    lease route once that says no job waits), else from the lease route."""
+    if chained and answer is not None and answer.status == 200 and answer.json().get("next") is not None:
+        doc = answer.json()["next"]
+        node.leases[doc["lease"]["leaseId"]] = doc
+        return doc
+    return await node.lease()
+
+
+async def run_nodes(nodes, chained: bool = False) -> tuple[Counter, list[str]]:
     holders: dict[str, set[str]] = defaultdict(set)
     leased: Counter = Counter()
     violations: list[str] = []
 
     async def work(node) -> None:
+        doc = await node.lease()
         while True:
-            doc = await node.lease()
             if doc is None:
                 return
             jid = doc["job"]["jobId"]
@@ -33,24 +46,26 @@ async def run_nodes(nodes) -> tuple[Counter, list[str]]:
                 violations.append(f"{jid} held by {sorted(holders[jid])} and {node.node_id} at once")
             holders[jid].add(node.node_id)
             leased[jid] += 1
-            r = await node.submit(doc["lease"]["leaseId"], node.honest(doc))
+            r = await node.submit(doc["lease"]["leaseId"], node.honest(doc), next_="1" if chained else None)
             if r.status != 200:
                 violations.append(f"{jid}: submit answered {r.status} {r.body[:200]!r}")
             holders[jid].discard(node.node_id)
+            doc = await next_job(node, r, chained)
 
     await asyncio.gather(*(work(n) for n in nodes))
     return leased, violations
 
 
 @pytest.mark.slow
-async def test_32_nodes_share_1000_jobs_each_leased_by_one_node_none_lost_none_twice(db_url, photos):
+@ASKING
+async def test_32_nodes_share_1000_jobs_each_leased_by_one_node_none_lost_none_twice(db_url, photos, chained):
     photos.scatter(*CENTRE, radius_m=950, n=1000, seed=11)
     c = await start(db_url, photos, job_max_photos=1, node_enrol_per_minute=NODES)
     try:
         body = (await request_sweep(c, radius=1000)).json()
         assert body["jobs"] == 1000
         nodes = await enrolled(c, NODES, trusted=True)
-        leased, violations = await run_nodes(nodes)
+        leased, violations = await run_nodes(nodes, chained)
         assert violations == []
         assert len(leased) == 1000 and set(leased.values()) == {1}
         async with c.services.db.read() as s:
@@ -70,7 +85,8 @@ async def test_32_nodes_share_1000_jobs_each_leased_by_one_node_none_lost_none_t
 
 
 @pytest.mark.slow
-async def test_32_untrusted_nodes_give_each_job_exactly_two_replicas_from_different_nodes(db_url, photos):
+@ASKING
+async def test_32_untrusted_nodes_give_each_job_exactly_two_replicas_from_different_nodes(db_url, photos, chained):
     photos.scatter(*CENTRE, radius_m=950, n=300, seed=12)
     # trust out of reach, so that no node earns its way out of replication during the run
     c = await start(db_url, photos, job_max_photos=1, trust_streak=10_000, node_enrol_per_minute=NODES)
@@ -82,8 +98,10 @@ async def test_32_untrusted_nodes_give_each_job_exactly_two_replicas_from_differ
         done: set[str] = set()
 
         async def work(node) -> None:
+            answer = None
             while len(done) < 300:
-                doc = await node.lease()
+                doc = await next_job(node, answer, chained)
+                answer = None
                 if doc is None:
                     # What is left waits for another node's replica: a real node would come
                     # back after Retry-After; here, after the others have had a turn.
@@ -93,7 +111,8 @@ async def test_32_untrusted_nodes_give_each_job_exactly_two_replicas_from_differ
                 if len(holders[jid]) >= 2 or node.node_id in holders[jid]:
                     problems.append(f"{jid}: {sorted(holders[jid])} + {node.node_id}")
                 holders[jid].add(node.node_id)
-                r = await node.submit(doc["lease"]["leaseId"], node.honest(doc))
+                r = answer = await node.submit(doc["lease"]["leaseId"], node.honest(doc),
+                                               next_="1" if chained else None)
                 if r.status != 200:
                     problems.append(f"{jid}: {r.status}")
                 elif r.json()["jobState"] == "in_review":
