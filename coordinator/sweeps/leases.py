@@ -5,7 +5,9 @@ not already answered, and that is not closed to it (a reissued job is closed to
 the nodes whose results were rejected: ``jobs.not_excluded``), takes a lease on
 it, and moves the job to ``leased`` once every replica it needs is held. Claims
 that arrive together are served by one write transaction (``claim_batch``
-behind a ``batching.Batcher``). On
+behind a ``batching.Batcher``); a node that asks for its next job with its
+result (``?next=1``) is served by its submission batch's transaction instead
+(``claim_in``, called by ``results.submit_batch`` after its writes). On
 PostgreSQL the jobs are read ``FOR UPDATE SKIP LOCKED``, so concurrent batches
 (of this process or another) take different rows without waiting; on SQLite the
 transaction starts with ``BEGIN IMMEDIATE`` (``Database.write``), so batches are
