@@ -25,7 +25,9 @@ as one), and the CPU time of the measuring process per job (for bare and service
 includes the simulated nodes, which run in that process; for http, only the coordinator,
 and the line before it gives the node client's process).
 Service and http also give the mean number of requests per batch of the coordinator's
-group commit (claims, submissions, token lookups; ``coordinator.sweeps.batching``), and
+group commit (claims, submissions, token lookups; ``coordinator.sweeps.batching``; over
+http the claims are the lease route's, each node's first: a result with ``?next=1`` has its
+next claim served in its submission batch's transaction), and
 each http line is followed by its ratios to the http floor of the run: jobs/s, and the
 coordinator's CPU per job over the floor server's.
 
