@@ -82,7 +82,7 @@ def _carries(artefact: Path, sha: str) -> dict:
     if record.get("sha256") != sha:
         raise SystemExit(f"{record_file} describes another file (sha256 {str(record.get('sha256'))[:16]}…, "
                          f"not {sha[:16]}…): build again or remove the stale record")
-    return {k: record[k] for k in ("weights", "backends") if k in record}
+    return {k: record[k] for k in ("weights", "backends", "without") if k in record}
 
 
 def cmd_sign(a: argparse.Namespace) -> int:

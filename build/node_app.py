@@ -36,7 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 LEAVE_OUT = [
     "torch.utils.tensorboard", "torch.distributed.elastic", "torch.utils.benchmark",
     "sweep_engine.train", "pytest", "IPython", "matplotlib", "pandas", "tkinter",
+    # The SegFormer segmentation slot's library: its lazy tree of some 400 model families
+    # kept Nuitka's pass busy for over 38 minutes on two cores and is not needed by the
+    # shipped weights; in the binary that slot says it is not carried (WITHOUT, below).
+    "transformers",
 ]
+# What a binary cannot do because of LEAVE_OUT, as its --version and the manifest say it.
+WITHOUT = ["the SegFormer segmentation slot (transformers is not carried)"]
 
 # Libraries of the torch and nvidia wheels left out of the payload: no library in torch or
 # the nvidia wheels names them (a grep of each soname over every shared object of both finds
@@ -90,6 +96,7 @@ def main() -> int:
         if left.exists():
             sys.exit(f"{left} exists (left by an interrupted build?): remove it and build again")
     info = build_info.collect()       # from the sources and this environment, before BUILD_ID exists
+    info["without"] = WITHOUT
     engine_build = info["engine"]["build"]
     cache_tag = f"{__version__}-{engine_build[:12]}"
     launcher = out / "sis_node_launcher.py"
@@ -135,7 +142,7 @@ def main() -> int:
     art = out / name
     record = {"file": name, "platform": platform.system().lower(), "arch": platform.machine(),
               "size": art.stat().st_size, "sha256": sha256(art), "agentVersion": __version__,
-              "engineBuild": engine_build, "weights": info["weights"], "backends": info["backends"],
+              "engineBuild": engine_build, "weights": info["weights"], "backends": info["backends"], "without": WITHOUT,
               "buildSeconds": round(took)}
     (out / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(record, indent=1))

@@ -67,4 +67,5 @@ def describe(info: dict[str, Any]) -> str:
     for w in info["weights"]:
         lines.append(f"  {w['name']}: {w['architecture']}, sha256 {w['sha256'][:16]}"
                      + ("" if w["trained"] else " (untrained)"))
+    lines += [f"without: {what}" for what in info.get("without", [])]
     return "\n".join(lines)

@@ -82,7 +82,13 @@ class CityscapesSegformer(nn.Module):
 
 def load(folder: Path) -> CityscapesSegformer:
     """The verified folder's model (the caller has checked its sha256)."""
-    from transformers import SegformerForSemanticSegmentation
+    try:
+        from transformers import SegformerForSemanticSegmentation
+    except ImportError:
+        # The node app is built without transformers (docs/node-app.md): say so, not a traceback.
+        raise WeightsError("the SegFormer segmentation slot needs the transformers package, which this "
+                           "build does not carry: use the shipped segmentation, or run the engine from an "
+                           "installation with the engine extra") from None
 
     if not (folder / "config.json").exists():
         raise WeightsError(f"segmenter folder {folder} has no config.json (a transformers model folder is needed)")

@@ -137,3 +137,12 @@ def test_a_job_runs_end_to_end_with_the_segformer_slot(engine):
     outs, _ = engine.infer([torch.from_numpy(f.rgb.copy()).permute(2, 0, 1) for f in frames[:1]])
     allowed = {SEG[c] for c in CITYSCAPES_TO_SEG.values()}
     assert outs[0].seg.shape == (192, 256) and set(outs[0].seg.flatten().tolist()) <= allowed
+
+
+def test_without_transformers_the_slot_says_it_is_not_carried(manifest, monkeypatch):
+    """The node app is built without transformers: configuring the SegFormer slot there is a
+    WeightsError naming what is missing, not an ImportError traceback."""
+    import sys
+    monkeypatch.setitem(sys.modules, "transformers", None)          # import transformers now raises ImportError
+    with pytest.raises(WeightsError, match="needs the transformers package, which this build does not carry"):
+        Engine(EngineConfig(**SEGF, weights_manifest=str(manifest)))
