@@ -7,7 +7,6 @@ service's one error shape. Bodies are JSON; a result body over
 from __future__ import annotations
 
 import hmac
-import logging
 from typing import Any
 
 from coordinator.core.access.policy import ip_bucket
@@ -23,7 +22,6 @@ from coordinator.sweeps.validation import accepted_builds
 from coordinator.sweeps import nodes as registry
 from coordinator.sweeps.tokens import Bearer, bearer
 
-log = logging.getLogger("sis.nodes")
 PREFIX = "/node/v1"
 STREAM_CEILING = 64 * 1024 * 1024
 NEXT_VALUES = {"1": True, "true": True, "0": False, "false": False}
