@@ -40,6 +40,9 @@ LEAVE_OUT = [
     # kept Nuitka's pass busy for over 38 minutes on two cores and is not needed by the
     # shipped weights; in the binary that slot says it is not carried (WITHOUT, below).
     "transformers",
+    # A test library torch.testing may import, and the Hugging Face hub's Xet download
+    # client: the agent neither tests nor downloads.
+    "hypothesis", "hf_xet",
 ]
 # What a binary cannot do because of LEAVE_OUT, as its --version and the manifest say it.
 WITHOUT = ["the SegFormer segmentation slot (transformers is not carried)"]
@@ -57,6 +60,13 @@ LEAVE_OUT_DLLS = [
     "*libpcsamplingutil.so*",   # CUPTI's PC-sampling helper (profiling)
     "*libnvtx3interop.so*",     # NVTX v3 interop shim (profiling annotations)
     "torch/bin/*",              # protoc, torch_shm_manager (below), if taken as executables
+    # Second copies (1.25 GB unpacked, the build report showed each library twice): Nuitka
+    # copies what torchvision's kernels (_C_stable.so, RPATH $ORIGIN:$ORIGIN/..) need to the
+    # top folder beside torch's own copies in torch/lib; torch is imported first, and the
+    # loader then finds these sonames already loaded. libnccl is kept at the top folder, the
+    # first entry of libtorch_cuda.so's RPATH that holds it, not in nvidia/nccl/lib.
+    "libtorch_cuda.so", "libtorch_cpu.so", "libtorch_nvshmem.so", "libc10.so", "libgomp.so.1",
+    "nvidia/nccl/lib/libnccl.so*",
 ]
 # Files that are not run at all: C/C++ headers (nothing compiles at run time: the JIT is
 # off and torch.compile is never used), static libraries, and the build tools in torch/bin
