@@ -59,7 +59,7 @@ LEAVE_OUT_DLLS = [
     "*libcufftw.so*",           # FFTW-compatible wrapper of cuFFT
     "*libpcsamplingutil.so*",   # CUPTI's PC-sampling helper (profiling)
     "*libnvtx3interop.so*",     # NVTX v3 interop shim (profiling annotations)
-    "torch/bin/*",              # protoc, torch_shm_manager (below), if taken as executables
+    "torch/bin/protoc*",        # the protobuf compiler, if taken as an executable
     # Second copies (1.25 GB unpacked, the build report showed each library twice): Nuitka
     # copies what torchvision's kernels (_C_stable.so, RPATH $ORIGIN:$ORIGIN/..) need to the
     # top folder beside torch's own copies in torch/lib; torch is imported first, and the
@@ -69,11 +69,11 @@ LEAVE_OUT_DLLS = [
     "nvidia/nccl/lib/libnccl.so*",
 ]
 # Files that are not run at all: C/C++ headers (nothing compiles at run time: the JIT is
-# off and torch.compile is never used), static libraries, and the build tools in torch/bin
-# (protoc twice; torch_shm_manager, started only by torch.multiprocessing's file_system
-# sharing, which neither package uses).
+# off and torch.compile is never used), static libraries, and the protobuf compiler in
+# torch/bin. torch_shm_manager stays: import torch checks that it exists (a build without
+# it stopped at "Unable to find torch_shm_manager" in make node-app-check).
 LEAVE_OUT_FILES = [
-    "torch/include", "nvidia/*/include/*", "nvidia/*/*/include/*", "*.a", "torch/bin",
+    "torch/include", "nvidia/*/include/*", "nvidia/*/*/include/*", "*.a", "torch/bin/protoc*",
     "torch/share/cmake", "*.h", "*.hpp", "*.cuh",
 ]
 
@@ -92,6 +92,16 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def payload_hash() -> str:
+    """What decides the payload besides our sources: what is left out and every installed
+    distribution's version. In the unpack folder's name, so that a rebuild of the same
+    sources with another payload never starts from a stale unpacked copy."""
+    from importlib.metadata import distributions
+    installed = sorted(f"{d.metadata['Name']}=={d.version}" for d in distributions())
+    doc = json.dumps([LEAVE_OUT, LEAVE_OUT_DLLS, LEAVE_OUT_FILES, installed])
+    return hashlib.sha256(doc.encode()).hexdigest()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "build" / "out"))
@@ -108,7 +118,7 @@ def main() -> int:
     info = build_info.collect()       # from the sources and this environment, before BUILD_ID exists
     info["without"] = WITHOUT
     engine_build = info["engine"]["build"]
-    cache_tag = f"{__version__}-{engine_build[:12]}"
+    cache_tag = f"{__version__}-{engine_build[:12]}-{payload_hash()[:8]}"
     launcher = out / "sis_node_launcher.py"
     launcher.write_text("import sys\nfrom node_agent.cli import main\nsys.exit(main())\n")
     cmd = [
