@@ -133,8 +133,9 @@ def main() -> int:
             server.wait(30)
     print(json.dumps(record, indent=1))
     nodes = record.get("coordinatorNodes", [])[1:-1]
-    ok = (says_what_it_carries(record["version"], binary) and all(record[n]["exit"] == 0 and (record[n]["contribution"] or {}).get("jobs") == 1
-              for n in ("check-a", "check-b"))
+    ok = (says_what_it_carries(record["version"], binary)
+          and all(record[n]["exit"] == 0 and (record[n]["contribution"] or {}).get("jobs") == 1
+                  for n in ("check-a", "check-b"))
           and len(nodes) == 2 and all(line.split()[3] == "1" for line in nodes))     # valid results: 1 each
     print("node app check:", "passed" if ok else "FAILED", file=sys.stderr)
     return 0 if ok else 1

@@ -115,8 +115,8 @@ def main() -> int:
     for left in (sweep_engine.BUILD_ID_FILE, build_info.BUILD_INFO_FILE):
         if left.exists():
             sys.exit(f"{left} exists (left by an interrupted build?): remove it and build again")
-    info = build_info.collect()       # from the sources and this environment, before BUILD_ID exists
-    info["without"] = WITHOUT
+    # From the sources and this environment, before BUILD_ID exists.
+    info = {**build_info.collect(), "without": WITHOUT}
     engine_build = info["engine"]["build"]
     cache_tag = f"{__version__}-{engine_build[:12]}-{payload_hash()[:8]}"
     launcher = out / "sis_node_launcher.py"
@@ -162,7 +162,7 @@ def main() -> int:
     art = out / name
     record = {"file": name, "platform": platform.system().lower(), "arch": platform.machine(),
               "size": art.stat().st_size, "sha256": sha256(art), "agentVersion": __version__,
-              "engineBuild": engine_build, "weights": info["weights"], "backends": info["backends"], "without": WITHOUT,
+              "engineBuild": engine_build, **{k: info[k] for k in ("weights", "backends", "without")},
               "buildSeconds": round(took)}
     (out / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(record, indent=1))

@@ -40,9 +40,6 @@ def _limit(ctx: ToolContext) -> int:
     return CAPS[ctx.caller.plan].rows if ctx.caller.plan in CAPS else CAPS["anon"].rows
 
 
-_dataset_report = versions.report
-
-
 def _no_dataset(kind: str) -> SourceReport:
     return SourceReport(f"dataset:{kind}", "n/a", ok=False,
                         error=f"no loaded {kind} dataset covers this request: sis ingest {kind} FILE")
@@ -65,7 +62,7 @@ async def _find(ctx: ToolContext, kind: str, classes: Sequence[str], box: grid.B
     version meeting part of the box answers, saying so (the third item: caveats)."""
     cover = await store.covering(ctx.services.db, kind, box, partial=kind != store.OSM_KIND)
     if cover:
-        return await query(cover[0].id, None), _dataset_report(cover[0]), _partly(cover[0], box)
+        return await query(cover[0].id, None), versions.report(cover[0]), _partly(cover[0], box)
     if kind != store.OSM_KIND:
         return store.Found(0, []), _no_dataset(kind), []
     read = await ctx.services.sources["overpass"].read(Query(bbox=box, params={"classes": tuple(classes)}))
@@ -219,7 +216,7 @@ async def place_trends(ctx: ToolContext, params: dict[str, Any]) -> Answer:
         held = len(snaps)
         reason = (f"the archive holds {held} snapshot{'s' if held != 1 else ''} covering this bbox; trends need two "
                   f"(sis ingest places FILE loads one)")
-        reports = [_dataset_report(v) for v in snaps] or [_no_dataset(store.PLACES_KIND)]
+        reports = [versions.report(v) for v in snaps] or [_no_dataset(store.PLACES_KIND)]
         return Answer({"covered": False, "reason": reason, "appeared": None, "disappeared": None},
                       caveats=caveats, health=Health(reports))
     new, old = snaps
@@ -234,7 +231,7 @@ async def place_trends(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                    "appeared": side(set(now) - set(before), now),
                    "disappeared": side(set(before) - set(now), before),
                    "unchanged": len(set(now) & set(before))},
-                  caveats=caveats + _partly(new, box) + _partly(old, box), health=Health([_dataset_report(new), _dataset_report(old)]))
+                  caveats=caveats + _partly(new, box) + _partly(old, box), health=Health([versions.report(new), versions.report(old)]))
 
 
 def _polygon(points: list[tuple[float, float]]) -> shapely.Polygon:
@@ -276,7 +273,7 @@ async def brand_exposure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
         pts = await store.brand_points(ctx.services.db, cover[0].id, params["brand"], (w, s, e, n))
         inside = shapely.contains_xy(poly, [p[1] for p in pts], [p[2] for p in pts]) if pts else []
         counts[kind] = int(sum(bool(x) for x in inside))
-        reports.append(_dataset_report(cover[0]))
+        reports.append(versions.report(cover[0]))
         partly += _partly(cover[0], (w, s, e, n))
     return Answer({"brand": params["brand"], "counts": counts, "polygonAreaKm2": round(_area_km2(poly), 3),
                    "rows": "never served: counts only"},

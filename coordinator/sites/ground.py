@@ -152,9 +152,6 @@ class Ground:
         return next((r for r in self.reports if r.name == name), None)
 
 
-dataset_report = versions.report
-
-
 def no_dataset(kind: str) -> SourceReport:
     return SourceReport(f"dataset:{kind}", "n/a", ok=False,
                         error=f"no loaded {kind} dataset covers this area: sis ingest {kind} FILE")
@@ -163,7 +160,7 @@ def no_dataset(kind: str) -> SourceReport:
 async def covering(db, kind: str, box) -> tuple[Any, SourceReport]:  # noqa: ANN001
     """The newest ready version of ``kind`` holding the whole box, and its report."""
     cover = await store.covering(db, kind, box)
-    return (cover[0], dataset_report(cover[0])) if cover else (None, no_dataset(kind))
+    return (cover[0], versions.report(cover[0])) if cover else (None, no_dataset(kind))
 
 
 def population_grid(data_dir: str | Path, version) -> population.Grid:  # noqa: ANN001

@@ -33,7 +33,7 @@ from coordinator.core.errors import Conflict, NotFound, ServiceError
 from coordinator.sweeps.tokens import Bearer, admit
 from . import trust
 from . import transitions as tr
-from .leases import _settle, claim_in, fail_job, retrying
+from .leases import Claim, _settle, claim_in, fail_job, retrying
 from .records import JOBS, LEASES, NODES, RESULTS, Record, record
 from .validation import validate_result
 
@@ -50,7 +50,7 @@ class SubmitOutcome:
     duplicate: bool = False
     # With ``then_claim``: the node's next lease (``leases.Claim``), or None when no job
     # waits for it; always None for a result not accepted, which leases nothing.
-    next: Any = None
+    next: Claim | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {"accepted": self.accepted, "resultState": self.result_state, "jobState": self.job_state,
