@@ -8,7 +8,8 @@ import numpy as np
 
 from ..camera import Camera, bearing_deg
 from ..labels import SEG, SEG_CLASSES
-from .scene import Box, Scene
+from .look import Look, paint
+from .scene import MATERIAL_CLASS, MATERIALS, Box, Scene
 
 _PALETTE = {
     "void": (0, 0, 0), "sky": (150, 190, 235), "road": (80, 80, 85), "sidewalk": (170, 165, 155),
@@ -78,12 +79,59 @@ def _slab(origin: np.ndarray, d: np.ndarray, box: Box) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         t1 = (lo - origin) / d
         t2 = (hi - origin) / d
-    tmin = np.nanmax(np.minimum(t1, t2), axis=-1)
-    tmax = np.nanmin(np.maximum(t1, t2), axis=-1)
+    # fmax/fmin skip the NaN of a ray parallel to a face that starts on it, as nanmax/nanmin would, faster.
+    tmin = np.fmax.reduce(np.minimum(t1, t2), axis=-1)
+    tmax = np.fmin.reduce(np.maximum(t1, t2), axis=-1)
     return np.where((tmax >= tmin) & (tmin > 1e-6), tmin, np.inf)
 
 
-def render(scene: Scene) -> Frame:
+def _box_window(box: Box, scene: Scene, cam: Camera) -> tuple[slice, slice] | None:
+    """The pixel rows and columns a box can cover (its corners' projection, a pixel wider), or None for all.
+
+    Slab-testing only these is what keeps rendering fast: most boxes cover a small part of the frame.
+    """
+    st = scene.street
+    corners_a, corners_s = np.meshgrid([box.a0, box.a1], [box.s0, box.s1])
+    ce, cn = st.to_enu(corners_a.ravel() - scene.camera_a, corners_s.ravel() - scene.camera_s)
+    pts = np.concatenate([np.stack([ce, cn, np.full(4, z)], axis=1) for z in (box.z0, box.z1)])
+    pu, pv, pz = cam.project(pts)
+    if np.any(pz <= 1e-3):
+        return None  # a corner behind the camera: its projection says nothing
+    u0, u1 = max(0, int(np.floor(pu.min())) - 1), min(scene.width, int(np.ceil(pu.max())) + 1)
+    v0, v1 = max(0, int(np.floor(pv.min())) - 1), min(scene.height, int(np.ceil(pv.max())) + 1)
+    if u0 >= u1 or v0 >= v1:
+        return slice(0, 0), slice(0, 0)
+    return slice(v0, v1), slice(u0, u1)
+
+
+def _hit(origin: np.ndarray, d: np.ndarray, box: Box, scene: Scene, cam: Camera) -> np.ndarray:
+    """``_slab`` over the whole frame, computed only inside the box's window."""
+    window = _box_window(box, scene, cam)
+    if window is None:
+        return _slab(origin, d, box)
+    t = np.full(d.shape[:2], np.inf)
+    t[window] = _slab(origin, d[window], box)
+    return t
+
+
+def ground_materials(street, a: np.ndarray) -> np.ndarray:
+    """Index into ``MATERIALS`` of the ground at road-frame offsets ``a``: asphalt, each side's bands, beyond.
+
+    A band's outer edge belongs to it (``|a| <= outer``), the road's edge to the road.
+    """
+    mat = np.where(a < 0, MATERIALS.index(street.beyond[0]), MATERIALS.index(street.beyond[1]))
+    for side, sign in ((0, -1.0), (1, 1.0)):
+        across = sign * a
+        for material, inner, outer in reversed(street.bands(side)):
+            mat = np.where((across > inner) & (across <= outer), MATERIALS.index(material), mat)
+    return np.where(np.abs(a) <= street.road_width_m / 2, MATERIALS.index("asphalt"), mat)
+
+
+_MATERIAL_SEG = np.array([SEG[MATERIAL_CLASS[m]] for m in MATERIALS], np.uint8)
+
+
+def render(scene: Scene, look: Look | None = None) -> Frame:
+    """Ray-cast ``scene``; ``look`` paints it (``synth.look``), None in the flat palette of one colour a class."""
     cam = scene.camera()
     st = scene.street
     h, w = scene.height, scene.width
@@ -98,7 +146,7 @@ def render(scene: Scene) -> Frame:
     inst = np.full((h, w), -1, np.int32)
     hits = []
     for i, box in enumerate(scene.boxes):
-        t = _slab(origin, d, box)
+        t = _hit(origin, d, box, scene, cam)
         hits.append(int(np.isfinite(t).sum()))
         nearer = t < depth
         depth[nearer] = t[nearer]
@@ -107,11 +155,8 @@ def render(scene: Scene) -> Frame:
     seg = np.full((h, w), SEG["sky"], np.uint8)
     ground = np.isfinite(depth) & (inst < 0)
     gp = origin + d * np.where(np.isfinite(depth), depth, 0.0)[..., None]
-    absa = np.abs(gp[..., 0])
-    gclass = np.where(absa <= st.road_width_m / 2, SEG["road"],
-                      np.where(absa <= st.kerb_outer, SEG["kerb"],
-                               np.where(absa <= st.kerb_outer + st.sidewalk_width_m, SEG["sidewalk"],
-                                        SEG["terrain"])))
+    gmat = ground_materials(st, gp[..., 0])
+    gclass = _MATERIAL_SEG[gmat]
     seg[ground] = gclass[ground]
     drain_boxes = [Box("drainage", "drainage", a0, a1, s0, s1, 0.0, 0.0, name="drain")
                    for a0, a1, s0, s1 in st.drains]
@@ -124,9 +169,12 @@ def render(scene: Scene) -> Frame:
         seg[inst == i] = SEG[box.seg]
 
     rng = np.random.default_rng(scene.seed * 7919 + int(scene.camera_s * 1000) % 7919)
-    rgb = PALETTE[seg] * (0.85 + 0.3 * ((inst[..., None] * 37) % 11) / 11.0)
-    fog = np.exp(-np.where(np.isfinite(depth), depth, 0.0) / 400.0)[..., None]
-    rgb = rgb * fog + PALETTE[SEG["sky"]] * (1 - fog) + rng.normal(0, 4.0, rgb.shape)
+    if look is None:
+        rgb = PALETTE[seg] * (0.85 + 0.3 * ((inst[..., None] * 37) % 11) / 11.0)
+        fog = np.exp(-np.where(np.isfinite(depth), depth, 0.0) / 400.0)[..., None]
+        rgb = rgb * fog + PALETTE[SEG["sky"]] * (1 - fog) + rng.normal(0, 4.0, rgb.shape)
+    else:
+        rgb = paint(look, scene, d, depth, seg, inst, gp, np.where(ground, gmat, -1), rng)
     rgb = np.clip(rgb, 0, 255).astype(np.uint8)
 
     objects = [_truth(i, b, scene, cam, inst, hits[i]) for i, b in enumerate(list(scene.boxes) + drain_boxes)]

@@ -15,6 +15,15 @@ import numpy as np
 from ..camera import Camera, offset_lonlat
 from ..labels import SIZE_PRIORS
 
+# What the ground beside the road is made of, and the class each is labelled: a material decides how a
+# band is painted (``synth.look``), its class what the networks learn to call it.
+MATERIAL_CLASS: dict[str, str] = {
+    "asphalt": "road", "kerb": "kerb", "paving": "sidewalk", "asphalt_path": "sidewalk",
+    "grass": "terrain", "gravel": "terrain", "soil": "terrain",
+}
+MATERIALS: tuple[str, ...] = tuple(MATERIAL_CLASS)
+BACKDROPS: tuple[str, ...] = ("building", "hedge", "open")
+
 
 @dataclass(frozen=True)
 class Box:
@@ -45,6 +54,10 @@ class Street:
     lon: float = 13.4
     lat: float = 52.5
     drains: tuple[tuple[float, float, float, float], ...] = ()  # (a0, a1, s0, s1) grates on the ground
+    # Each side's bands from the road's edge outwards, (material, width); None: a kerb and a paved sidewalk
+    # on both sides. ``beyond`` is what lies past the last band, to the backdrop or the horizon.
+    verges: tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]] | None = None
+    beyond: tuple[str, str] = ("grass", "grass")
 
     @property
     def kerb_outer(self) -> float:
@@ -53,6 +66,20 @@ class Street:
     @property
     def facade(self) -> float:
         return self.kerb_outer + self.sidewalk_width_m + self.setback_m
+
+    def bands(self, side: int) -> list[tuple[str, float, float]]:
+        """``(material, inner |a|, outer |a|)`` of one side's verge (0: left, a < 0; 1: right)."""
+        layout = self.verges[side] if self.verges else (("kerb", self.kerb_width_m), ("paving", self.sidewalk_width_m))
+        out, a = [], self.road_width_m / 2
+        for material, width in layout:
+            out.append((material, a, a + width))
+            a += width
+        return out
+
+    def verge_outer(self, side: int) -> float:
+        """|a| where one side's verge ends."""
+        bands = self.bands(side)
+        return bands[-1][2] if bands else self.road_width_m / 2
 
     def along(self) -> np.ndarray:
         az = math.radians(self.road_azimuth_deg)
@@ -129,19 +156,27 @@ def street_scene(seed: int = 0, *, width: int = 256, height: int = 192, focal_px
                  road_width_m: float | None = None, n_vehicles: int = 3, vehicle_scale: float = 1.0,
                  width_jitter: float = 0.0, pitch_deg: float = 0.0, yaw_deg: float = 0.0,
                  camera_height_m: float = 1.65, road_azimuth_deg: float | None = None,
-                 extra_boxes: tuple[Box, ...] = (), furniture: bool = True) -> Scene:
+                 extra_boxes: tuple[Box, ...] = (), furniture: bool = True, verges=None,
+                 beyond: tuple[str, str] = ("grass", "grass"), backdrops: tuple[str, str] = ("building", "building"),
+                 camera_a: float | None = None, setback_m: float = 1.0, hedge_height_m: float = 2.2) -> Scene:
     """A random but deterministic street: vehicles ahead in the lanes, furniture on the sidewalks.
 
     ``vehicle_scale`` draws vehicles larger or smaller than the priors, to make
     the calibration cues disagree on purpose; ``width_jitter`` shifts vehicle
-    widths as fleets do.
+    widths as fleets do. ``verges`` (each side's bands, ``Street.verges``),
+    ``beyond`` and ``backdrops`` (per side: ``building``, a ``hedge`` or
+    ``open`` land) widen the street's layout; left out, every street has a
+    kerb, a sidewalk and a row of buildings on each side; ``setback_m`` is
+    the gap from the verge to the backdrop. ``camera_a`` places
+    the camera across the road (default: a fifth of a lane left of the centre).
     """
     rng = np.random.default_rng(seed)
     road_w = road_width_m if road_width_m is not None else float(rng.uniform(5.5, 11.0))
     street = Street(road_width_m=road_w, sidewalk_width_m=float(rng.uniform(2.0, 3.5)),
                     road_azimuth_deg=road_azimuth_deg if road_azimuth_deg is not None
                     else float(rng.uniform(0, 360)),
-                    lon=float(rng.uniform(-10, 30)), lat=float(rng.uniform(35, 60)))
+                    lon=float(rng.uniform(-10, 30)), lat=float(rng.uniform(35, 60)),
+                    setback_m=setback_m, verges=verges, beyond=beyond)
     lane = road_w / 4
     boxes: list[Box] = []
     kinds = ("car", "car", "truck", "car", "bus")
@@ -150,31 +185,45 @@ def street_scene(seed: int = 0, *, width: int = 256, height: int = 192, focal_px
         a = lane * (1 if slot % 2 else -1) + float(rng.uniform(-0.3, 0.3))
         s = 10.0 + 8.0 * (slot // 2) + float(rng.uniform(-1, 1))
         boxes.append(vehicle(kinds[i % len(kinds)], a, s, vehicle_scale, width_jitter))
+    # Per side (0 left, 1 right): where street furniture stands (past a kerb, else a little off the asphalt),
+    # where the verge ends and where the backdrop stands.  Without ``verges`` these are the kerb's outer
+    # edge, the sidewalk's and the facade on both sides, as they always were.
+    edge = [street.kerb_outer if verges is None else
+            (street.bands(k)[0][2] if street.bands(k) and street.bands(k)[0][0] == "kerb" else road_w / 2 + 0.3)
+            for k in (0, 1)]
+    fo = [street.kerb_outer + street.sidewalk_width_m if verges is None else street.verge_outer(k) for k in (0, 1)]
+    facade = [street.facade if verges is None else fo[k] + street.setback_m for k in (0, 1)]
     if furniture:
-        side = street.kerb_outer + 0.4
         for j, s in enumerate((14.0, 26.0)):
-            a = side if j % 2 == 0 else -side
+            a = edge[1] + 0.4 if j % 2 == 0 else -(edge[0] + 0.4)
             h = float(rng.uniform(6.0, 9.0))
             boxes.append(pole(a, s + float(rng.uniform(-1, 1)), height=h))
-        boxes.append(sign(-(street.kerb_outer + 0.9), 18.0 + float(rng.uniform(-1, 1))))
-        boxes.append(person(street.kerb_outer + 1.4, 21.0 + float(rng.uniform(-1, 1))))
-        f = street.facade
-        boxes.append(Box("gate", "gate", f - 0.12, f, 30.0, 33.0, 0.0, 1.8, name="gate"))
-        boxes.append(Box("entrance", "entrance", -f, -f + 0.12, 24.0, 25.2, 0.0, 2.2, name="entrance"))
-        fo = street.kerb_outer + street.sidewalk_width_m
-        boxes.append(Box("fence", None, fo, fo + 0.05, 34.0, 44.0, 0.0, 1.2, name="fence"))
-        boxes.append(Box("vegetation", None, -fo - 1.5, -fo + 0.5, 36.0, 38.0, 2.5, 5.5, name="tree crown"))
-        boxes.append(Box("pole", None, -fo - 0.65, -fo - 0.35, 36.85, 37.15, 0.0, 2.5, name="tree trunk"))
+        boxes.append(sign(-(edge[0] + 0.9), 18.0 + float(rng.uniform(-1, 1))))
+        boxes.append(person(edge[1] + 1.4, 21.0 + float(rng.uniform(-1, 1))))
+        if backdrops[1] == "building":
+            boxes.append(Box("gate", "gate", facade[1] - 0.12, facade[1], 30.0, 33.0, 0.0, 1.8, name="gate"))
+        if backdrops[0] == "building":
+            boxes.append(Box("entrance", "entrance", -facade[0], -facade[0] + 0.12, 24.0, 25.2, 0.0, 2.2,
+                             name="entrance"))
+        boxes.append(Box("fence", None, fo[1], fo[1] + 0.05, 34.0, 44.0, 0.0, 1.2, name="fence"))
+        boxes.append(Box("vegetation", None, -fo[0] - 1.5, -fo[0] + 0.5, 36.0, 38.0, 2.5, 5.5, name="tree crown"))
+        boxes.append(Box("pole", None, -fo[0] - 0.65, -fo[0] - 0.35, 36.85, 37.15, 0.0, 2.5, name="tree trunk"))
         boxes.append(Box("wires", None, -road_w, road_w, 29.95, 30.05, 6.9, 7.0, name="wire"))
         street = replace(street, drains=((road_w / 2 - 0.6, road_w / 2 - 0.1, 16.0, 16.8),))
     boxes.extend(extra_boxes)
-    # Buildings along both sides, far enough not to hide the sidewalk furniture.
+    # Along both sides, far enough not to hide the sidewalk furniture: buildings, a hedge, or open land.
     for sgn in (1, -1):
-        a0 = street.facade if sgn > 0 else -street.facade - 10.0
-        boxes.append(Box("building", None, a0, a0 + 10.0, -20.0, 200.0, 0.0, 12.0, name="building"))
+        k = 1 if sgn > 0 else 0
+        a0 = facade[k] if sgn > 0 else -facade[k] - 10.0
+        if backdrops[k] == "building":
+            boxes.append(Box("building", None, a0, a0 + 10.0, -20.0, 200.0, 0.0, 12.0, name="building"))
+        elif backdrops[k] == "hedge":
+            a0 = facade[k] if sgn > 0 else -facade[k] - 1.2
+            boxes.append(Box("vegetation", None, a0, a0 + 1.2, -20.0, 200.0, 0.0, hedge_height_m, name="hedge"))
     return Scene(street=street, boxes=tuple(boxes), width=width, height=height,
                  focal_px=focal_px if focal_px is not None else 0.8 * max(width, height),
-                 camera_height_m=camera_height_m, camera_a=-lane * 0.2, pitch_deg=pitch_deg,
+                 camera_height_m=camera_height_m, camera_a=-lane * 0.2 if camera_a is None else camera_a,
+                 pitch_deg=pitch_deg,
                  yaw_deg=yaw_deg, seed=seed)
 
 

@@ -10,7 +10,15 @@ entrances, drains, fences, trees, wires, facades):
   larger image side; pitch -6..+4 deg; yaw +-8 deg; roll +-3 deg (augment);
 - 0-6 vehicles (car, truck, bus from ``labels.SIZE_PRIORS``), sizes x N(1, 0.03)
   and widths +-0.15 m, as fleets vary;
-- lighting, per-class textures, blur, sensor noise, rain, JPEG (``augment``).
+- lighting, per-class textures, blur, sensor noise, rain, JPEG (``augment``);
+- in ``Variety.look`` of the scenes (80 %), a wider street painted in a drawn
+  look (``synth.look``): each side's verge drawn apart (kerb and pavement,
+  kerb and grass, grass, gravel then grass, bare soil, a flush pavement),
+  buildings, a hedge or open land behind it, the camera anywhere across the
+  road, textured asphalt (dark to concrete-pale), markings (edge lines, centre
+  lines dashed, solid or double, white or yellow, worn), clear or overcast
+  sky with clouds, sun and shade, haze. The rest keep the first generator's
+  layout and flat palette, so what the networks learnt there stays covered.
 """
 from __future__ import annotations
 
@@ -22,9 +30,10 @@ import numpy as np
 
 from ..labels import DET_CLASSES
 from ..synth import render, street_scene
+from ..synth.look import draw_look
 from . import augment
 
-GENERATOR_VERSION = "sis-synth-train/1"
+GENERATOR_VERSION = "sis-synth-train/2"
 
 
 def generator_id() -> str:
@@ -49,6 +58,7 @@ class Variety:
     roll_deg: float = 3.0
     max_vehicles: int = 6
     augment: float = 1.0
+    look: float = 0.8   # share of scenes with a drawn layout and look (the rest: flat palette, kerbs both sides)
 
 
 @dataclass
@@ -73,6 +83,32 @@ def scene_params(rng: np.random.Generator, v: Variety, width: int, height: int) 
                 width_jitter=float(rng.uniform(-0.15, 0.15)))
 
 
+# Verge styles, each (material, width range m) from the road's edge outwards.
+VERGE_STYLES: tuple[tuple[tuple[str, tuple[float, float]], ...], ...] = (
+    (("kerb", (0.1, 0.3)), ("paving", (1.2, 4.5))),
+    (("kerb", (0.1, 0.3)), ("asphalt_path", (1.2, 3.5))),
+    (("kerb", (0.1, 0.3)), ("paving", (1.5, 3.0)), ("grass", (0.5, 3.0))),
+    (("kerb", (0.1, 0.3)), ("grass", (0.5, 4.0))),
+    (("grass", (0.5, 6.0)),),
+    (("gravel", (0.3, 2.0)), ("grass", (0.5, 5.0))),
+    (("soil", (0.5, 4.0)),),
+    (("paving", (1.0, 4.0)),),
+)
+BEYOND = ("grass", "grass", "soil", "gravel", "paving")
+
+
+def layout_params(rng: np.random.Generator, road_width_m: float) -> dict:
+    """A drawn street layout (``synth.street_scene``'s verges, beyond, backdrops, setback, camera)."""
+    verges = []
+    for _ in range(2):
+        style = VERGE_STYLES[int(rng.integers(0, len(VERGE_STYLES)))]
+        verges.append(tuple((m, float(rng.uniform(*span))) for m, span in style))
+    return dict(verges=tuple(verges), beyond=tuple(BEYOND[int(rng.integers(0, len(BEYOND)))] for _ in range(2)),
+                backdrops=tuple(("building", "building", "hedge", "open")[int(rng.integers(0, 4))] for _ in range(2)),
+                setback_m=float(rng.uniform(0.2, 4.0)), hedge_height_m=float(rng.uniform(1.2, 4.5)),
+                camera_a=float(rng.uniform(-1, 1)) * max(0.0, road_width_m / 2 - 0.8))
+
+
 def boxes_from_instances(inst: np.ndarray, frame, min_pixels: int = 12, min_side: int = 3):
     """Tight boxes of each labelled object's visible pixels; tiny slivers are left out."""
     boxes, labels = [], []
@@ -94,13 +130,18 @@ def sample(seed: int, index: int, *, width: int = 256, height: int = 192, variet
     v = variety or Variety()
     rng = np.random.default_rng([seed, index])
     params = scene_params(rng, v, width, height)
-    frame = render(street_scene(int(rng.integers(0, 2**31 - 1)), width=width, height=height, **params))
+    scene_seed = int(rng.integers(0, 2**31 - 1))
+    look, layout = None, {}
+    if rng.random() < v.look:
+        layout = layout_params(rng, params["road_width_m"])
+        look = draw_look(rng)
+    frame = render(street_scene(scene_seed, width=width, height=height, **params, **layout), look)
     r = float(rng.uniform(-v.roll_deg, v.roll_deg)) if rng.random() < 0.5 else 0.0
     rgb, depth, seg, inst = augment.roll(frame.rgb, frame.depth, frame.seg, frame.instance, r)
     rgb = augment.photometric(rgb, np.where(seg == augment.IGNORE, 0, seg), rng, strength=v.augment)
     boxes, labels = boxes_from_instances(inst, frame)
     return Sample(rgb=rgb, depth=depth, seg=seg, boxes=boxes, labels=labels, frame=frame, roll_deg=r,
-                  info=params)
+                  info={**params, **layout, "look": look is not None})
 
 
 def det_label_index(label: str) -> int:
