@@ -123,6 +123,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=600, help="planned steps (the learning-rate schedule's length)")
     p.add_argument("--stop-after", type=int, default=None, help="stop after this many steps (default: --steps)")
+    p.add_argument("--warmup", type=int, default=30, help="steps of linear learning-rate warm-up")
+    p.add_argument("--budget-minutes", type=float, default=None,
+                   help="fit the run into this many minutes: it times the second half of its warm-up (give it "
+                        "one longer than the render workers' queue, 2 x --workers) and lowers --steps to what "
+                        "fits, so its schedule, and so its weights, are those of a run given that --steps, which "
+                        "the provenance's command names; a run that still overruns by a tenth stops there "
+                        "(--stop-after in the command)")
     p.add_argument("--only", choices=("dense", "detector"), default=None,
                    help="train one network (two processes can then train both at once); --assemble joins them")
     p.add_argument("--batch", type=int, default=8)
@@ -163,7 +170,9 @@ class _Batches(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int):
         step = self.start + i
-        return [sample(self.seed, step * self.batch + j, width=self.width, height=self.height, variety=self.variety)
+        # Without the synth.Frame (truth the loop does not read): a render worker sends a third of the bytes.
+        return [dataclasses.replace(sample(self.seed, step * self.batch + j, width=self.width, height=self.height,
+                                           variety=self.variety), frame=None)
                 for j in range(self.batch)]
 
 
@@ -196,7 +205,9 @@ def train(args, argv: list[str] | None = None) -> Path:
     torch.set_num_threads(args.threads)
     if args.device.startswith("cuda"):  # cuBLAS is deterministic only with a fixed workspace (set before CUDA starts)
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True)
+    # On CUDA some backward passes (bilinear upsampling's) have no deterministic kernel: there the run warns
+    # instead of failing, and is repeatable in its data and schedule but not to the bit.
+    torch.use_deterministic_algorithms(True, warn_only=args.device.startswith("cuda"))
     torch.manual_seed(args.seed)
     cfg = config_for(args)
     device = torch.device(args.device)
@@ -225,13 +236,28 @@ def train(args, argv: list[str] | None = None) -> Path:
     sums: dict[str, float] = {}
     t_last = time.perf_counter()
     batches = _batches(args, variety, step, stop)
+    timed = (args.warmup // 2, args.warmup - 1)   # with --budget-minutes: after the render queue's first fill
+    timed_from = 0.0
     while step < stop:
+        if args.budget_minutes and step == timed[0]:
+            timed_from = spent
+        if args.budget_minutes and step == timed[1] and step > timed[0]:
+            # The learning rate has not yet left its warm-up, which does not depend on --steps: from here on the
+            # run is the run of the --steps that fits, as if it had been given.
+            rate = (timed[1] - timed[0]) / max(1e-9, spent - timed_from)
+            args.steps = max(step + 1, min(args.steps, step + int(rate * (args.budget_minutes * 60 - spent))))
+            stop = min(stop, args.steps)
+            print(json.dumps({"step": step, "planned_steps": args.steps, "steps_per_s": round(rate, 2)}), flush=True)
+        if args.budget_minutes and spent > args.budget_minutes * 66:
+            stop = args.stop_after = step
+            print(json.dumps({"step": step, "stopped": "over the time budget"}), flush=True)
+            break
         samples = next(batches)
         images, depth, valid, seg, targets = batch_tensors(samples, cfg.max_depth_m)
         images, depth, valid, seg = images.to(device), depth.to(device), valid.to(device), seg.to(device)
         if "dense" in names:
             for g in opt_d.param_groups:
-                g["lr"] = lr_at(step, args.steps, args.lr)
+                g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
             l_depth, l_seg = dense_loss(dense, images, depth, valid, seg, args.object_depth_weight)
             opt_d.zero_grad(set_to_none=True)
             (l_depth + l_seg).backward()
@@ -241,7 +267,7 @@ def train(args, argv: list[str] | None = None) -> Path:
             sums["seg"] = sums.get("seg", 0.0) + float(l_seg.detach())
         if "detector" in names:
             for g in opt_k.param_groups:
-                g["lr"] = lr_at(step, args.steps, args.detector_lr)
+                g["lr"] = lr_at(step, args.steps, args.detector_lr, args.warmup)
             losses = detector(list(images), [{k: v.to(device) for k, v in t.items()} for t in targets])
             total = sum(losses.values())
             opt_k.zero_grad(set_to_none=True)
@@ -267,7 +293,7 @@ def train(args, argv: list[str] | None = None) -> Path:
     dense.eval(), detector.eval()
     # --resume continues a checkpoint of the same run to the same result (the data are indexed by step and
     # nothing draws on torch's generator after init), so the command that reproduces the weights omits it.
-    command = "python -m sweep_engine.train " + " ".join(shlex.quote(a) for a in (argv or []) if a != "--resume")
+    command = "python -m sweep_engine.train " + " ".join(shlex.quote(a) for a in _reproducing(argv or [], args))
     prov = {"command": command, "seed": args.seed, "generator": generator_id(), "steps": step,
             "seconds": round(spent, 1), "device": str(device), "threads": args.threads,
             "torch": torch.__version__}
@@ -284,6 +310,22 @@ def train(args, argv: list[str] | None = None) -> Path:
                "detector": (detector.cpu(), detector_architecture(cfg))}
     return write_manifest(out, {n: modules[n] for n in names}, prov,
                           manifest_name=f"weights-{args.only}.json" if args.only else "weights.json")
+
+
+def _reproducing(argv: list[str], args) -> list[str]:
+    """The arguments that reproduce the run: without --resume, and with the --steps (and --stop-after) that
+    --budget-minutes chose in its place."""
+    if not args.budget_minutes:
+        return [a for a in argv if a != "--resume"]
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--budget-minutes", "--steps", "--stop-after"):
+            skip = True
+        elif a != "--resume" and not a.startswith(("--budget-minutes=", "--steps=", "--stop-after=")):
+            out.append(a)
+    return out + ["--steps", str(args.steps)] + (["--stop-after", str(args.stop_after)] if args.stop_after else [])
 
 
 def assemble(out: str | Path) -> Path:

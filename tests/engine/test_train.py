@@ -159,3 +159,41 @@ def test_photometric_variety_changes_pixels_not_truth():
     assert np.abs(clean.rgb.astype(int) - varied.rgb.astype(int)).mean() > 3
     rained = augment.rain(clean.rgb, np.random.default_rng(0))
     assert rained.shape == clean.rgb.shape and not np.array_equal(rained.astype(np.uint8), clean.rgb)
+
+
+def test_a_budgeted_run_plans_its_steps_and_its_command_reproduces_it(tmp_path):
+    argv = ["--out", str(tmp_path / "budget"), *TINY, "--only", "dense", "--seed", "8", "--warmup", "6",
+            "--budget-minutes", "0.05"]
+    argv[argv.index("--steps") + 1] = "100000"
+    budgeted = json.loads(train(parser().parse_args(argv), argv).read_text())["weights"][0]
+    command = budgeted["build"]["command"].split()[3:]
+    assert "--budget-minutes" not in command and command.count("--steps") == 1
+    steps = int(command[command.index("--steps") + 1])
+    assert 6 <= steps < 100000 and budgeted["build"]["steps"] <= steps
+    again = ["--out", str(tmp_path / "again"), *command[command.index("--out") + 2:]]
+    replay = json.loads(train(parser().parse_args(again), again).read_text())["weights"][0]
+    assert replay["sha256"] == budgeted["sha256"]
+
+
+def test_a_drawn_layout_and_look_paint_the_scene_without_moving_its_truth():
+    rng = np.random.default_rng(3)
+    from sweep_engine.synth import render, street_scene
+    from sweep_engine.synth.look import draw_look
+    from sweep_engine.train.data import layout_params
+    layout = layout_params(rng, 7.0)
+    layout["verges"] = ((("grass", 2.0),), (("kerb", 0.2), ("paving", 2.0)))
+    scene = street_scene(5, road_width_m=7.0, **layout)
+    flat, painted = render(scene), render(scene, draw_look(rng))
+    assert np.array_equal(flat.seg, painted.seg) and np.array_equal(flat.depth, painted.depth)
+    assert np.abs(flat.rgb.astype(int) - painted.rgb.astype(int)).mean() > 10
+    # The verges are labelled by their material: grass on the left is terrain right at the road's edge.
+    from sweep_engine.labels import SEG
+    rows = painted.seg[-20:]
+    left = [r[: np.flatnonzero(r == SEG["road"])[0]] for r in rows if (r == SEG["road"]).any()]
+    assert all(len(x) == 0 or x[-1] == SEG["terrain"] for x in left)
+    assert (painted.seg == SEG["kerb"]).any() and (painted.seg == SEG["sidewalk"]).any()
+
+
+def test_most_samples_are_drawn_in_a_wider_look_and_some_keep_the_flat_one():
+    looks = [sample(0, i, width=64, height=48).info["look"] for i in range(40)]
+    assert 0.6 < np.mean(looks) < 0.95
