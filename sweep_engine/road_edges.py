@@ -107,9 +107,10 @@ def _edge_pixels(cam: Camera, grey: np.ndarray):
     return us + 0.5, vs + 0.5, gx[vs, us], gy[vs, us], mag[vs, us], vh
 
 
-def vanishing_u(cam: Camera, grey: np.ndarray) -> float | None:
-    """u of the road's vanishing point on the horizon, from the photo's edge lines alone."""
-    px = _edge_pixels(cam, grey)
+def vanishing_u(cam: Camera, grey: np.ndarray, px=None) -> float | None:
+    """u of the road's vanishing point on the horizon, from the photo's edge lines alone (``px``: the photo's
+    ``_edge_pixels``, when already found)."""
+    px = _edge_pixels(cam, grey) if px is None else px
     if px is None:
         return None
     u, v, gx, gy, mag, vh = px
@@ -128,7 +129,7 @@ def vanishing_u(cam: Camera, grey: np.ndarray) -> float | None:
     # Facades, vehicles and texture vote too: of the strongest candidates, the road's vanishing point is
     # the one whose lines on the ground are sharpest (most support in their three strongest lines).
     def sharpness(i):
-        _, support, _ = lines_along(cam, grey, float((edges[i] + edges[i + 1]) / 2))
+        _, support, _ = lines_along(cam, grey, float((edges[i] + edges[i + 1]) / 2), px)
         return float(np.sort(support)[-3:].sum()) if len(support) else 0.0
     top = max(peaks, key=sharpness)
     best = float((edges[top] + edges[top + 1]) / 2)
@@ -136,21 +137,22 @@ def vanishing_u(cam: Camera, grey: np.ndarray) -> float | None:
     # degrees, and extended to the horizon it lands several pixels off (on plain scenes 6-12 px at 256 px,
     # always to the same side); a wrong vanishing point smears each line over several offsets.
     def sharp_at(u):
-        _, support, _ = lines_along(cam, grey, u)
+        _, support, _ = lines_along(cam, grey, u, px)
         return float(np.sort(support)[-3:].sum()) if len(support) else 0.0
     for span, step in ((16.0, 2.0), (2.0, 0.5)):
         best = max(np.arange(best - span, best + span + step / 2, step), key=sharp_at)
     return float(best)
 
 
-def lines_along(cam: Camera, grey: np.ndarray, u_vp: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def lines_along(cam: Camera, grey: np.ndarray, u_vp: float, px=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Lateral offsets (metres, right of the camera across the road) of the ground lines running to the
-    vanishing point, and their support; also the road's direction (ENU unit vector)."""
+    vanishing point, and their support; also the road's direction (ENU unit vector). The vanishing point's
+    search calls this some thirty times a photo, so it passes the edge pixels (``px``) it found once."""
     vh = cam.horizon_v()
     ray = (cam.rays_cam(np.array([u_vp]), np.array([vh])) @ cam.rotation().T)[0]
     along = ray[:2] / np.linalg.norm(ray[:2])
     normal = np.array([along[1], -along[0]])            # to the right of the road's direction
-    px = _edge_pixels(cam, grey)
+    px = _edge_pixels(cam, grey) if px is None else px
     if px is None:
         return np.empty(0), np.empty(0), along
     u, v, gx, gy, mag, _ = px
@@ -172,7 +174,7 @@ def lines_along(cam: Camera, grey: np.ndarray, u_vp: float) -> tuple[np.ndarray,
     # A line stands out of what is around it: a textured verge spreads its support over every offset.
     half = int(round(PROMINENCE_WINDOW_M / BIN_M))
     padded = np.pad(hist, half, mode="edge")
-    around = np.array([np.median(padded[i:i + 2 * half + 1]) for i in range(len(hist))])
+    around = np.median(np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1), axis=1)
     peaks = [i for i in range(1, len(hist) - 1) if hist[i] >= hist[i - 1] and hist[i] > hist[i + 1]
              and hist[i] >= PEAK_SHARE * hist.max() and hist[i] >= PROMINENCE * around[i]]
     centres = (bins[:-1] + bins[1:]) / 2
@@ -184,10 +186,11 @@ def check(cam: Camera, grey: np.ndarray | None, left: np.ndarray, right: np.ndar
     the photo itself shows along the road."""
     if grey is None:
         return EdgeCheck(agrees=None, reason="no image to check against")
-    u_vp = vanishing_u(cam, grey)
+    px = _edge_pixels(cam, grey)
+    u_vp = vanishing_u(cam, grey, px) if px is not None else None
     if u_vp is None:
         return EdgeCheck(agrees=None, reason="too few edges below the horizon for a vanishing point")
-    lines, _, along = lines_along(cam, grey, u_vp)
+    lines, _, along = lines_along(cam, grey, u_vp, px)
     if not len(lines):
         return EdgeCheck(agrees=None, vanishing_u=u_vp, reason="no line along the road found")
     normal = np.array([along[1], -along[0]])
