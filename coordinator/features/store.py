@@ -9,17 +9,19 @@ chunk and tested exactly here.
 """
 from __future__ import annotations
 
+import operator
 import zlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import orjson
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from coordinator.core.db import Database
 from coordinator.core.db.models import DatasetVersion, MapFeature, MapFeatureLoad
 from coordinator.datasets import versions
-from . import grid
+from . import geojson, grid
 from .classes import ROADS, is_line
 from .widths import directions, functional_class, ruas_width_m
 
@@ -63,15 +65,18 @@ def rows_for(version_id: int, fid: str, classes: Iterable[str], *, license: str,
                 continue
             for piece in grid.chunks(line):
                 lon, lat = grid.centre(piece)
-                out.append({**base, "cls": cls, "lon": lon, "lat": lat, "tile": grid.tile_of(lon, lat), "geom": piece})
+                out.append({**base, "cls": cls, "lon": lon, "lat": lat, "tile": grid.tile_of(lon, lat), "geom": piece,
+                            "doc": None})
         else:
             if point is None and line:
                 point = (sum(c[0] for c in line) / len(line), sum(c[1] for c in line) / len(line))
             if point is None:
                 continue
             lon, lat = point
-            out.append({**base, "cls": cls, "lon": lon, "lat": lat, "tile": grid.tile_of(lon, lat), "geom": None,
-                        "brand": brand if cls == "brand" else None})
+            row = {**base, "cls": cls, "lon": lon, "lat": lat, "tile": grid.tile_of(lon, lat), "geom": None,
+                   "brand": brand if cls == "brand" else None}
+            row["doc"] = geojson.doc_of(row)
+            out.append(row)
     return out
 
 
@@ -230,8 +235,11 @@ async def class_totals(db: Database, version_id: int) -> dict[str, int]:
 
 # ``props`` and ``geom`` are read as text and decoded with orjson: SQLAlchemy's JSON type
 # (the standard library's decoder, per row) was most of the cost of a 2,000-row sample.
-COLUMNS = (C.fid, C.cls, C.lon, C.lat, C.name, C.license, C.brand,
+COLUMNS = (C.fid, C.cls, C.lon, C.lat, C.name, C.license, C.brand, C.sample,
            sa.type_coerce(C.props, sa.Text).label("props"), sa.type_coerce(C.geom, sa.Text).label("geom"))
+# What a bbox answer needs of a point that has its encoding stored (``geojson.doc_of``): the
+# order, the license it is counted under, and the encoded feature.
+DOC_COLUMNS = (C.sample, C.license, C.doc)
 
 
 def _json(v: Any) -> Any:
@@ -242,43 +250,87 @@ def _json(v: Any) -> Any:
 
 
 def _row(r: sa.Row) -> dict:
-    fid, cls, lon, lat, name, license, brand, props, geom = r      # unpacked: a Row's attributes cost more
+    fid, cls, lon, lat, name, license, brand, sample, props, geom = r   # unpacked: a Row's attributes cost more
     return {"fid": fid, "cls": cls, "lon": lon, "lat": lat, "name": name, "license": license,
-            "brand": brand, "props": _json(props) or {}, "geom": _json(geom)}
+            "brand": brand, "sample": sample, "props": _json(props) or {}, "geom": _json(geom)}
 
 
-# The levels read in turn to size a sample: each stage reads about 2^-k of the box's entries.
-# Single levels at the bottom: a box of some 30,000 places is sized at level 3 without
-# counting the 26,000 entries of levels 0-2 (0.1-degree places, bench/features.py).
-STAGES = ((8, MAX_LEVEL), (4, 7), (3, 3), (2, 2), (0, 1))
+STAGE_ENTRIES = 4000   # index entries a count may read where fewer would do: about two round trips' worth
 
 
-async def sample_box(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox, limit: int) -> Found:
+def _first_level(total: int, limit: int) -> int:
+    """The lowest level the first count reads: the highest whose entries in the whole version
+    are expected to hold ``limit`` (2^-k of ``total``), so that count reads about 2 *
+    ``limit`` entries at most, however large the box; no box needs a level above it unless
+    the hash drew unusually many there, and then the count at or above it already holds
+    the sample."""
+    level = 0
+    while level < MAX_LEVEL and total >> (level + 1) >= limit:
+        level += 1
+    return level
+
+
+def _next_level(held: int, lo: int) -> int:
+    """The lowest level the next count reads, below ``lo``: as low as the box's entries,
+    estimated from the ``held`` counted at ``lo`` or above (each stands for 2^lo of them;
+    one more, so that none counted is not taken for an empty box), let it read about
+    ``STAGE_ENTRIES``. A small box is then counted in one more query, where fixed stages
+    took up to five (a 0.01-degree box of 300 places), and a large one reads no level it
+    does not need."""
+    h = held + 1
+    level = lo - 1
+    while level > 0 and h * ((1 << (lo - level + 1)) - 1) <= STAGE_ENTRIES:
+        level -= 1
+    return level
+
+
+BUCKET_SHIFT = 25     # the counts are kept per sampling level and per 1/64 of the sample keys' range
+BUCKET = C.sample.op(">>")(sa.literal_column(str(BUCKET_SHIFT)))   # inline: grouped by as selected
+
+
+async def sample_box(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox, limit: int,
+                     *, docs: bool = False) -> Found:
     """Point features in a bbox: how many in all, and a uniform sample of ``limit`` of them
     (the lowest ``sample`` keys, the same on every call). Line classes are counted by
     feature and matched exactly (``lines_in_box``).
 
     The sample reads about ``limit`` index entries however many match: the box's entries
-    are counted per sampling level from the top (``STAGES``) until the levels at or above
-    some k hold ``limit``; the sample is then drawn from those alone. When k is 0 the count
-    is exact; above, it is the count at level k or above times 2^k (``total_estimated``,
-    with ``margin``, about two standard errors)."""
+    are counted per sampling level from the top (``_first_level``, ``_next_level``) until
+    the levels at or above some k hold ``limit``; the sample is then drawn from those alone.
+    When k is 0 the count is exact; above, it is the count at level k or above times 2^k
+    (``total_estimated``, with ``margin``, about two standard errors). Which levels each
+    count reads changes the cost alone: k, the count and the sample are the same.
+
+    The counts are also kept per bucket of sample keys (``BUCKET_SHIFT``), which bounds the
+    sample's last key to within a bucket: the rows are then read in one pass over the
+    index, a bucket's worth more than the sample (some 60 of 2,000), where finding the last
+    key itself took a pass and a sort of its own (``_sampled``).
+
+    With ``docs``, a point that has its feature stored encoded (every point a bbox tool
+    serves, loaded since migration 0015) comes as ``sample``, ``license`` and ``doc`` alone
+    (``geojson.bbox_feature``); lines, and points of older loads, as full rows."""
     points = [c for c in classes if not is_line(c)]
     lines = [c for c in classes if is_line(c)]
     total, rows, estimated, margin = 0, [], False, 0
     if points:
         totals = await class_totals(db, version_id)
-        per_level: dict[int, int] = {}
+        counts: list[tuple[int, int, int]] = []       # (level, bucket, entries)
         async with db.engine.connect() as conn:
-            for lo, hi in STAGES:
+            hi, lo = MAX_LEVEL, _first_level(sum(totals.get(c, 0) for c in points), limit)
+            while True:
                 where = sa.and_(_box_clause(points, box, version_id, totals, min_level=lo), C.level <= hi)
-                for level, n in await conn.execute(sa.select(C.level, sa.func.count()).where(where).group_by(C.level)):
-                    per_level[level] = n
-                if sum(per_level.values()) >= limit:
+                counts += (await conn.execute(sa.select(C.level, BUCKET, sa.func.count()).where(where)
+                                              .group_by(C.level, BUCKET))).all()
+                held = sum(n for _, _, n in counts)
+                if held >= limit or lo == 0:
                     break
+                hi, lo = lo - 1, _next_level(held, lo)
+            per_level = [0] * (MAX_LEVEL + 1)
+            for level, _, n in counts:
+                per_level[level] += n
             k, held = 0, 0
             for level in range(MAX_LEVEL, -1, -1):
-                held += per_level.get(level, 0)
+                held += per_level[level]
                 k = level
                 if held >= limit:
                     break
@@ -287,18 +339,52 @@ async def sample_box(db: Database, version_id: int, classes: Sequence[str], box:
             else:
                 total = held << k
                 estimated, margin = True, int(2 * (held ** 0.5) * (1 << k))
-            where = _box_clause(points, box, version_id, totals, min_level=k)
-            # The sample's last key from the index alone, then only the sampled rows: the
-            # rows of every candidate were read otherwise (PostgreSQL: from the heap).
-            last = (await conn.execute(sa.select(sa.func.max(sa.literal_column("sample"))).select_from(
-                sa.select(C.sample).where(where).order_by(C.sample).limit(limit).subquery()))).scalar()
-            rows = [] if last is None else [_row(r) for r in (await conn.execute(
-                sa.select(*COLUMNS).where(where, C.sample <= last).order_by(C.sample).limit(limit))).all()]
+            rows = await _sampled(conn, _box_clause(points, box, version_id, totals, min_level=k),
+                                  _last_bound(counts, k, limit), limit, docs)
     if lines:
         found = await lines_in_box(db, version_id, lines, box, limit)
         total += found.total
-        rows = sorted(rows + found.rows, key=lambda r: sample_key(r["fid"]))[:limit]
+        rows = sorted(rows + found.rows, key=_by_sample)[:limit]
     return Found(total, rows, truncated=total > len(rows), total_estimated=estimated, margin=margin)
+
+
+def _last_bound(counts: list[tuple[int, int, int]], k: int, limit: int) -> int | None:
+    """The end of the bucket holding the sample's last key (the ``limit``-th lowest at level
+    ``k`` or above); None where those levels hold no more than the sample."""
+    per_bucket: dict[int, int] = {}
+    for level, bucket, n in counts:
+        if level >= k:
+            per_bucket[bucket] = per_bucket.get(bucket, 0) + n
+    held = 0
+    for bucket in sorted(per_bucket):
+        held += per_bucket[bucket]
+        if held >= limit:
+            return ((bucket + 1) << BUCKET_SHIFT) - 1
+    return None
+
+
+async def _sampled(conn: AsyncConnection, where: sa.ColumnElement[bool], bound: int | None, limit: int,
+                   docs: bool) -> list[dict]:
+    """The ``limit`` rows of lowest ``sample`` matching ``where``: those up to ``bound`` (the
+    end of the last key's bucket, so only a bucket's worth more than the sample is read),
+    put in order here, not by the database: sorting 2,000 rows that carry their encoded
+    features cost SQLite more than reading them (bench/features.py). Rows of equal
+    ``sample`` (two ids of one hash) keep the index's order, as the database's sort did not
+    promise them any."""
+    if bound is not None:
+        where = sa.and_(where, C.sample <= bound)
+    if docs:
+        got = sorted((await conn.execute(sa.select(*DOC_COLUMNS).where(where))).all(), key=_first)[:limit]
+        picked = [{"sample": sample, "license": license, "doc": doc} for sample, license, doc in got]
+        if not any(r["doc"] is None for r in picked):
+            return picked
+    rows = [_row(r) for r in await conn.execute(sa.select(*COLUMNS).where(where))]
+    rows.sort(key=_by_sample)
+    return rows[:limit]
+
+
+_first = operator.itemgetter(0)
+_by_sample = operator.itemgetter("sample")
 
 
 async def _line_chunks(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox) -> list[dict]:

@@ -10,6 +10,7 @@ list from a source that answered means none mapped, never none there.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, Sequence
 
 import shapely
@@ -21,8 +22,8 @@ from coordinator.core.honesty import Answer, Health, SourceReport
 from coordinator.core.registry import LONLAT_LIST, STRING, Param, Tool, bbox, lat, lon, radius, tool
 from coordinator.datasets import versions
 from coordinator.sources.base import Query
-from . import grid, store
-from .classes import ENVIRONMENT, HEIGHT_PRIOR_M, INFRASTRUCTURE, PLACES, ROADS
+from . import geojson, grid, store
+from .classes import ENVIRONMENT, INFRASTRUCTURE, PLACES, ROADS
 from .widths import MODEL
 
 TOOLS: list[Tool] = []
@@ -84,38 +85,7 @@ async def _near(ctx: ToolContext, params: dict[str, Any], classes: Sequence[str]
 
 
 def _licenses(rows: list[dict]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in rows:
-        out[r["license"]] = out.get(r["license"], 0) + 1
-    return dict(sorted(out.items()))
-
-
-def _geometry(r: dict) -> dict:
-    g = r["geom"]
-    if g is None:
-        return {"type": "Point", "coordinates": [round(r["lon"], 7), round(r["lat"], 7)]}
-    if isinstance(g, dict):
-        return g
-    return {"type": "LineString", "coordinates": g}
-
-
-def _feature(r: dict, props: dict[str, Any]) -> dict:
-    out = {"type": "Feature", "id": r["fid"], "geometry": _geometry(r), "properties": props}
-    if "distanceM" in r:
-        props["distanceM"] = round(r["distanceM"], 1)
-    return out
-
-
-def _mapped(r: dict) -> dict:
-    """An OSM feature's properties: class, name, license, the tags kept, and the height
-    prior a renderer should use (the height itself is not mapped)."""
-    tags = dict(r["props"])
-    props: dict[str, Any] = {"class": r["cls"], "name": r["name"], "license": r["license"], "tags": tags}
-    if r["cls"] in HEIGHT_PRIOR_M:
-        props["heightM"] = None
-        props["heightPrior"] = {"value": HEIGHT_PRIOR_M[r["cls"]], "basis": "assumed",
-                                "note": "a class prior for renderers, not a measurement"}
-    return props
+    return dict(sorted(Counter(r["license"] for r in rows).items()))
 
 
 def _answer(found: store.Found, report: SourceReport, features: list[dict], extra: dict[str, Any],
@@ -137,12 +107,10 @@ async def places_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     box, limit = params["bbox"], _limit(ctx)
 
     async def query(version_id, rows):  # noqa: ANN001, ANN202
-        return await store.sample_box(ctx.services.db, version_id, PLACES, box, limit)
+        return await store.sample_box(ctx.services.db, version_id, PLACES, box, limit, docs=True)
 
     found, report, partly = await _find(ctx, store.PLACES_KIND, PLACES, box, query)
-    feats = [_feature(r, {"name": r["name"], "category": r["props"].get("category"),
-                          "confidence": r["props"].get("confidence"), "sources": r["props"].get("sources"),
-                          "license": r["license"]}) for r in found.rows]
+    feats = [geojson.bbox_feature(r) for r in found.rows]
     return _answer(found, report, feats,
                    {"sampled": found.truncated, "matchedEstimated": found.total_estimated,
                     "sampling": {"method": SAMPLING, "returned": len(feats), "matched": found.total,
@@ -163,10 +131,10 @@ async def infrastructure_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answe
     async def query(version_id, rows):  # noqa: ANN001, ANN202
         if rows is not None:
             return store.select_box(rows, box, limit)
-        return await store.sample_box(ctx.services.db, version_id, INFRASTRUCTURE, box, limit)
+        return await store.sample_box(ctx.services.db, version_id, INFRASTRUCTURE, box, limit, docs=True)
 
     found, report, _ = await _find(ctx, store.OSM_KIND, INFRASTRUCTURE, box, query)
-    return _answer(found, report, [_feature(r, _mapped(r)) for r in found.rows], {"sampled": found.truncated},
+    return _answer(found, report, [geojson.bbox_feature(r) for r in found.rows], {"sampled": found.truncated},
                    ["Coverage of towers and power structures in open map data is very incomplete: what is listed "
                     "was surveyed by mappers, and much that stands is not mapped."])
 
@@ -179,7 +147,8 @@ async def infrastructure_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answe
       tags=("features",))
 async def environment_features(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     found, report = await _near(ctx, params, ENVIRONMENT)
-    return _answer(found, report, [_feature(f, _mapped(f)) for f in found.rows], {"radiusM": params["radius"]},
+    return _answer(found, report, [geojson.feature(f, geojson.mapped_properties(f)) for f in found.rows],
+                   {"radiusM": params["radius"]},
                    ["Positions only: heights are absent; heightPrior is a class prior for rendering, not a "
                     "measurement."])
 
@@ -192,7 +161,7 @@ async def environment_features(ctx: ToolContext, params: dict[str, Any]) -> Answ
       tags=("features",))
 async def road_geometry(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     found, report = await _near(ctx, params, ROADS)
-    feats = [_feature(f, store.road_props(f)) for f in found.rows]
+    feats = [geojson.feature(f, store.road_props(f)) for f in found.rows]
     return _answer(found, report, feats, {"radiusM": params["radius"], "widthModel": MODEL},
                    ["ruasWidthM is one direction of carriageway from a per-class model (PP 34/2006 minimum "
                     "road-body widths, halved per direction), not a measurement; a two-way road is about 2 ruas. "

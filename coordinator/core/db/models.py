@@ -423,6 +423,10 @@ class _MapFeatureColumns:
     brand: Mapped[str | None] = mapped_column(String(24), nullable=True)
     props: Mapped[dict] = mapped_column(JSON)
     geom: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    # The GeoJSON Feature a bbox tool serves for this point, encoded at load time (migration
+    # 0015, ``features.geojson.doc_of``): a large bbox answer joins these instead of
+    # rebuilding 2,000 rows. NULL where no bbox tool serves the row as a point.
+    doc: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class MapFeature(_MapFeatureColumns, Base):
