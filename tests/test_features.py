@@ -122,6 +122,24 @@ async def test_stored_features_are_those_rendered_from_the_rows(loaded):
         assert (a["matched"], a["licenses"]) == (b["matched"], b["licenses"])
 
 
+async def test_a_sample_is_the_lowest_hashes_at_the_level_that_holds_it(loaded):
+    """However the levels are counted (how many queries, which levels each reads) and
+    however the rows are bounded (per-bucket counts), a sample is what its definition
+    says, worked out here from every place in the box."""
+    from coordinator.features import store
+    from coordinator.features.classes import PLACES
+    db = loaded.services.db
+    for box in ((LON - 0.01, LAT - 0.01, LON + 0.01, LAT + 0.01), (LON - 0.004, LAT - 0.006, LON + 0.002, LAT)):
+        every = (await store.sample_box(db, loaded.new.id, PLACES, box, 10_000)).rows
+        for limit in (1, 7, 50, 120, 2000):
+            k = next((k for k in range(store.MAX_LEVEL, 0, -1)
+                      if sum(store.level_of(r["sample"]) >= k for r in every) >= limit), 0)
+            held = sorted((r for r in every if store.level_of(r["sample"]) >= k), key=lambda r: r["sample"])
+            found = await store.sample_box(db, loaded.new.id, PLACES, box, limit, docs=True)
+            assert [r["sample"] for r in found.rows] == [r["sample"] for r in held[:limit]]
+            assert found.total == len(held) << k and found.total_estimated == (k > 0)
+
+
 async def test_infrastructure_lists_towers_power_and_lines_from_the_extract(loaded, files):
     body = (await loaded.get(f"/earth/infrastructure?bbox={WHOLE}")).json()
     classes = {}
