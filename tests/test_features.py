@@ -122,6 +122,18 @@ async def test_stored_features_are_those_rendered_from_the_rows(loaded):
         assert (a["matched"], a["licenses"]) == (b["matched"], b["licenses"])
 
 
+async def test_mcp_serves_the_stored_features_as_rest_does(loaded):
+    """The stored encodings travel inside an MCP result too (its text and its structured
+    content), as the same features the REST route serves."""
+    from tests.test_mcp_protocol import modern_headers, rpc
+    rest = (await loaded.get(f"/earth/places?bbox={TOWN}")).json()
+    r = await loaded.post("/mcp", rpc("tools/call", {"name": "places_bbox", "arguments": {"bbox": TOWN}}),
+                          headers=modern_headers("tools/call", "places_bbox"))
+    result = r.json()["result"]
+    assert result["isError"] is False and result["structuredContent"]["features"] == rest["features"]
+    assert json.loads(result["content"][0]["text"])["features"] == rest["features"]
+
+
 async def test_a_sample_is_the_lowest_hashes_at_the_level_that_holds_it(loaded):
     """However the levels are counted (how many queries, which levels each reads) and
     however the rows are bounded (per-bucket counts), a sample is what its definition
