@@ -85,16 +85,20 @@ def _slab(origin: np.ndarray, d: np.ndarray, box: Box) -> np.ndarray:
     return np.where((tmax >= tmin) & (tmin > 1e-6), tmin, np.inf)
 
 
+def _corners_px(box: Box, scene: Scene, cam: Camera) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pixel (u, v) and z-depth of a box's eight corners."""
+    corners_a, corners_s = np.meshgrid([box.a0, box.a1], [box.s0, box.s1])
+    ce, cn = scene.street.to_enu(corners_a.ravel() - scene.camera_a, corners_s.ravel() - scene.camera_s)
+    pts = np.concatenate([np.stack([ce, cn, np.full(4, z)], axis=1) for z in (box.z0, box.z1)])
+    return cam.project(pts)
+
+
 def _box_window(box: Box, scene: Scene, cam: Camera) -> tuple[slice, slice] | None:
     """The pixel rows and columns a box can cover (its corners' projection, a pixel wider), or None for all.
 
     Slab-testing only these is what keeps rendering fast: most boxes cover a small part of the frame.
     """
-    st = scene.street
-    corners_a, corners_s = np.meshgrid([box.a0, box.a1], [box.s0, box.s1])
-    ce, cn = st.to_enu(corners_a.ravel() - scene.camera_a, corners_s.ravel() - scene.camera_s)
-    pts = np.concatenate([np.stack([ce, cn, np.full(4, z)], axis=1) for z in (box.z0, box.z1)])
-    pu, pv, pz = cam.project(pts)
+    pu, pv, pz = _corners_px(box, scene, cam)
     if np.any(pz <= 1e-3):
         return None  # a corner behind the camera: its projection says nothing
     u0, u1 = max(0, int(np.floor(pu.min())) - 1), min(scene.width, int(np.ceil(pu.max())) + 1)
@@ -212,10 +216,7 @@ def _truth(i: int, box: Box, scene: Scene, cam: Camera, inst: np.ndarray, hit_co
             ref = (ca + float(d[0] * t), cs + float(d[1] * t))
     lon, lat = st.to_lonlat(*ref)
 
-    corners_a, corners_s = np.meshgrid([box.a0, box.a1], [box.s0, box.s1])
-    ce, cn = st.to_enu(corners_a.ravel() - ca, corners_s.ravel() - cs)
-    pts = np.concatenate([np.stack([ce, cn, np.full(4, z)], axis=1) for z in (box.z0, box.z1)])
-    pu, pv, pz = cam.project(pts)
+    pu, pv, pz = _corners_px(box, scene, cam)
     if np.any(pz <= 0.05):
         cut_v = cut_h = True
     else:

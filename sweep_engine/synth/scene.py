@@ -22,7 +22,6 @@ MATERIAL_CLASS: dict[str, str] = {
     "grass": "terrain", "gravel": "terrain", "soil": "terrain",
 }
 MATERIALS: tuple[str, ...] = tuple(MATERIAL_CLASS)
-BACKDROPS: tuple[str, ...] = ("building", "hedge", "open")
 
 
 @dataclass(frozen=True)
@@ -188,11 +187,10 @@ def street_scene(seed: int = 0, *, width: int = 256, height: int = 192, focal_px
     # Per side (0 left, 1 right): where street furniture stands (past a kerb, else a little off the asphalt),
     # where the verge ends and where the backdrop stands.  Without ``verges`` these are the kerb's outer
     # edge, the sidewalk's and the facade on both sides, as they always were.
-    edge = [street.kerb_outer if verges is None else
-            (street.bands(k)[0][2] if street.bands(k) and street.bands(k)[0][0] == "kerb" else road_w / 2 + 0.3)
-            for k in (0, 1)]
-    fo = [street.kerb_outer + street.sidewalk_width_m if verges is None else street.verge_outer(k) for k in (0, 1)]
-    facade = [street.facade if verges is None else fo[k] + street.setback_m for k in (0, 1)]
+    bands = [street.bands(k) for k in (0, 1)]
+    edge = [b[0][2] if b and b[0][0] == "kerb" else road_w / 2 + 0.3 for b in bands]
+    fo = [street.verge_outer(k) for k in (0, 1)]
+    facade = [fo[k] + street.setback_m for k in (0, 1)]
     if furniture:
         for j, s in enumerate((14.0, 26.0)):
             a = edge[1] + 0.4 if j % 2 == 0 else -(edge[0] + 0.4)
