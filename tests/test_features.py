@@ -152,6 +152,70 @@ async def test_a_sample_is_the_lowest_hashes_at_the_level_that_holds_it(loaded):
             assert found.total == len(held) << k and found.total_estimated == (k > 0)
 
 
+async def test_every_way_of_reading_a_sample_gives_the_same_answer(loaded, monkeypatch):
+    """The counts from memory (``store._top``) or from the database, read by tile, whole
+    classes or by level (the level index, migration 0016), and the rows bounded exactly or
+    to within a bucket: the same features, in the same order, the same bytes, and the same
+    count, for places and infrastructure, small boxes and the whole extract."""
+    import orjson
+    import sqlalchemy as sa
+    from coordinator.features import geojson, store
+    from coordinator.features.classes import INFRASTRUCTURE, PLACES
+    db = loaded.services.db
+    boxes = ((LON - 0.01, LAT - 0.01, LON + 0.01, LAT + 0.01), (LON - 0.004, LAT - 0.006, LON + 0.002, LAT),
+             (LON - 0.0012, LAT + 0.001, LON + 0.0007, LAT + 0.0031))
+
+    async def answers() -> list:
+        out = []
+        for version, classes in ((loaded.new.id, PLACES), (loaded.osm.id, INFRASTRUCTURE)):
+            for box in boxes:
+                for limit in (1, 7, 20, 120, 2000):
+                    f = await store.sample_box(db, version, classes, box, limit, docs=True)
+                    out.append((f.total, f.total_estimated, f.margin, f.truncated,
+                                orjson.dumps([geojson.bbox_feature(r) for r in f.rows])))
+        return out
+
+    usual = await answers()
+    assert sum(1 for a in usual if a[1]) > 5 and sum(1 for a in usual if not a[1]) > 5   # estimated and exact
+    ways = {"database counts": {"TOP_ENTRIES": 0},
+            "by tile": {"TOP_ENTRIES": 0, "SEEK_COST": 0},
+            "by level or whole classes": {"TOP_ENTRIES": 0, "SEEK_COST": 10 ** 9}}
+    for way, settings in ways.items():
+        with monkeypatch.context() as m:
+            m.setattr(store, "_TOPS", {})
+            for name, value in settings.items():
+                m.setattr(store, name, value)
+            assert await answers() == usual, way
+    # Reading by level reads the level index, the literal bound being its own condition.
+    levels = await store.level_totals(db, loaded.new.id)
+    with monkeypatch.context() as m:
+        m.setattr(store, "SEEK_COST", 10 ** 9)
+        where = store._box_clause(db, PLACES, boxes[0], loaded.new.id, await store.class_totals(db, loaded.new.id),
+                                  min_level=5, levels=levels)
+    sql = str(sa.select(store.C.sample).where(where).compile(db.engine.sync_engine,
+                                                             compile_kwargs={"literal_binds": True}))
+    assert "level >= 4" in sql and "tile" not in sql
+    if db.is_sqlite:
+        async with db.engine.connect() as conn:
+            plan = " ".join(str(r) for r in await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+        assert "ix_map_features_level" in plan
+
+
+def test_an_encoding_too_long_for_the_level_index_is_not_stored():
+    """A point whose encoded feature passes ``DOC_MAX_BYTES`` (a PostgreSQL index entry holds
+    about 2,700 bytes) stores no ``doc``: it is rendered per request, to the same bytes."""
+    import orjson
+    from coordinator.features import geojson, store
+    [short] = store.rows_for(1, "overture:a", ["place"], license="CDLA-Permissive-2.0", point=(LON, LAT),
+                             name="Synthetic Place", props={"category": "cafe"})
+    [long] = store.rows_for(1, "overture:b", ["place"], license="CDLA-Permissive-2.0", point=(LON, LAT),
+                            name="Synthetic Place " + "é" * 1000, props={"category": "cafe"})
+    assert short["doc"] is not None and long["doc"] is None
+    assert orjson.dumps(geojson.bbox_feature({**long, "doc": None})).decode() == (
+        orjson.dumps(geojson.feature(long, geojson.place_properties(long))).decode())
+    assert len(orjson.dumps(geojson.bbox_feature(long))) > geojson.DOC_MAX_BYTES
+
+
 async def test_infrastructure_lists_towers_power_and_lines_from_the_extract(loaded, files):
     body = (await loaded.get(f"/earth/infrastructure?bbox={WHOLE}")).json()
     classes = {}

@@ -70,10 +70,17 @@ def bbox_feature(r: dict) -> dict | orjson.Fragment:
     return feature(r, BBOX_PROPERTIES.get(r["cls"], mapped_properties)(r))
 
 
+# The longest encoding stored: the level index (migration 0016) holds ``doc``, and a
+# PostgreSQL B-tree entry holds at most about 2,700 bytes. A longer one (a place with a
+# very long name or many sources) is rendered per request instead, to the same bytes.
+DOC_MAX_BYTES = 2000
+
+
 def doc_of(row: dict) -> str | None:
     """The stored encoding of a row a bbox tool serves as a point (``BBOX_PROPERTIES``);
-    None for the rest."""
+    None for the rest, and for one longer than ``DOC_MAX_BYTES``."""
     render = BBOX_PROPERTIES.get(row["cls"])
     if render is None or row["geom"] is not None:
         return None
-    return orjson.dumps(feature(row, render(row))).decode()
+    encoded = orjson.dumps(feature(row, render(row)))
+    return encoded.decode() if len(encoded) <= DOC_MAX_BYTES else None

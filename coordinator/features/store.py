@@ -14,6 +14,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+import numpy as np
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -201,6 +202,7 @@ class Found:
 
 
 SEEK_COST = 20      # an index seek costs about as much as reading this many index entries
+LEAD_LEVEL = 4      # the level index (migration 0016) holds the rows at this level or above
 
 
 def _in_tiles(db: Database, tiles: list[int]) -> sa.ColumnElement[bool]:
@@ -216,34 +218,65 @@ def _in_tiles(db: Database, tiles: list[int]) -> sa.ColumnElement[bool]:
 
 
 def _box_clause(db: Database, classes: Sequence[str], box: grid.BBox, version_id: int,
-                totals: dict[str, int] | None = None, min_level: int = 0) -> sa.ColumnElement[bool]:
-    """The rows of ``classes`` in ``box`` (at ``min_level`` or above). With the version's
-    class ``totals``, classes so sparse that reading all their entries costs less than one
-    seek per tile (a few thousand towers against a 2-degree box's 1,600 tiles) are read
-    whole and filtered by position instead."""
+                totals: dict[str, int] | None = None, min_level: int = 0, *,
+                levels: Levels | None = None, max_level: int = MAX_LEVEL, in_box: float = 0.5) -> sa.ColumnElement[bool]:
+    """The rows of ``classes`` in ``box`` (at ``min_level`` or above, at ``max_level`` or
+    below), read the cheapest of three ways, estimated in index entries:
+
+    - by tile: a seek of the query index per 0.05-degree tile (169 at 0.6 degrees, 1,600
+      at 2), then the box's entries at those levels;
+    - whole classes: with the version's class ``totals``, classes so sparse that reading
+      all their entries costs less than one seek per tile (a few thousand towers against a
+      2-degree box's 1,600 tiles) are read whole and filtered by position;
+    - by level (from ``LEAD_LEVEL`` up, with the version's per-level counts ``levels``):
+      the level index's entries at those levels in the whole version, one range per
+      class, where the box holds so much of them (``in_box``, the share the box's counts
+      showed, a half before any) that the entries outside it cost less than the seeks.
+
+    Each way matches the same rows; only the time differs (bench/features.py)."""
     w, s, e, n = box
     tiles = grid.tiles(box)
-    sparse = totals is not None and sum(totals.get(c, 0) for c in classes) < len(tiles) * len(classes) * SEEK_COST
+    total = sum(totals.get(c, 0) for c in classes) if totals is not None else None
+    sparse = total is not None and total < len(tiles) * len(classes) * SEEK_COST
     clauses = [C.version_id == version_id, C.cls.in_(list(classes))]
+    if levels is not None and min_level >= LEAD_LEVEL:
+        at = sum(sum(levels.get(c, ())[min_level:max_level + 1]) for c in classes)
+        other = total if sparse else len(tiles) * len(classes) * SEEK_COST + in_box * at
+        if at < other:
+            # The literal bound is the index's own condition (it must appear as written for
+            # either database to use a partial index); the levels asked come after it.
+            clauses += [C.level >= sa.literal_column(str(LEAD_LEVEL)), C.level.between(min_level, max_level)]
+            return sa.and_(*clauses, C.lon.between(w, e), C.lat.between(s, n))
     if not sparse:
         clauses.append(_in_tiles(db, tiles))
     if min_level:
         clauses.append(C.level >= min_level)
+    if max_level < MAX_LEVEL:
+        clauses.append(C.level <= max_level)
     return sa.and_(*clauses, C.lon.between(w, e), C.lat.between(s, n))
 
 
-_TOTALS: dict[tuple[str, int], dict[str, int]] = {}
+Levels = dict[str, list[int]]           # rows per class and sampling level (0 to MAX_LEVEL)
+_LEVELS: dict[tuple[str, int], Levels] = {}
+
+
+async def level_totals(db: Database, version_id: int) -> Levels:
+    """Rows per class and sampling level of a version (ready versions never change, so each
+    process counts them once, on the first query that plans with them)."""
+    key = (db.url, version_id)
+    if key not in _LEVELS:
+        got: Levels = {}
+        async with db.engine.connect() as conn:
+            for cls, level, n in await conn.execute(sa.select(C.cls, C.level, sa.func.count())
+                                                    .where(C.version_id == version_id).group_by(C.cls, C.level)):
+                got.setdefault(cls, [0] * (MAX_LEVEL + 1))[level] = n
+        _LEVELS[key] = got
+    return _LEVELS[key]
 
 
 async def class_totals(db: Database, version_id: int) -> dict[str, int]:
-    """Rows per class of a version (ready versions never change, so each process counts
-    them once, on the first query that plans with them)."""
-    key = (db.url, version_id)
-    if key not in _TOTALS:
-        async with db.engine.connect() as conn:
-            _TOTALS[key] = {r[0]: r[1] for r in await conn.execute(
-                sa.select(C.cls, sa.func.count()).where(C.version_id == version_id).group_by(C.cls))}
-    return _TOTALS[key]
+    """Rows per class of a version (from ``level_totals``)."""
+    return {cls: sum(per) for cls, per in (await level_totals(db, version_id)).items()}
 
 
 # ``props`` and ``geom`` are read as text and decoded with orjson: SQLAlchemy's JSON type
@@ -251,8 +284,10 @@ async def class_totals(db: Database, version_id: int) -> dict[str, int]:
 COLUMNS = (C.fid, C.cls, C.lon, C.lat, C.name, C.license, C.brand, C.sample,
            sa.type_coerce(C.props, sa.Text).label("props"), sa.type_coerce(C.geom, sa.Text).label("geom"))
 # What a bbox answer needs of a point that has its encoding stored (``geojson.doc_of``): the
-# order, the license it is counted under, and the encoded feature.
-DOC_COLUMNS = (C.sample, C.license, C.doc)
+# order (the sample key, then, between rows of one key, the class and position:
+# ``_in_order``), the license it is counted under, and the encoded feature; all of them in
+# the level index.
+DOC_COLUMNS = (C.sample, C.cls, C.lon, C.lat, C.license, C.doc)
 
 
 def _json(v: Any) -> Any:
@@ -299,6 +334,78 @@ def _next_level(held: int, lo: int) -> int:
 
 BUCKET_SHIFT = 25     # the counts are kept per sampling level and per 1/64 of the sample keys' range
 BUCKET = C.sample.op(">>")(sa.literal_column(str(BUCKET_SHIFT)))   # inline: grouped by as selected
+TOP_ENTRIES = 1 << 16  # the most entries of a version's top levels a process keeps to count from
+
+
+@dataclass
+class _Top:
+    """A version's point entries of some classes at level ``low`` or above, held in memory
+    (``_top``), highest level first: what a bbox's counts read from the database, counted
+    here instead. Ready versions never change, so the same rows give the same counts."""
+    low: int
+    above: list[int]        # above[k]: how many entries are at level k or above (k >= low)
+    lon: np.ndarray
+    lat: np.ndarray
+    level: np.ndarray
+    sample: np.ndarray
+
+    def _in(self, box: grid.BBox, lo: int, hi: int) -> tuple[slice, np.ndarray]:
+        """The entries at levels ``lo`` to ``hi`` and which of them are in the box, tested
+        as the query's ``BETWEEN`` tests them (the same doubles, ends included)."""
+        w, s, e, n = box
+        part = slice(self.above[hi + 1] if hi < MAX_LEVEL else 0, self.above[lo])
+        lon, lat = self.lon[part], self.lat[part]
+        return part, (lon >= w) & (lon <= e) & (lat >= s) & (lat <= n)
+
+    def count(self, box: grid.BBox, lo: int, hi: int) -> list[tuple[int, int, int]]:
+        """(level, bucket, entries) in the box at levels ``lo`` to ``hi``, as the count query
+        groups them."""
+        part, inside = self._in(box, lo, hi)
+        keys = (self.level[part][inside].astype(np.int64) << 6) | (self.sample[part][inside] >> BUCKET_SHIFT)
+        found, n = np.unique(keys, return_counts=True)
+        return [(int(k >> 6), int(k & 63), int(c)) for k, c in zip(found, n)]
+
+    def last(self, box: grid.BBox, k: int, limit: int) -> int | None:
+        """The ``limit``-th lowest sample key in the box at level ``k`` or above; None where
+        there are no more than ``limit``."""
+        part, inside = self._in(box, k, MAX_LEVEL)
+        keys = self.sample[part][inside]
+        if len(keys) <= limit:
+            return None
+        return int(np.partition(keys, limit - 1)[limit - 1])
+
+
+_TOPS: dict[tuple[str, int, tuple[str, ...]], _Top | None] = {}
+
+
+async def _top(db: Database, conn: AsyncConnection, version_id: int, classes: Sequence[str],
+               levels: Levels) -> _Top | None:
+    """The entries of ``classes`` at the levels a large box counts, in memory: from the
+    lowest level whose entries and those above it number at most ``TOP_ENTRIES`` (level 4
+    of a million places: 62,500 entries, 1.3 MB), read once per process and version. A
+    large box's counts then cost no query (the 0.6-degree box's count was a third of its
+    time), and the sample's last key is known exactly, not to within a bucket."""
+    key = (db.url, version_id, tuple(sorted(classes)))
+    if key not in _TOPS:
+        per = [sum(levels.get(c, [0] * (MAX_LEVEL + 1))[k] for c in classes) for k in range(MAX_LEVEL + 1)]
+        low = MAX_LEVEL + 1
+        while low > 0 and sum(per[low - 1:]) <= TOP_ENTRIES:
+            low -= 1
+        top = None
+        if low <= MAX_LEVEL:
+            where = [C.version_id == version_id, C.cls.in_(list(classes)), C.level >= low]
+            if low >= LEAD_LEVEL:
+                where.append(C.level >= sa.literal_column(str(LEAD_LEVEL)))     # the level index
+            got = (await conn.execute(sa.select(C.lon, C.lat, C.level, C.sample).where(*where))).all()
+            got.sort(key=lambda r: -r[2])
+            above = [0] * (MAX_LEVEL + 2)
+            for k in range(MAX_LEVEL, -1, -1):
+                above[k] = above[k + 1] + (per[k] if k >= low else 0)
+            top = _Top(low, above, np.array([r[0] for r in got], dtype=np.float64),
+                       np.array([r[1] for r in got], dtype=np.float64), np.array([r[2] for r in got], dtype=np.int64),
+                       np.array([r[3] for r in got], dtype=np.int64))
+        _TOPS[key] = top
+    return _TOPS[key]
 
 
 async def sample_box(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox, limit: int,
@@ -314,10 +421,15 @@ async def sample_box(db: Database, version_id: int, classes: Sequence[str], box:
     (``total_estimated``, with ``margin``, about two standard errors). Which levels each
     count reads changes the cost alone: k, the count and the sample are the same.
 
-    The counts are also kept per bucket of sample keys (``BUCKET_SHIFT``), which bounds the
-    sample's last key to within a bucket: the rows are then read in one pass over the
-    index, a bucket's worth more than the sample (some 60 of 2,000), where finding the last
-    key itself took a pass and a sort of its own (``_sampled``).
+    The levels a large box counts (its top levels in the whole version, at most
+    ``TOP_ENTRIES`` entries) are counted in memory (``_top``), which also gives the
+    sample's last key exactly; the levels below them are counted by the database, each
+    count read by tile, whole classes or by level, whichever reads least (``_box_clause``).
+    The database's counts are also kept per bucket of sample keys (``BUCKET_SHIFT``),
+    which bounds the sample's last key to within a bucket. Either way the rows are then
+    read in one pass over an index, at most a bucket's worth more than the sample (some 60
+    of 2,000), where finding the last key itself took a pass and a sort of its own
+    (``_sampled``).
 
     With ``docs``, a point that has its feature stored encoded (every point a bbox tool
     serves, loaded since migration 0015) comes as ``sample``, ``license`` and ``doc`` alone
@@ -326,15 +438,23 @@ async def sample_box(db: Database, version_id: int, classes: Sequence[str], box:
     lines = [c for c in classes if is_line(c)]
     total, rows, estimated, margin = 0, [], False, 0
     if points:
-        totals = await class_totals(db, version_id)
+        levels = await level_totals(db, version_id)
+        totals = {cls: sum(per) for cls, per in levels.items()}
         counts: list[tuple[int, int, int]] = []       # (level, bucket, entries)
         async with db.engine.connect() as conn:
+            top = await _top(db, conn, version_id, points, levels)
             hi, lo = MAX_LEVEL, _first_level(sum(totals.get(c, 0) for c in points), limit)
+            in_box = 0.5
             while True:
-                where = sa.and_(_box_clause(db, points, box, version_id, totals, min_level=lo), C.level <= hi)
-                counts += (await conn.execute(sa.select(C.level, BUCKET, sa.func.count()).where(where)
-                                              .group_by(C.level, BUCKET))).all()
+                if top is not None and lo >= top.low:
+                    counts += top.count(box, lo, hi)
+                else:
+                    where = _box_clause(db, points, box, version_id, totals, min_level=lo, levels=levels,
+                                        max_level=hi, in_box=in_box)
+                    counts += (await conn.execute(sa.select(C.level, BUCKET, sa.func.count()).where(where)
+                                                  .group_by(C.level, BUCKET))).all()
                 held = sum(n for _, _, n in counts)
+                in_box = _share(held, levels, points, lo)
                 if held >= limit or lo == 0:
                     break
                 hi, lo = lo - 1, _next_level(held, lo)
@@ -352,13 +472,25 @@ async def sample_box(db: Database, version_id: int, classes: Sequence[str], box:
             else:
                 total = held << k
                 estimated, margin = True, int(2 * (held ** 0.5) * (1 << k))
-            rows = await _sampled(conn, _box_clause(db, points, box, version_id, totals, min_level=k),
-                                  _last_bound(counts, k, limit), limit, docs)
-    if lines:
+            bound = top.last(box, k, limit) if top is not None and k >= top.low else _last_bound(counts, k, limit)
+            rows = await _sampled(conn, _box_clause(db, points, box, version_id, totals, min_level=k, levels=levels,
+                                                    in_box=in_box),
+                                  bound, limit, docs)
+            if lines:
+                found = select_box(await _line_chunks(db, version_id, lines, box, conn), box, limit)
+    elif lines:
         found = await lines_in_box(db, version_id, lines, box, limit)
+    if lines:
         total += found.total
         rows = sorted(rows + found.rows, key=_by_sample)[:limit]
     return Found(total, rows, truncated=total > len(rows), total_estimated=estimated, margin=margin)
+
+
+def _share(held: int, levels: Levels, classes: Sequence[str], lo: int) -> float:
+    """The share of the version's rows at level ``lo`` or above that the box's count
+    ``held`` found in the box (what reading by level would read beside the box's own)."""
+    at = sum(sum(levels.get(c, ())[lo:]) for c in classes)
+    return min(1.0, held / at) if at else 1.0
 
 
 def _last_bound(counts: list[tuple[int, int, int]], k: int, limit: int) -> int | None:
@@ -387,12 +519,11 @@ async def _sampled(conn: AsyncConnection, where: sa.ColumnElement[bool], bound: 
     if bound is not None:
         where = sa.and_(where, C.sample <= bound)
     if docs:
-        got = sorted((await conn.execute(sa.select(*DOC_COLUMNS).where(where))).all(), key=_first)[:limit]
-        picked = [{"sample": sample, "license": license, "doc": doc} for sample, license, doc in got]
+        got = _in_order((await conn.execute(sa.select(*DOC_COLUMNS).where(where))).all(), _first, _doc_tie)[:limit]
+        picked = [{"sample": sample, "license": license, "doc": doc} for sample, _, _, _, license, doc in got]
         if not any(r["doc"] is None for r in picked):
             return picked
-    rows = [_row(r) for r in await conn.execute(sa.select(*COLUMNS).where(where))]
-    rows.sort(key=_by_sample)
+    rows = _in_order([_row(r) for r in await conn.execute(sa.select(*COLUMNS).where(where))], _by_sample, _row_tie)
     return rows[:limit]
 
 
@@ -400,11 +531,36 @@ _first = operator.itemgetter(0)
 _by_sample = operator.itemgetter("sample")
 
 
-async def _line_chunks(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox) -> list[dict]:
+def _doc_tie(r: sa.Row) -> tuple:
+    return r[1], grid.tile_of(r[2], r[3]), r[2], r[3]
+
+
+def _row_tie(r: dict) -> tuple:
+    return r["cls"], grid.tile_of(r["lon"], r["lat"]), r["lon"], r["lat"]
+
+
+def _in_order(rows: list, by_sample: Any, tie: Any) -> list:
+    """Rows in ``sample`` order, and rows of one sample key (one feature in two classes, or
+    two ids of one hash) in the query index's order (class, tile, position), whichever
+    index read them, so an answer is the same bytes however its rows were found."""
+    rows.sort(key=by_sample)
+    samples = [by_sample(r) for r in rows]
+    if len(set(samples)) < len(samples):
+        rows.sort(key=lambda r: (by_sample(r), *tie(r)))
+    return rows
+
+
+async def _line_chunks(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox,
+                       conn: AsyncConnection | None = None) -> list[dict]:
+    """The chunks of line ``classes`` whose centres are in the box widened by half a chunk,
+    in load order; on ``conn`` where the caller holds one."""
     totals = await class_totals(db, version_id)
-    where = _box_clause(db, classes, grid.widen(box, grid.CHUNK_DEG / 2 + 1e-9), version_id, totals)
-    async with db.engine.connect() as conn:
-        return [_row(r) for r in await conn.execute(sa.select(*COLUMNS).where(where).order_by(C.id))]
+    stmt = sa.select(*COLUMNS).where(_box_clause(db, classes, grid.widen(box, grid.CHUNK_DEG / 2 + 1e-9),
+                                                 version_id, totals)).order_by(C.id)
+    if conn is not None:
+        return [_row(r) for r in await conn.execute(stmt)]
+    async with db.engine.connect() as own:
+        return [_row(r) for r in await own.execute(stmt)]
 
 
 def _merge(chunks: list[dict]) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary,
-                        SmallInteger, String, Text)
+                        SmallInteger, String, Text, text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # BigInteger ids that still autoincrement on SQLite (where only INTEGER PRIMARY KEY does).
@@ -446,6 +446,10 @@ class MapFeature(_MapFeatureColumns, Base):
     __table_args__ = (
         Index("ix_map_features_query", "version_id", "cls", "tile", "level", "lon", "lat", "sample"),
         Index("ix_map_features_brand", "version_id", "brand", "tile"),
+        # Levels 4 and above only, covering a sample's reads: a box holding much of a version
+        # is counted and sampled from its top levels in one range (migration 0016).
+        Index("ix_map_features_level", "version_id", "cls", "level", "sample", "lon", "lat", "license", "doc",
+              sqlite_where=text("level >= 4"), postgresql_where=text("level >= 4")),
     )
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     version_id: Mapped[int] = mapped_column(BigId, ForeignKey("dataset_versions.id"))
