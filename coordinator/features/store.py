@@ -376,6 +376,7 @@ class _Top:
 
 
 _TOPS: dict[tuple[str, int, tuple[str, ...]], _Top | None] = {}
+TOPS_KEPT = 16        # versions and class sets held at once (at most some 1.6 MB each), the oldest read let go
 
 
 async def _top(db: Database, conn: AsyncConnection, version_id: int, classes: Sequence[str],
@@ -386,7 +387,8 @@ async def _top(db: Database, conn: AsyncConnection, version_id: int, classes: Se
     large box's counts then cost no query (the 0.6-degree box's count was a third of its
     time), and the sample's last key is known exactly, not to within a bucket."""
     key = (db.url, version_id, tuple(sorted(classes)))
-    if key not in _TOPS:
+    top = _TOPS.get(key, False)
+    if top is False:
         per = [sum(levels.get(c, [0] * (MAX_LEVEL + 1))[k] for c in classes) for k in range(MAX_LEVEL + 1)]
         low = MAX_LEVEL + 1
         while low > 0 and sum(per[low - 1:]) <= TOP_ENTRIES:
@@ -404,8 +406,10 @@ async def _top(db: Database, conn: AsyncConnection, version_id: int, classes: Se
             top = _Top(low, above, np.array([r[0] for r in got], dtype=np.float64),
                        np.array([r[1] for r in got], dtype=np.float64), np.array([r[2] for r in got], dtype=np.int64),
                        np.array([r[3] for r in got], dtype=np.int64))
+        while len(_TOPS) >= TOPS_KEPT:
+            del _TOPS[next(iter(_TOPS))]
         _TOPS[key] = top
-    return _TOPS[key]
+    return top
 
 
 async def sample_box(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox, limit: int,
