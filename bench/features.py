@@ -111,7 +111,7 @@ async def run_db(label: str, url: str, files: dict, args: argparse.Namespace) ->
         print(f"[{label}] {'query':44s} {'p50 ms':>8s} {'p99 ms':>8s} {'x base':>7s} {'matched (median)':>9s}")
 
         async def report(name: str, fn, matched) -> None:  # noqa: ANN001
-            await fn()          # the first query of a version counts its classes once (store.class_totals)
+            await fn()          # the first query of a version counts its levels and reads its top ones once (store._top)
             del matched[:]
             xs = await timed(fn, args.queries)
             print(f"[{label}] {name:44s} {statistics.median(xs):8.2f} {pct(xs, 0.99):8.2f} "
