@@ -184,11 +184,28 @@ def test_a_measured_camera_height_is_kept_when_the_network_ground_disagrees(seed
     c = calibrate(cam, (f.depth * 1.3).astype(np.float32), f.seg, [], depth_sigma=MODEL_DEPTH_SIGMA)
     assert c.camera.height_m == true_h and c.camera.fx == f.camera.fx
     checked = c.evidence["measured"]["cameraHeightM"]
-    # (the pitch, free within a degree of the given one, takes up a little of it)
+    # (the frame's pitch is assumed here, free to take up a little of it)
     assert checked["given"] == true_h and 1.2 * true_h < checked["fromGround"] < 1.32 * true_h
     assert checked["offBy"] > 0.18
     assert c.scale_trust == "low"
     assert any("given height" in r for r in c.evidence["reasons"])
+
+
+@pytest.mark.parametrize("seed", SEEDS[:3])
+def test_a_measured_pitch_is_kept_when_the_network_depth_is_short(seed):
+    """Focal length, camera height and pitch given as measured, no vehicles, and a network's depth 30 %
+    short (as the shipped network's is on streets unlike its training): the ground rows would take the
+    scale error for a pitch, and the road's edges would then land metres off. The given pitch stays; left
+    as assumed, the same depth moves it."""
+    from sweep_engine.geometry import MODEL_DEPTH_SIGMA
+
+    f = frame(seed, n_vehicles=0, furniture=False)
+    short = (f.depth * 0.7).astype(np.float32)
+    cam = f.camera.with_(height_basis="measured", focal_basis="measured", pitch_basis="measured")
+    kept = calibrate(cam, short, f.seg, [], depth_sigma=MODEL_DEPTH_SIGMA)
+    assert kept.camera.pitch_deg == f.camera.pitch_deg and kept.scale_trust == "low"
+    moved = calibrate(cam.with_(pitch_basis="assumed"), short, f.seg, [], depth_sigma=MODEL_DEPTH_SIGMA)
+    assert abs(moved.camera.pitch_deg - f.camera.pitch_deg) > 0.5
 
 
 @pytest.mark.parametrize("seed", SEEDS[:3])
