@@ -80,6 +80,7 @@ class Look:
     tree_shadows: float                                  # share of the ground in dappled shade
     shadow_cell_m: float                                 # how large the dapples are
     side_shadow: tuple[int, float] | None                # (side, width m) of a building's shade on the road
+    patches: tuple[float, float, float] | None           # asphalt repairs and stains: (share, size m, tone)
     haze_m: float
     windows: tuple[float, float, float] | None          # facade: (spacing m, width m, floor height m)
     glass: tuple[float, float, float]
@@ -88,6 +89,17 @@ class Look:
 def _pick(rng: np.random.Generator, options, spread: float = 0.12) -> tuple[float, float, float]:
     base = np.asarray(options[int(rng.integers(0, len(options)))], np.float32)
     return tuple(float(c) for c in np.clip(base * rng.uniform(1 - spread, 1 + spread, 3), 0, 255))
+
+
+def _patches(seed: int) -> tuple[float, float, float] | None:
+    """Asphalt repairs, wet or oily stains: sharp-edged blotches darker or paler than the road around them,
+    which a network that knows only even asphalt labels pavement or verge, cutting the road's mask short.
+    Drawn from the look's own seed, so that adding them left every other draw of a scene as it was."""
+    rng = np.random.default_rng(seed + 1)
+    if rng.random() >= 0.45:
+        return None
+    tone = rng.uniform(0.5, 0.85) if rng.random() < 0.6 else rng.uniform(1.15, 1.5)
+    return float(rng.uniform(0.05, 0.4)), float(rng.uniform(1.5, 8.0)), float(tone)
 
 
 def draw_look(rng: np.random.Generator) -> Look:
@@ -102,8 +114,9 @@ def draw_look(rng: np.random.Generator) -> Look:
     else:
         zenith = _pick(rng, ((70, 120, 200), (100, 150, 220), (60, 110, 180)), 0.15)
         horizon = _pick(rng, ((180, 205, 230), (210, 215, 220), (200, 190, 170)), 0.08)
+    seed = int(rng.integers(0, 2**31 - 1))
     return Look(
-        seed=int(rng.integers(0, 2**31 - 1)),
+        seed=seed,
         materials=tuple(_pick(rng, _MATERIAL_COLOURS[m]) for m in MATERIALS),
         texture_gain=float(rng.uniform(0.5, 1.6)),
         classes={c: _pick(rng, opts) for c, opts in _CLASS_COLOURS.items()},
@@ -121,6 +134,7 @@ def draw_look(rng: np.random.Generator) -> Look:
         tree_shadows=float(rng.uniform(0.1, 0.45)) if rng.random() < 0.3 else 0.0,
         shadow_cell_m=float(rng.uniform(0.8, 5.0)),
         side_shadow=(int(rng.integers(0, 2)), float(rng.uniform(1.0, 8.0))) if rng.random() < 0.25 else None,
+        patches=_patches(seed),
         haze_m=float(np.exp(rng.uniform(np.log(150), np.log(3000)))),
         windows=(float(rng.uniform(2.2, 4.0)), float(rng.uniform(0.8, 1.6)), float(rng.uniform(2.8, 3.6)))
         if rng.random() < 0.75 else None,
@@ -216,6 +230,12 @@ def paint(look: Look, scene: Scene, d: np.ndarray, depth: np.ndarray, seg: np.nd
                 shade[on] -= 0.2 * joint
         colours = colours * shade[:, None]
         road = mats == MATERIALS.index("asphalt")
+        if road.any() and look.patches is not None:
+            share, size, tone = look.patches
+            field = noise(0, ga[road] + 17.0, gs[road], size) + 0.4 * noise(1, ga[road], gs[road] + 29.0, size / 3)
+            soft = np.maximum(fp[road] / size, 0.02)   # the blotch's edge, blurred by the pixel's footprint
+            blot = np.clip((field - (1 - 2 * share)) / soft, 0, 1)
+            colours[road] = colours[road] * (1 + (tone - 1) * blot)[:, None]
         if road.any():
             cover = _markings(look, scene.street.road_width_m, ga[road], gs[road], fp[road])
             wear = 1 - look.line_wear * np.clip(noise(5, ga[road], gs[road], 0.3) + 0.5, 0, 1)

@@ -15,7 +15,8 @@ entrances, drains, fences, trees, wires, facades):
   look (``synth.look``): each side's verge drawn apart (kerb and pavement,
   kerb and grass, grass, gravel then grass, bare soil, a flush pavement),
   buildings, a hedge or open land behind it, the camera anywhere across the
-  road, textured asphalt (dark to concrete-pale), markings (edge lines, centre
+  road, textured asphalt (dark to concrete-pale) with repairs and
+  stains (since ``sis-synth-train/3``, in 45 % of looks), markings (edge lines, centre
   lines dashed, solid or double, white or yellow, worn), clear or overcast
   sky with clouds, sun and shade, haze. The rest keep the first generator's
   layout and flat palette, so what the networks learnt there stays covered.
@@ -33,7 +34,7 @@ from ..synth import render, street_scene
 from ..synth.look import draw_look
 from . import augment
 
-GENERATOR_VERSION = "sis-synth-train/2"
+GENERATOR_VERSION = "sis-synth-train/3"
 
 
 def generator_id() -> str:
