@@ -154,9 +154,10 @@ async def test_a_sample_is_the_lowest_hashes_at_the_level_that_holds_it(loaded):
 
 async def test_every_way_of_reading_a_sample_gives_the_same_answer(loaded, monkeypatch):
     """The counts from memory (``store._top``) or from the database, read by tile, whole
-    classes or by level (the level index, migration 0016), and the rows bounded exactly or
-    to within a bucket: the same features, in the same order, the same bytes, and the same
-    count, for places and infrastructure, small boxes and the whole extract."""
+    classes or by level (the level index, migration 0016, and the infra index, 0017), and
+    the rows bounded exactly or to within a bucket: the same features, in the same order,
+    the same bytes, and the same count, for places and infrastructure, small boxes and the
+    whole extract."""
     import orjson
     import sqlalchemy as sa
     from coordinator.features import geojson, store
@@ -199,6 +200,23 @@ async def test_every_way_of_reading_a_sample_gives_the_same_answer(loaded, monke
         async with db.engine.connect() as conn:
             plan = " ".join(str(r) for r in await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
         assert "ix_map_features_level" in plan
+    # The infrastructure tool's point classes are read by level at every level, from the
+    # infra index (migration 0017), its condition written as the index's own.
+    from coordinator.core.db.models import INFRA_POINTS_SQL
+    from coordinator.features.classes import is_line
+    points = [c for c in INFRASTRUCTURE if not is_line(c)]
+    assert set(points) == store.INFRA_POINTS and all(f"'{c}'" in INFRA_POINTS_SQL for c in points)
+    with monkeypatch.context() as m:
+        m.setattr(store, "SEEK_COST", 10 ** 9)
+        where = store._box_clause(db, points, boxes[0], loaded.osm.id, await store.class_totals(db, loaded.osm.id),
+                                  min_level=1, levels=await store.level_totals(db, loaded.osm.id))
+    sql = str(sa.select(*store.DOC_COLUMNS).where(where).compile(db.engine.sync_engine,
+                                                               compile_kwargs={"literal_binds": True}))
+    assert INFRA_POINTS_SQL in sql and "tile" not in sql
+    if db.is_sqlite:
+        async with db.engine.connect() as conn:
+            plan = " ".join(str(r) for r in await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+        assert "COVERING INDEX ix_map_features_infra" in plan
 
 
 def test_an_encoding_too_long_for_the_level_index_is_not_stored():

@@ -87,8 +87,11 @@ def line_distance_m(lat: float, lon: float, coords: Sequence[Sequence[float]]) -
 
 
 def line_meets_box(coords: Sequence[Sequence[float]], box: BBox) -> bool:
-    """Whether a polyline touches a bbox (Liang-Barsky on each segment)."""
+    """Whether a polyline touches a bbox (Liang-Barsky on each segment; a first point
+    inside the box, as most of a line's chunks in a large box have, answers at once)."""
     w, s, e, n = box
+    if coords and w <= coords[0][0] <= e and s <= coords[0][1] <= n:
+        return True
     for i in range(max(1, len(coords) - 1)):
         x0, y0 = coords[i][0], coords[i][1]
         x1, y1 = (coords[i + 1][0], coords[i + 1][1]) if len(coords) > 1 else (x0, y0)

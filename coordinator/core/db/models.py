@@ -408,6 +408,11 @@ class PlateStep(Base):
 
 # ---- map features: OpenStreetMap extracts and Overture places (migration 0012) ----
 
+# The infrastructure tool's point classes, as the partial index ix_map_features_infra and
+# the queries that read it write them (migration 0017; features.store).
+INFRA_POINTS_SQL = "cls IN ('comm_tower', 'power_pole', 'power_tower', 'substation')"
+
+
 class _MapFeatureColumns:
     """The columns of a map feature, in the table the tools read and in the load's staging."""
 
@@ -450,6 +455,10 @@ class MapFeature(_MapFeatureColumns, Base):
         # is counted and sampled from its top levels in one range (migration 0016).
         Index("ix_map_features_level", "version_id", "cls", "level", "sample", "lon", "lat", "license", "doc",
               sqlite_where=text("level >= 4"), postgresql_where=text("level >= 4")),
+        # The infrastructure tool's point classes at every level, covering a sample's reads
+        # as the level index does (migration 0017; features.store.INFRA_POINTS_SQL).
+        Index("ix_map_features_infra", "version_id", "cls", "level", "sample", "lon", "lat", "license", "doc",
+              sqlite_where=text(INFRA_POINTS_SQL), postgresql_where=text(INFRA_POINTS_SQL)),
     )
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     version_id: Mapped[int] = mapped_column(BigId, ForeignKey("dataset_versions.id"))
