@@ -18,12 +18,14 @@ query is timed up to its features encoded as JSON, as the tools serve them
 building 2,000 features was as much of an answer's cost as reading them; the rest of an
 answer (caveats, health) is the same for every size. The ingest time is the whole
 ``sis ingest`` path (parse, rows, encodings, inserts, checksum).
-Figures are printed; nothing is asserted.
+Figures are printed, each query's beside the load average when it ended (on a shared
+machine a neighbour's load doubles a 10 ms query); nothing is asserted.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import sys
@@ -108,14 +110,14 @@ async def run_db(label: str, url: str, files: dict, args: argparse.Namespace) ->
             m = max(0.0, h - margin)
             return lat0 + rnd.uniform(-m, m), lon0 + rnd.uniform(-m, m)
 
-        print(f"[{label}] {'query':44s} {'p50 ms':>8s} {'p99 ms':>8s} {'x base':>7s} {'matched (median)':>9s}")
+        print(f"[{label}] {'query':44s} {'p50 ms':>8s} {'p99 ms':>8s} {'x base':>7s} {'matched (median)':>9s} {'load':>5s}")
 
         async def report(name: str, fn, matched) -> None:  # noqa: ANN001
             await fn()          # the first query of a version counts its levels and reads its top ones once (store._top)
             del matched[:]
             xs = await timed(fn, args.queries)
             print(f"[{label}] {name:44s} {statistics.median(xs):8.2f} {pct(xs, 0.99):8.2f} "
-                  f"{statistics.median(xs) / b50:7.1f} {int(statistics.median(matched)):9,}")
+                  f"{statistics.median(xs) / b50:7.1f} {int(statistics.median(matched)):9,} {os.getloadavg()[0]:5.1f}")
 
         for side, what, kind_classes, version, limit in (
                 (0.01, "places bbox", classes.PLACES, places.id, 2000),
