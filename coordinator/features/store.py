@@ -576,7 +576,8 @@ def _in_order(rows: list, by_sample: Any, tie: Any) -> list:
 async def _line_chunks(db: Database, version_id: int, classes: Sequence[str], box: grid.BBox,
                        conn: AsyncConnection | None = None) -> list[dict]:
     """The chunks of line ``classes`` whose centres are in the box widened by half a chunk,
-    in load order; on ``conn`` where the caller holds one."""
+    by id (the move's order: by tile, a line's chunks of one tile in an order of the
+    database's own, which ``_merge`` does not depend on); on ``conn`` where the caller holds one."""
     totals = await class_totals(db, version_id)
     stmt = sa.select(*COLUMNS).where(_box_clause(db, classes, grid.widen(box, grid.CHUNK_DEG / 2 + 1e-9),
                                                  version_id, totals)).order_by(C.id)
@@ -586,16 +587,56 @@ async def _line_chunks(db: Database, version_id: int, classes: Sequence[str], bo
         return [_row(r) for r in await own.execute(stmt)]
 
 
-def _merge(chunks: list[dict]) -> dict:
-    """One feature from its chunks (in load order): a LineString where they join end to
-    end, else a MultiLineString of the runs that do."""
-    runs: list[list[list[float]]] = []
-    for ch in chunks:
+def _runs(chunks: list[dict]) -> list[list[list[float]]]:
+    """A line's chunks joined end to end into runs, whatever order they came in.
+
+    The rows carry no place in their line: the load's move writes a version's rows in
+    (class, tile, level, sample) order, so a line's chunks come tile by tile, and those of
+    one tile (one feature, so one level and sample) are ties the database puts in an order
+    of its own (SQLite kept the extract's, PostgreSQL's sort did not: the same files gave a
+    LineString on one and a MultiLineString of the same points on the other, issue 22).
+    So the chunks are put in an order of their own (by coordinates) and chained by their
+    shared end points: from each chunk no other ends where it starts (a start of the line,
+    or of a piece after a gap), in that order, then any left (a closed ring). Chunks that
+    come already chained from the one start, no two starting at one point, are that chain:
+    joined as they come, without the sort (a 2-degree box's 150 chunks of a power line)."""
+    heads = [(ch["geom"][0][0], ch["geom"][0][1]) for ch in chunks]
+    tails = [(ch["geom"][-1][0], ch["geom"][-1][1]) for ch in chunks]
+    if heads[1:] == tails[:-1] and heads[0] not in tails and len(set(heads)) == len(heads):
+        run = [list(p) for p in chunks[0]["geom"]]
+        for ch in chunks[1:]:
+            run.extend(list(p) for p in ch["geom"][1:])
+        return [run]
+    chunks = sorted(chunks, key=lambda ch: ch["geom"])
+    firsts: dict[tuple[float, float], list[int]] = {}
+    lasts: set[tuple[float, float]] = set()
+    for i, ch in enumerate(chunks):
         pts = ch["geom"]
-        if runs and runs[-1][-1] == pts[0]:
-            runs[-1].extend(pts[1:])
-        else:
-            runs.append([list(p) for p in pts])
+        firsts.setdefault((pts[0][0], pts[0][1]), []).append(i)
+        lasts.add((pts[-1][0], pts[-1][1]))
+    starts = [i for i, ch in enumerate(chunks) if (ch["geom"][0][0], ch["geom"][0][1]) not in lasts]
+    used = [False] * len(chunks)
+    runs: list[list[list[float]]] = []
+    for i in starts + list(range(len(chunks))):
+        if used[i]:
+            continue
+        used[i] = True
+        run = [list(p) for p in chunks[i]["geom"]]
+        while True:
+            nxt = next((j for j in firsts.get((run[-1][0], run[-1][1]), ()) if not used[j]), None)
+            if nxt is None:
+                break
+            used[nxt] = True
+            run.extend(list(p) for p in chunks[nxt]["geom"][1:])
+        runs.append(run)
+    return runs
+
+
+def _merge(chunks: list[dict]) -> dict:
+    """One feature from its chunks: a LineString where they join end to end, else a
+    MultiLineString of the runs that do (``_runs``: the same whichever order the database
+    returned them in)."""
+    runs = _runs(chunks)
     geometry = ({"type": "LineString", "coordinates": runs[0]} if len(runs) == 1
                 else {"type": "MultiLineString", "coordinates": runs})
     first = chunks[0]
@@ -610,7 +651,7 @@ async def lines_in_box(db: Database, version_id: int, classes: Sequence[str], bo
 
 
 def select_near(candidates: Iterable[dict], lat: float, lon: float, radius_m: float, limit: int) -> Found:
-    """Of candidate rows (points, and line chunks in load order), the features within
+    """Of candidate rows (points, and line chunks in any order), the features within
     ``radius_m`` of a point, nearest first, each with ``distanceM`` (to the nearest point
     of a line). Shared by the loaded extracts and the live Overpass answer."""
     hits: list[dict] = []
@@ -626,7 +667,7 @@ def select_near(candidates: Iterable[dict], lat: float, lon: float, radius_m: fl
                 by_fid.setdefault((r["fid"], r["cls"]), []).append({**r, "distanceM": d})
     for chs in by_fid.values():
         hits.append({**_merge(chs), "distanceM": min(ch["distanceM"] for ch in chs)})
-    hits.sort(key=lambda h: h["distanceM"])
+    hits.sort(key=lambda h: (h["distanceM"], h["fid"], h["cls"]))    # ties: not in the database's row order
     return Found(len(hits), hits[:limit], truncated=len(hits) > limit)
 
 
@@ -641,7 +682,8 @@ def select_box(candidates: Iterable[dict], box: grid.BBox, limit: int) -> Found:
                 points.append(r)
         elif grid.line_meets_box(r["geom"], box):
             by_fid.setdefault((r["fid"], r["cls"]), []).append(r)
-    feats = sorted(points + [_merge(v) for v in by_fid.values()], key=lambda r: sample_key(r["fid"]))
+    feats = sorted(points + [_merge(v) for v in by_fid.values()],
+                   key=lambda r: (sample_key(r["fid"]), r["fid"], r["cls"]))     # ties: not in the rows' order
     return Found(len(feats), feats[:limit], truncated=len(feats) > limit)
 
 

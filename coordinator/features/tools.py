@@ -193,7 +193,7 @@ async def place_trends(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     before = await store.fids_in_box(db, old.id, PLACES, box)
 
     def side(ids: set[str], names: dict[str, str | None]) -> dict:
-        picked = sorted(ids, key=store.sample_key)[:TREND_SAMPLES]
+        picked = sorted(ids, key=lambda i: (store.sample_key(i), i))[:TREND_SAMPLES]   # ties: not a set's order
         return {"count": len(ids), "samples": [{"id": i, "name": names[i]} for i in picked]}
 
     return Answer({"covered": True, "from": versions.provenance(old), "to": versions.provenance(new),
