@@ -40,6 +40,16 @@ async def reset_postgres(url: str) -> None:
     await eng.dispose()
 
 
+async def fresh_postgres(url: str) -> str:
+    """The PostgreSQL database at ``url`` emptied and migrated to the newest schema."""
+    await reset_postgres(url)
+    from coordinator.core.db import migrate
+    eng = create_async_engine(url)
+    await migrate.upgrade_async(eng, url)
+    await eng.dispose()
+    return url
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def db_url(request, tmp_path, pg_database) -> str:
     """Each database backend in turn: a fresh SQLite file, then a fresh PostgreSQL schema."""
@@ -47,12 +57,7 @@ async def db_url(request, tmp_path, pg_database) -> str:
         return f"sqlite+aiosqlite:///{tmp_path}/sis.db"
     if not pg_database:
         pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
-    await reset_postgres(pg_database)
-    from coordinator.core.db import migrate
-    eng = create_async_engine(pg_database)
-    await migrate.upgrade_async(eng, pg_database)
-    await eng.dispose()
-    return pg_database
+    return await fresh_postgres(pg_database)
 
 
 @pytest.fixture

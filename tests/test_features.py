@@ -381,15 +381,10 @@ async def test_sqlite_and_postgresql_answer_alike_from_the_same_files(files, ups
     no order of their own, and each database returned them in its own."""
     import dataclasses
     from coordinator.core.access import plans
-    from tests.conftest import reset_postgres
+    from tests.conftest import fresh_postgres
     if not pg_database:
         pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
-    await reset_postgres(pg_database)
-    from coordinator.core.db import migrate
-    from sqlalchemy.ext.asyncio import create_async_engine
-    eng = create_async_engine(pg_database)
-    await migrate.upgrade_async(eng, pg_database)
-    await eng.dispose()
+    await fresh_postgres(pg_database)
 
     boxes = [(LON - 0.01, LAT - 0.01, LON + 0.01, LAT + 0.01), (LON - 0.004, LAT - 0.006, LON + 0.002, LAT),
              (LON - 0.0012, LAT + 0.001, LON + 0.0007, LAT + 0.0031), (LON - 0.009, LAT - 0.002, LON + 0.003, LAT + 0.009),

@@ -21,7 +21,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from coordinator.core.db import Database
-from coordinator.core.db.models import INFRA_POINTS_SQL, DatasetVersion, MapFeature, MapFeatureLoad
+from coordinator.core.db.models import (INFRA_POINT_CLASSES, INFRA_POINTS_SQL, LEAD_LEVEL, DatasetVersion,
+                                        MapFeature, MapFeatureLoad)
 from coordinator.datasets import versions
 from . import geojson, grid
 from .classes import ROADS, is_line
@@ -202,11 +203,10 @@ class Found:
 
 
 SEEK_COST = 20      # an index seek costs about as much as reading this many index entries
-LEAD_LEVEL = 4      # the level index (migration 0016) holds the rows at this level or above
-# The infrastructure tool's point classes, whose rows the infra index (migration 0017) holds
-# at every level; a query names the index's condition as written (INFRA_POINTS_SQL) for
-# either database to use it.
-INFRA_POINTS = frozenset(("comm_tower", "power_pole", "power_tower", "substation"))
+# The level index (migration 0016) holds the rows at LEAD_LEVEL or above, the infra index
+# (migration 0017) the rows of INFRA_POINTS at every level; a query names an index's
+# condition as written (models.INFRA_POINTS_SQL) for either database to use it.
+INFRA_POINTS = frozenset(INFRA_POINT_CLASSES)
 
 
 def _level_index(classes: Sequence[str], min_level: int) -> sa.ColumnElement[bool] | sa.TextClause | None:
@@ -295,7 +295,11 @@ async def level_totals(db: Database, version_id: int) -> Levels:
 
 async def class_totals(db: Database, version_id: int) -> dict[str, int]:
     """Rows per class of a version (from ``level_totals``)."""
-    return {cls: sum(per) for cls, per in (await level_totals(db, version_id)).items()}
+    return _class_totals(await level_totals(db, version_id))
+
+
+def _class_totals(levels: Levels) -> dict[str, int]:
+    return {cls: sum(per) for cls, per in levels.items()}
 
 
 # ``props`` and ``geom`` are read as text and decoded with orjson: SQLAlchemy's JSON type
@@ -463,7 +467,7 @@ async def sample_box(db: Database, version_id: int, classes: Sequence[str], box:
     total, rows, estimated, margin = 0, [], False, 0
     if points:
         levels = await level_totals(db, version_id)
-        totals = {cls: sum(per) for cls, per in levels.items()}
+        totals = _class_totals(levels)
         counts: list[tuple[int, int, int]] = []       # (level, bucket, entries)
         async with db.engine.connect() as conn:
             top = await _top(db, conn, version_id, points, levels)

@@ -8,7 +8,7 @@ rows from the query index with a table lookup each (about 4 ms of the 2-degree c
 10 on SQLite). Here they are one range per class, as places' top levels are in the level
 index, for a few MB per million such rows (coordinator/features/store.py, ``_box_clause``).
 
-The condition is written as ``features.store.INFRA_POINTS_SQL`` writes it into a query:
+The condition is written as ``models.INFRA_POINTS_SQL`` writes it into a query:
 both databases use a partial index only where the query's own terms imply its condition.
 
 Revision ID: 0017
@@ -23,7 +23,7 @@ down_revision = "0016"
 branch_labels = None
 depends_on = None
 
-# features.store.INFRA_POINTS_SQL
+# models.INFRA_POINTS_SQL, frozen here as of this revision
 INFRA_POINTS_SQL = "cls IN ('comm_tower', 'power_pole', 'power_tower', 'substation')"
 
 

@@ -408,9 +408,12 @@ class PlateStep(Base):
 
 # ---- map features: OpenStreetMap extracts and Overture places (migration 0012) ----
 
-# The infrastructure tool's point classes, as the partial index ix_map_features_infra and
-# the queries that read it write them (migration 0017; features.store).
-INFRA_POINTS_SQL = "cls IN ('comm_tower', 'power_pole', 'power_tower', 'substation')"
+# The partial indexes' conditions, as the queries that read them write them (features.store):
+# the level index holds the rows at LEAD_LEVEL or above (migration 0016), the infra index
+# the infrastructure tool's point classes at every level (migration 0017).
+LEAD_LEVEL = 4
+INFRA_POINT_CLASSES = ("comm_tower", "power_pole", "power_tower", "substation")
+INFRA_POINTS_SQL = "cls IN (" + ", ".join(f"'{c}'" for c in INFRA_POINT_CLASSES) + ")"
 
 
 class _MapFeatureColumns:
@@ -454,9 +457,9 @@ class MapFeature(_MapFeatureColumns, Base):
         # Levels 4 and above only, covering a sample's reads: a box holding much of a version
         # is counted and sampled from its top levels in one range (migration 0016).
         Index("ix_map_features_level", "version_id", "cls", "level", "sample", "lon", "lat", "license", "doc",
-              sqlite_where=text("level >= 4"), postgresql_where=text("level >= 4")),
+              sqlite_where=text(f"level >= {LEAD_LEVEL}"), postgresql_where=text(f"level >= {LEAD_LEVEL}")),
         # The infrastructure tool's point classes at every level, covering a sample's reads
-        # as the level index does (migration 0017; features.store.INFRA_POINTS_SQL).
+        # as the level index does (migration 0017; INFRA_POINTS_SQL).
         Index("ix_map_features_infra", "version_id", "cls", "level", "sample", "lon", "lat", "license", "doc",
               sqlite_where=text(INFRA_POINTS_SQL), postgresql_where=text(INFRA_POINTS_SQL)),
     )
