@@ -121,11 +121,11 @@ async def _serve(settings, sockets: list, worker: tuple[int, int] | None = None)
     settle_gc()
     db_label = "embedded SQLite" if settings.is_sqlite else "PostgreSQL"
     if worker is None:
-        print(f"sis {__version__}: serving on http://{settings.host}:{port} ({db_label}"
-              f"{', demo data' if settings.demo else ''}); Ctrl-C stops", flush=True)
+        say(f"sis {__version__}: serving on http://{settings.host}:{port} ({db_label}"
+            f"{', demo data' if settings.demo else ''}); Ctrl-C stops")
     else:
-        print(f"sis {__version__}: worker {worker[0] + 1} of {worker[1]} (pid {os.getpid()}) serving on "
-              f"http://{settings.host}:{port}", flush=True)
+        say(f"sis {__version__}: worker {worker[0] + 1} of {worker[1]} (pid {os.getpid()}) serving on "
+            f"http://{settings.host}:{port}")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -134,6 +134,15 @@ async def _serve(settings, sockets: list, worker: tuple[int, int] | None = None)
     server.stop()
     await services.close()
     return 0
+
+
+def say(line: str) -> None:
+    """One line to stdout in one write. ``print`` writes the text and its newline apart,
+    and with unbuffered output (PYTHONUNBUFFERED, as containers often run) that is two
+    writes: the workers of ``--workers`` share one stdout, so their lines could interleave
+    mid-line for whatever reads the log line by line."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 WORKER_RESTARTS = 3     # per worker, over the supervisor's life, before it gives up
@@ -205,8 +214,7 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
     for i in range(n):
         spawn(i)
     port = sockets[0].getsockname()[1]
-    print(f"sis {__version__}: {n} workers serving on http://{settings.host}:{port} (PostgreSQL); "
-          "Ctrl-C stops", flush=True)
+    say(f"sis {__version__}: {n} workers serving on http://{settings.host}:{port} (PostgreSQL); Ctrl-C stops")
     failed = False
     stop_deadline = None
     while children:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -64,17 +66,30 @@ class Workers:
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.output: list[str] = []
+        self._reader: threading.Thread | None = None
 
     async def ready(self, timeout: float = 90) -> None:
-        loop = asyncio.get_running_loop()
-        t0 = time.monotonic()
-        serving = 0
-        while serving < self.n:
-            assert time.monotonic() - t0 < timeout, "workers did not start:\n" + "".join(self.output)
-            line = await loop.run_in_executor(None, self.proc.stdout.readline)
-            assert line, "sis serve ended:\n" + "".join(self.output)
+        """Until every worker has said it serves. The output is read by a thread of its
+        own, so the deadline holds even while a worker says nothing (a blocking read
+        would wait past it), and the pipe never fills while the test runs."""
+        if self._reader is None:
+            self._reader = threading.Thread(target=self._read, daemon=True)
+            self._reader.start()
+        deadline = time.monotonic() + timeout
+        while len(re.findall(r"worker \d+ of \d+ \(pid \d+\) serving on", "".join(self.output))) < self.n:
+            assert self.proc.poll() is None, "sis serve ended:\n" + "".join(self.output)
+            assert time.monotonic() < deadline, "workers did not start:\n" + "".join(self.output)
+            await asyncio.sleep(0.05)
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
             self.output.append(line)
-            serving += " worker " in line and "serving on" in line
+
+    def log(self) -> str:
+        """Everything the processes printed (whole once they have ended)."""
+        if self._reader is not None:
+            self._reader.join(10)
+        return "".join(self.output)
 
     def worker_pids(self) -> list[int]:
         text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
@@ -165,7 +180,7 @@ async def test_two_worker_processes_share_jobs_limits_and_revocation(pg_url, pho
     finally:
         code = workers.stop()
         await db.close()
-    assert code == 0, "".join(workers.output) + (workers.proc.stdout.read() or "")
+    assert code == 0, workers.log()
 
 
 def test_more_than_one_worker_is_refused_on_sqlite_in_one_line(tmp_path, capsys):
@@ -256,4 +271,4 @@ async def test_a_worker_killed_mid_batch_loses_nothing(pg_url, photos):  # noqa:
     finally:
         code = workers.stop()
         await db.close()
-    assert code == 0, "".join(workers.output) + (workers.proc.stdout.read() or "")
+    assert code == 0, workers.log()
