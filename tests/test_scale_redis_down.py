@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from coordinator.core.access.meter import RateLimiter
+from coordinator.core.cache import RedisAnswerCache
 from tests.support import free_port, make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import REDIS_URL, burst, unique_prefix
 
@@ -148,3 +149,28 @@ async def test_redis_stopping_mid_run_falls_back_per_process_and_sharing_resumes
         await stop_coordinator(b)
         if proxy.server is not None and proxy.server.is_serving():
             await proxy.stop()
+
+
+@needs_redis
+async def test_a_redis_restarted_between_requests_is_used_again_without_a_fallback():
+    """A restart leaves every idle pooled connection closed. The next commands are sent
+    once more on new connections, so neither the limiter nor the answer cache falls back
+    to its own process's windows for RETRY_S while Redis answers (before that retry, the
+    first request after the restart did: fallbacks 1)."""
+    proxy = await RedisProxy(REDIS_URL).start()
+    limiter = RateLimiter(proxy.url, unique_prefix())
+    cache = RedisAnswerCache(proxy.url, unique_prefix())
+    try:
+        await asyncio.gather(*(limiter.hit(1000, "idle") for _ in range(20)))     # 20 pooled connections
+        await asyncio.gather(*(cache.get(f"k{i}") for i in range(20)))
+        assert len(limiter._pool._available_connections) > 1
+        await proxy.stop()
+        await proxy.start()
+        windows = await asyncio.gather(*(limiter.hit(1000, "idle") for _ in range(20)))
+        assert limiter.fallbacks == 0 and not limiter.degraded
+        assert min(w.remaining for w in windows) == 1000 - 40          # all 40 counted in the shared window
+        assert await asyncio.gather(*(cache.get(f"k{i}") for i in range(20))) == [None] * 20   # no error raised
+    finally:
+        await limiter.close()
+        await cache.close()
+        await proxy.stop()

@@ -237,7 +237,7 @@ class RedisAnswerCache(AnswerCache):
         super().__init__(clock=clock, handover_s=handover_s)
         from redis.asyncio import Redis
 
-        self.redis = Redis.from_url(url, socket_connect_timeout=self.TIMEOUT_S, socket_timeout=self.TIMEOUT_S)
+        self.redis = Redis.from_url(url, **redis_link(self.TIMEOUT_S))
         self.prefix = f"{prefix}:cache"
         self.lock_s = lock_s
         self.local = AnswerCache(clock=clock, handover_s=handover_s)   # while Redis does not answer
@@ -380,6 +380,22 @@ def _redis_down_errors() -> tuple[type[BaseException], ...]:
 
 
 _REDIS_DOWN = _redis_down_errors()
+
+
+def redis_link(timeout_s: float) -> dict:
+    """The options of every Redis client of a coordinator: connecting and each reply
+    bounded by ``timeout_s``, and a command that meets a closed connection sent once more
+    at once on a new one. A restarted Redis leaves every idle pooled connection closed,
+    and without that one retry each would fail one request and put its process on its own
+    windows and cache for ``RETRY_S`` though Redis answers. A timeout is not retried: a
+    Redis that does not answer must not hold a request twice as long."""
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    return {"socket_connect_timeout": timeout_s, "socket_timeout": timeout_s,
+            "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+            "retry_on_error": [RedisConnectionError]}
 
 
 def make_cache(redis_url: str, prefix: str) -> AnswerCache:

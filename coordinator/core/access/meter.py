@@ -27,6 +27,7 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from sqlalchemy import bindparam, select, tuple_, update
 from sqlalchemy.exc import DBAPIError
 
+from coordinator.core.cache import redis_link
 from coordinator.core.db import Database
 from coordinator.core.db.models import AccessKey, AccessUsage, EmbedToken
 from coordinator.core.access.credentials import aware
@@ -118,8 +119,7 @@ class RateLimiter:
             # A blocking pool: a burst of concurrent requests waits for a connection
             # instead of failing with "too many connections".
             self._pool = BlockingConnectionPool.from_url(redis_url, max_connections=32, timeout=10,
-                                                         socket_connect_timeout=self.TIMEOUT_S,
-                                                         socket_timeout=self.TIMEOUT_S)
+                                                         **redis_link(self.TIMEOUT_S))
             uri = "async+" + redis_url if not redis_url.startswith("async+") else redis_url
             self.storage: Storage = RedisStorage(uri, implementation="redispy", key_prefix=f"{prefix}:rl",
                                                  connection_pool=self._pool)
