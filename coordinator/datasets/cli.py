@@ -1,5 +1,5 @@
-"""``sis ingest KIND PATH`` and ``sis datasets list``: loading files and seeing what was
-loaded, from the command line."""
+"""``sis ingest KIND PATH``, ``sis datasets list`` and ``sis datasets drop``: loading
+files, seeing what was loaded and deleting what is no longer wanted, from the command line."""
 from __future__ import annotations
 
 import argparse
@@ -27,6 +27,13 @@ def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
     dl = dsub.add_parser("list", help="every dataset version: id, kind, state, counts, extent, license, sha256")
     dl.add_argument("--kind", help="only versions of this kind")
     db_arg(dl)
+    dd = dsub.add_parser("drop", help="delete what dataset versions stored (rows, files); their records are kept, "
+                                      "marked dropped")
+    dd.add_argument("ids", metavar="VERSION", type=int, nargs="+", help="version ids, as sis datasets list shows")
+    dd.add_argument("--crashed", action="store_true",
+                    help="also drop versions still marked loading: only when no sis ingest is running")
+    db_arg(dd)
+    dd.set_defaults(run=lambda a: asyncio.run(drop_datasets(a, settings_of(a))))
     dk = dsub.add_parser("kinds", help="the kinds this coordinator can ingest")
     dk.set_defaults(run=lambda a: kinds_list())
     dl.set_defaults(run=lambda a: asyncio.run(list_datasets(a, settings_of(a))))
@@ -107,12 +114,36 @@ async def list_datasets(args: argparse.Namespace, settings) -> int:  # noqa: ANN
         for v in rows:
             box = extent_of(v)
             extent = ",".join(f"{x:.5g}" for x in box) if box else "-"
-            note = v.error if v.state == "failed" else (
+            note = v.error if v.state == "failed" else "" if v.state == "dropped" else (
                 f"first bad: {v.bad_samples[0]}" if v.bad_samples else "")
             print(f"{v.id:7d} {v.kind:16} {v.state:7} {iso(v.loaded_at):20} {v.records:9d} {v.bad_records:6d} "
                   f"{extent:36} {v.license:16} {(v.sha256 or '-')[:12]:12} {v.source}"
                   f"{'  (' + note + ')' if note else ''}")
         print(f"{len(rows)} dataset versions")
+        return 0
+
+    return await with_database(settings, work, "sis datasets")
+
+
+async def drop_datasets(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
+    from coordinator.core.db.migrate import with_database
+    from . import drop
+
+    async def work(db) -> int:  # noqa: ANN001
+        try:
+            chosen = await drop.check(db, args.ids, crashed=args.crashed)
+        except drop.DropError as exc:
+            print(f"sis datasets drop: {exc}; nothing dropped", file=sys.stderr)
+            return 2
+        for v in chosen:
+            d = await drop.drop(db, v, settings.data_dir)
+            done = [part for part, did in (("its rows deleted", KINDS.get(v.kind).discard is not None),
+                                           (f"its files removed ({d.folder})", d.folder is not None)) if did]
+            now = (f"the newest ready {v.kind} version is {d.newest.id}" if d.newest
+                   else f"no {v.kind} version is ready now: its answers say none is loaded")
+            head = "was dropped already: what was left of it deleted" if d.again else (
+                "dropped: " + (" and ".join(done) or "it stored nothing"))
+            print(f"version {v.id} of {v.kind} {head}; {now}")
         return 0
 
     return await with_database(settings, work, "sis datasets")

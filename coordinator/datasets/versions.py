@@ -12,6 +12,7 @@ from coordinator.core.db.models import DatasetVersion
 from coordinator.core.honesty import SourceReport
 
 LOADING, READY, FAILED = "loading", "ready", "failed"
+DROPPED = "dropped"            # its rows and files deleted by ``sis datasets drop``, its record kept
 BAD_SAMPLES_KEPT = 20          # the first bad records' reasons kept with the version
 
 

@@ -336,7 +336,8 @@ class DatasetVersion(Base):
     from where, under which license, the file's sha256, its extent and its counts. The
     rows a kind writes carry this id, and answers name it. ``state`` is ``loading`` from
     the start of the load, then ``ready`` or ``failed``: a load that crashed stays
-    ``loading`` for all to see, and only ``ready`` versions are ever served."""
+    ``loading`` for all to see, and only ``ready`` versions are ever served. ``sis datasets
+    drop`` deletes what a version stored and marks it ``dropped``."""
 
     __tablename__ = "dataset_versions"
     __table_args__ = (Index("ix_dataset_versions_kind_state", "kind", "state", "id"),)

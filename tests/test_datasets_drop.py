@@ -1,0 +1,141 @@
+"""``sis datasets drop``: a version's rows and files deleted and its record kept, marked
+dropped; answers go on from the versions left; refusals change nothing; a drop run again
+finishes one cut short."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import sqlalchemy as sa
+
+from coordinator.core.db import Database, migrate
+from coordinator.datasets import drop, ingest, versions
+from coordinator.datasets.kinds import KINDS, DatasetKind
+from coordinator.features import store
+from tests.test_datasets import cli, discard_points, load_points, make_table, point, rows_of, write_seq
+from tests.test_sites import LAT, LON, c, files  # noqa: F401 - fixtures
+
+
+async def load_files(load: ingest.Load) -> None:
+    """A kind that keeps files: the file copied into the version's own folder."""
+    (load.folder() / "copy.txt").write_bytes(load.open().read())
+    load.accepted()
+
+
+ROWS = DatasetKind(name="test-rows", description="points kept as rows, discarded by version (tests only)",
+                   license="CC0-1.0", suffixes=(".geojsons",), load=load_points, discard=discard_points)
+FILES = DatasetKind(name="test-files", description="a file kept in the version's folder (tests only)",
+                    license="CC0-1.0", suffixes=(".txt",), load=load_files)
+
+
+async def place_rows(db, version_id: int) -> int:  # noqa: ANN001
+    async with db.read() as s:
+        return await s.scalar(sa.select(sa.func.count()).select_from(store.TABLE)
+                              .where(store.C.version_id == version_id))
+
+
+async def test_dropping_versions_deletes_their_rows_and_files_and_answers_go_on_from_the_rest(c, files):  # noqa: F811
+    db, data = c.services.db, c.services.settings.data_dir
+    old_places = await ingest.run(db, "places", files["places"])
+    new_places = await ingest.run(db, "places", files["places"])
+    old_pop = await ingest.run(db, "population", files["pop"], data_dir=data)
+    new_pop = await ingest.run(db, "population", files["pop"], data_dir=data)
+    box = f"{LON - 0.01},{LAT - 0.01},{LON + 0.01},{LAT + 0.01}"
+    assert (await c.get(f"/earth/place-trends?bbox={box}")).json()["covered"] is True    # two snapshots
+    assert await place_rows(db, old_places.id) > 1000
+
+    chosen = await drop.check(db, [old_places.id, new_pop.id])
+    out = [await drop.drop(db, v, data) for v in chosen]
+    assert [d.version.state for d in out] == ["dropped", "dropped"] and not any(d.again for d in out)
+    assert out[0].folder is None and out[0].newest.id == new_places.id
+    assert out[1].folder is not None and not out[1].folder.exists() and out[1].newest.id == old_pop.id
+    assert await place_rows(db, old_places.id) == 0 and await place_rows(db, new_places.id) > 1000
+    assert [v.id for v in await versions.newest_ready(db, "population", 5)] == [old_pop.id]
+
+    # The places answered from the one version left, trends from one snapshot (unknown, not zero),
+    # and the population from the older grid, whose files are untouched. (A box not asked
+    # before: an answer cached before the drop is served until its time to live is up.)
+    box = f"{LON - 0.011},{LAT - 0.011},{LON + 0.011},{LAT + 0.011}"
+    trends = (await c.get(f"/earth/place-trends?bbox={box}")).json()
+    assert trends["covered"] is False and "holds 1 snapshot" in trends["reason"]
+    body = (await c.get(f"/earth/site-intel?lat={LAT}&lon={LON}&radius=610")).json()
+    people = next(cn for cn in body["contributions"] if cn["feature"] == "population")
+    assert people["value"] > 0 and people["confidence"] != "unknown"
+
+    # Run again (as after a drop cut short): what is left is deleted, and it says so.
+    again = await drop.drop(db, (await drop.check(db, [old_places.id]))[0], data)
+    assert again.again and again.version.state == "dropped"
+
+
+@pytest.fixture
+def drop_kinds():
+    for kind in (ROWS, FILES):
+        KINDS.register(kind)
+    yield
+    for kind in (ROWS, FILES):
+        KINDS.remove(kind.name)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_the_cli_drops_refuses_in_one_line_and_lists_dropped_versions(backend, drop_kinds, tmp_path, capsys,
+                                                                       monkeypatch, pg_database):
+    if backend == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path}/sis.db"
+    else:
+        if not pg_database:
+            pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
+        from tests.conftest import reset_postgres
+        asyncio.run(reset_postgres(pg_database))
+        url = pg_database
+    monkeypatch.setenv("SIS_DATA_DIR", str(tmp_path / "data"))
+
+    async def prepare() -> int:
+        db = Database(url)
+        await migrate.upgrade_async(db.write_engine, url)
+        await make_table(db)
+        crashed = await versions.create(db, "test-rows", source="a load killed midway", license="CC0-1.0",
+                                        file_name="x.geojsons", file_bytes=1)
+        await db.close()
+        return crashed.id
+
+    crashed = asyncio.run(prepare())                                                   # version 1, loading
+    points = write_seq(tmp_path / "p.geojsons", [point(7, 8, "a"), point(9, 10, "b")])
+    (tmp_path / "f.txt").write_text("kept in a folder")
+    for kind, path in (("test-rows", points), ("test-rows", points), ("test-files", tmp_path / "f.txt")):
+        assert cli(capsys, "ingest", kind, str(path), "--database", url)[0] == 0    # versions 2, 3, 4
+    folder = tmp_path / "data" / "test-files" / "4"
+    assert (folder / "copy.txt").read_text() == "kept in a folder"
+
+    # Refusals name the first version that cannot go, and nothing is dropped.
+    for ids, why in ((["2", "99"], "no dataset version 99 (sis datasets list shows them)"),
+                     (["2", str(crashed)], f"version {crashed} of test-rows is still loading, or its load stopped "
+                                           "without ending it: if no `sis ingest` is running, drop it with "
+                                           "--crashed")):
+        rc, out, err = cli(capsys, "datasets", "drop", *ids, "--database", url)
+        assert (rc, out, err) == (2, [], [f"sis datasets drop: {why}; nothing dropped"])
+
+    async def counts() -> list[int]:
+        db = Database(url)
+        try:
+            return [len(await rows_of(db, v)) for v in (2, 3)]
+        finally:
+            await db.close()
+
+    assert asyncio.run(counts()) == [2, 2]
+
+    rc, out, err = cli(capsys, "datasets", "drop", "2", "4", str(crashed), "--crashed", "--database", url)
+    assert rc == 0 and err == [] and out == [
+        "version 2 of test-rows dropped: its rows deleted; the newest ready test-rows version is 3",
+        f"version 4 of test-files dropped: its files removed ({folder}); "
+        "no test-files version is ready now: its answers say none is loaded",
+        f"version {crashed} of test-rows dropped: its rows deleted; the newest ready test-rows version is 3"]
+    assert asyncio.run(counts()) == [0, 2] and not folder.exists()
+
+    rc, out, err = cli(capsys, "datasets", "drop", "2", "--database", url)
+    assert rc == 0 and out == ["version 2 of test-rows was dropped already: what was left of it deleted; "
+                               "the newest ready test-rows version is 3"]
+
+    rc, out, err = cli(capsys, "datasets", "list", "--database", url)
+    states = {line.split()[0]: line.split()[2] for line in out[1:-1]}
+    assert states == {"1": "dropped", "2": "dropped", "3": "ready", "4": "dropped"}
+    assert "a load killed midway" in out[1]          # the record kept: what was loaded and from where
