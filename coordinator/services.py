@@ -95,9 +95,10 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
 
 
 def _demo_data_dir(settings: Settings) -> Settings:
-    """Demo mode keeps its loaded files in a folder of its own database's: the files of a
-    version live under its id, and two demo databases (a test's, the last run's) number
-    their versions alike, so one shared folder would hand one the other's files."""
+    """Demo mode keeps its loaded files in a folder of its own database's, apart from the
+    data an operator loads. (Before migration 0018 a version's files lived under its id
+    alone, and two demo databases, a test's and the last run's, numbered their versions
+    alike; a demo database loaded then still finds its grid here.)"""
     tag = hashlib.sha256(settings.database_url.encode()).hexdigest()[:12]
     return settings.model_copy(update={"data_dir": str(Path(settings.data_dir) / f"demo-{tag}")})
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from coordinator.cli import main
-from coordinator.datasets import ingest
+from coordinator.datasets import ingest, versions
 from coordinator.grids import synthetic
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import key
@@ -65,7 +65,7 @@ async def test_with_no_grid_loaded_depths_are_unknown_never_zero(c):
 async def test_a_loaded_grid_answers_points_with_their_class_named(c, pair):
     v = await load(c, pair)
     assert v.records == 240 * 240 and [v.west, v.south, v.east, v.north] == pytest.approx(list(BOX))
-    folder = c.services.settings.data_dir + f"/bathymetry/{v.id}"
+    folder = versions.folder_of(c.services.settings.data_dir, v)
     r = await c.get("/public/v1/anon/bathymetry?lat=-3.5&lon=11")
     body = r.json()
     assert r.status == 200 and list(body)[0] == "caveats" and body["health"]["degraded"] is False
@@ -84,8 +84,7 @@ async def test_a_loaded_grid_answers_points_with_their_class_named(c, pair):
     out = (await c.get("/public/v1/anon/bathymetry?lat=20&lon=13")).json()
     assert out["depthM"] == {"value": None, "confidence": "unknown"}
     assert any("outside the loaded grid" in cv for cv in out["caveats"])
-    import os
-    assert sorted(os.listdir(folder)) == ["elevation.nc", "manifest.json", "tid.nc"]
+    assert sorted(p.name for p in folder.iterdir()) == ["elevation.nc", "manifest.json", "tid.nc"]
 
 
 async def test_a_profile_states_its_spacing_and_each_samples_measured_flag(c, pair):
@@ -149,8 +148,7 @@ async def test_a_load_without_its_tid_grid_or_with_a_mismatched_one_fails_cleanl
         await ingest.run(c.services.db, "bathymetry", pair[0], companions={"tid": other},
                          data_dir=c.services.settings.data_dir)
     assert err.value.version.state == "failed"
-    import os
-    assert not os.path.exists(c.services.settings.data_dir + f"/bathymetry/{err.value.version.id}")
+    assert not versions.folder_of(c.services.settings.data_dir, err.value.version).exists()
     body = (await c.get("/public/v1/anon/bathymetry?lat=-3.5&lon=11")).json()
     assert body["health"]["degraded"] is True and body["depthM"]["value"] is None
 
@@ -163,7 +161,7 @@ def test_sis_ingest_takes_the_tid_grid_as_an_option(pair, tmp_path, capsys, monk
     rc = main(["ingest", "bathymetry", str(pair[0]), "--tid", str(pair[1]), "--database", url])
     out = capsys.readouterr()
     assert rc == 0 and out.out.startswith("version 1 of bathymetry ready: 57600 records, 0 bad"), out
-    assert (tmp_path / "data" / "bathymetry" / "1" / "tid.nc").is_file()
+    assert [p.parent.name[:2] for p in (tmp_path / "data" / "bathymetry").glob("*/tid.nc")] == ["1-"]
     rc = main(["ingest", "bathymetry", str(pair[0]), "--database", url])
     assert rc == 2 and "needs --tid" in capsys.readouterr().err
     rc = main(["ingest", "pb2002", str(pair[0]), "--tid", str(pair[1]), "--database", url])

@@ -85,6 +85,14 @@ async def discard_points(db: Database, version_id: int) -> None:
         await s.execute(text(f"DELETE FROM {TABLE} WHERE version_id = :v"), {"v": version_id})
 
 
+async def load_files(load: ingest.Load) -> None:
+    """A kind that keeps files: the file copied into the version's own folder."""
+    (load.folder() / "copy.txt").write_bytes(load.open().read())
+    load.accepted()
+
+
+FILES = DatasetKind(name="test-files", description="a file kept in the version's folder (tests only)",
+                    license="CC0-1.0", suffixes=(".txt",), load=load_files)
 POINTS = DatasetKind(name="test-points", description="points as a GeoJSON text sequence (tests only)",
                      license="CC0-1.0", suffixes=(".geojsons", ".geojsonl"), load=load_points)
 FAILING = DatasetKind(name="test-failing", description="points whose load fails on line 3 (tests only)",
@@ -284,6 +292,35 @@ def test_production_kinds_are_the_capabilities_own():
 
 def production_kinds() -> list[str]:
     return [n for n in KINDS.names() if not n.startswith("test-")]
+
+
+async def test_a_database_made_afresh_beside_an_old_data_directory_loads_into_folders_of_its_own(tmp_path):
+    """Version ids are a database's own: a database made afresh (its file removed) numbers
+    from 1 again beside the folders the old one left in the data directory. Each version
+    keeps its files in a folder of its own, so the new load neither fails on the old
+    folder nor takes the old files for its own; a version loaded before folders were
+    named (migration 0018) keeps KIND/ID."""
+    registry = KindRegistry()
+    registry.register(FILES)
+    data, text = tmp_path / "data", tmp_path / "f.txt"
+    loaded = []
+    for content in ("the first database's", "the second's"):
+        text.write_text(content)
+        url = f"sqlite+aiosqlite:///{tmp_path}/{len(loaded)}.db"
+        db = Database(url)
+        try:
+            await migrate.upgrade_async(db.write_engine, url)
+            v = await ingest.run(db, "test-files", text, registry=registry, data_dir=data)
+        finally:
+            await db.close()
+        loaded.append(v)
+    assert [v.id for v in loaded] == [1, 1] and [v.state for v in loaded] == ["ready", "ready"]
+    first, second = (versions.folder_of(data, v) for v in loaded)
+    assert first != second and first.parent == second.parent == data / "test-files"
+    assert (first / "copy.txt").read_text() == "the first database's"
+    assert (second / "copy.txt").read_text() == "the second's"
+    loaded[0].folder = None
+    assert versions.folder_of(data, loaded[0]) == data / "test-files" / "1"
 
 
 # ---- the command line ----------------------------------------------------------

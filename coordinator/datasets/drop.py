@@ -74,7 +74,7 @@ async def drop(db: Database, version: DatasetVersion, data_dir: str | Path | Non
         await kind.discard(db, version.id)
     folder = None
     if data_dir is not None:
-        candidate = Path(data_dir) / version.kind / str(version.id)
+        candidate = versions.folder_of(data_dir, version)
         if candidate.is_dir():
             shutil.rmtree(candidate)
             folder = candidate

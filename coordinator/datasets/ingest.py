@@ -109,13 +109,14 @@ class Load:
     _read_elsewhere: bool = False
     companions: dict[str, Path] = field(default_factory=dict)   # the kind's companion files, by option
     data_dir: Path | None = None
+    folder_name: str = ""          # the version's folder, relative to ``data_dir``
 
     def folder(self) -> Path:
-        """This version's own folder in the data directory (``SIS_DATA_DIR/KIND/VERSION``),
+        """This version's own folder in the data directory (``versions.folder_of``),
         made empty, for a kind that keeps files rather than rows (a grid read in windows)."""
         if self.data_dir is None:
             raise RuntimeError(f"a {self.kind.name} load keeps files: it needs a data directory (SIS_DATA_DIR)")
-        folder = Path(self.data_dir) / self.kind.name / str(self.version_id)
+        folder = Path(self.data_dir) / self.folder_name
         folder.mkdir(parents=True, exist_ok=False)
         return folder
 
@@ -253,7 +254,7 @@ async def run(db: Database, kind_name: str, path: str | Path, *, license: str | 
 
     load = Load(kind=kind, path=path, version_id=version.id, db=db, file_bytes=size, _progress=progress,
                 license=version.license, companions=given,
-                data_dir=Path(data_dir) if data_dir is not None else None)
+                data_dir=Path(data_dir) if data_dir is not None else None, folder_name=version.folder)
     try:
         await kind.load(load)
         sha = load._sha256()

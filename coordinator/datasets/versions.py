@@ -2,8 +2,10 @@
 or failed when it ends, and read by the answers that name the version they came from."""
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 from sqlalchemy import select, update
 
@@ -43,7 +45,17 @@ async def create(db: Database, kind: str, *, source: str, license: str, file_nam
                              records=0, bad_records=0, bad_samples=[], error=None)
     async with db.write() as s:
         s.add(version)
+        await s.flush()
+        version.folder = f"{kind}/{version.id}-{secrets.token_hex(4)}"
     return version
+
+
+def folder_of(data_dir: str | Path, version: DatasetVersion) -> Path:
+    """Where a version of a kind that keeps files keeps them: the folder its load named
+    (``KIND/ID-TOKEN``, unique, so that a database made afresh beside the data directory
+    of another never takes that one's files for its own, nor fails on its folders), or
+    ``KIND/ID`` for versions loaded before migration 0018."""
+    return Path(data_dir) / (version.folder or f"{version.kind}/{version.id}")
 
 
 async def _end(db: Database, version_id: int, **values) -> DatasetVersion:  # noqa: ANN003

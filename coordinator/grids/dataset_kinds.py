@@ -2,7 +2,7 @@
 (netCDF), loaded by ``sis ingest bathymetry GEBCO_2025.nc --tid GEBCO_2025_TID.nc``.
 
 The files are kept, not turned into rows: each is copied into the version's folder of the
-data directory (``store.folder_of``), the elevation file through ``load.open`` so it is
+data directory (``versions.folder_of``), the elevation file through ``load.open`` so it is
 checksummed in the same pass, then both are opened and checked to be one grid (axes,
 variables, types) without reading their cells. The version's records are the grid's cells
 and its extent the grid's edges. A load that fails removes its folder. GeoTIFF tiles are

@@ -30,8 +30,6 @@ DOIS = {2025: "10.5285/37c52e96-24ea-67ce-e063-7086abc05f29"}   # UPSTREAMS.md Â
 _EXTRA = "bathymetry_grids"
 
 
-def folder_of(data_dir: str | Path, version_id: int) -> Path:
-    return Path(data_dir) / KIND / str(version_id)
 
 
 def citation(title: str, file_name: str) -> str:
@@ -62,7 +60,7 @@ async def current(services: Any) -> Loaded:
     if version is None:
         report.error = f"no {KIND} grid has been loaded: sis ingest {KIND} GRID.nc --tid TID.nc"
         return Loaded(None, report, {}, LICENSE)
-    folder = folder_of(services.settings.data_dir, version.id)
+    folder = versions.folder_of(services.settings.data_dir, version)
     grids: dict[Path, Loaded] | None = services.extras.get(_EXTRA)
     if grids is None:
         grids = services.extras[_EXTRA] = {}

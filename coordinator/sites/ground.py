@@ -166,7 +166,7 @@ async def covering(db, kind: str, box) -> tuple[Any, SourceReport]:  # noqa: ANN
 def population_grid(data_dir: str | Path, version) -> population.Grid:  # noqa: ANN001
     """A loaded version's grid, opened (manifest read, cells memory-mapped) once per process:
     a ready version's files never change, and every brief and site score asks for it."""
-    return _open_grid(Path(data_dir) / population.KIND / str(version.id))
+    return _open_grid(versions.folder_of(data_dir, version))
 
 
 @functools.lru_cache(maxsize=8)

@@ -359,6 +359,9 @@ class DatasetVersion(Base):
     east: Mapped[float | None] = mapped_column(Float, nullable=True)
     north: Mapped[float | None] = mapped_column(Float, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Its folder in the data directory, for a kind that keeps files (migration 0018); None
+    # for versions loaded before, whose folder is KIND/ID.
+    folder: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 # ---- rejected ground swept again (migration 0009) ----
