@@ -183,7 +183,7 @@ async def test_every_way_of_reading_a_sample_gives_the_same_answer(loaded, monke
             "by level or whole classes": {"TOP_ENTRIES": 0, "SEEK_COST": 10 ** 9}}
     for way, settings in ways.items():
         with monkeypatch.context() as m:
-            m.setattr(store, "_TOPS", {})
+            m.setitem(db.memo, "map_tops", {})
             for name, value in settings.items():
                 m.setattr(store, name, value)
             assert await answers() == usual, way
@@ -422,3 +422,36 @@ async def test_sqlite_and_postgresql_answer_alike_from_the_same_files(files, ups
     assert len(on_sqlite) == len(on_postgres)
     differ = [a.split(" {")[0] for a, b in zip(on_sqlite, on_postgres) if a != b]
     assert not differ, differ
+
+
+async def test_a_database_emptied_and_loaded_again_under_its_url_answers_from_its_new_rows(db_url, upstream, files,
+                                                                                           tmp_path):
+    """What a reader works out about a ready version (its rows per level, its top levels in
+    memory) is kept by the coordinator's Database, not by the process under the database's
+    URL and the version's id: a database emptied and loaded with other files, under the
+    same URL and with the same version ids, is answered from its own rows, as a database
+    that only ever held them is (it was answered from the figures of the rows before; on
+    PostgreSQL the tests share one database, and one test's rows answered the next's)."""
+    from tests.conftest import reset_postgres
+    from tests.test_sweeps_kit import migrate
+
+    async def places_after_loading(url: str, which: str) -> dict:
+        if url.startswith("postgresql"):
+            await reset_postgres(url)
+            await migrate(url)
+        else:
+            Path(url.split("///", 1)[1]).unlink(missing_ok=True)
+        c = await start_coordinator(make_settings(url, upstream))
+        try:
+            v = await ingest.run(c.services.db, "places", files[which])
+            body = (await c.get(f"/legacy/places?bbox={TOWN}")).json()
+            body.pop("health")
+            return {"version": v.id, **body}
+        finally:
+            await stop_coordinator(c)
+
+    new = await places_after_loading(db_url, "new")
+    old = await places_after_loading(db_url, "old")
+    only_old = await places_after_loading(f"sqlite+aiosqlite:///{tmp_path}/only-old.db", "old")
+    assert new["version"] == old["version"] == 1 and new["matched"] != old["matched"]
+    assert old == only_old

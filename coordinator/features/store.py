@@ -276,13 +276,11 @@ def _box_clause(db: Database, classes: Sequence[str], box: grid.BBox, version_id
 
 
 Levels = dict[str, list[int]]           # rows per class and sampling level (0 to MAX_LEVEL)
-_LEVELS: dict[tuple[str, int], Levels] = {}
-
-
 async def level_totals(db: Database, version_id: int) -> Levels:
     """Rows per class and sampling level of a version (ready versions never change, so each
-    process counts them once, on the first query that plans with them)."""
-    key = (db.url, version_id)
+    process counts them once, on the first query that plans with them; ``Database.memo``)."""
+    _LEVELS: dict[int, Levels] = db.memo.setdefault("map_levels", {})
+    key = version_id
     if key not in _LEVELS:
         got: Levels = {}
         async with db.engine.connect() as conn:
@@ -398,7 +396,6 @@ class _Top:
         return int(np.partition(keys, limit - 1)[limit - 1])
 
 
-_TOPS: dict[tuple[str, int, tuple[str, ...]], _Top | None] = {}
 TOPS_KEPT = 16        # versions and class sets held at once (at most some 1.6 MB each), the oldest read let go
 
 
@@ -409,7 +406,8 @@ async def _top(db: Database, conn: AsyncConnection, version_id: int, classes: Se
     of a million places: 62,500 entries, 1.3 MB), read once per process and version. A
     large box's counts then cost no query (the 0.6-degree box's count was a third of its
     time), and the sample's last key is known exactly, not to within a bucket."""
-    key = (db.url, version_id, tuple(sorted(classes)))
+    _TOPS: dict[tuple[int, tuple[str, ...]], _Top | None] = db.memo.setdefault("map_tops", {})
+    key = (version_id, tuple(sorted(classes)))
     top = _TOPS.get(key, False)
     if top is False:
         per = [sum(levels.get(c, [0] * (MAX_LEVEL + 1))[k] for c in classes) for k in range(MAX_LEVEL + 1)]

@@ -82,6 +82,12 @@ def _postgres_engine(url: str) -> AsyncEngine:
 class Database:
     def __init__(self, url: str) -> None:
         self.url = url
+        # What a reader worked out about ready dataset versions, which never change (a map
+        # version's rows per level, its top levels): kept for this object's life, a process's,
+        # and never shared with another. Keyed by URL and version id in the process, a database
+        # emptied and loaded again under the same URL (as the tests do, and as an operator
+        # might) was answered from the figures of the one before, with the same ids.
+        self.memo: dict[str, dict] = {}
         parsed = make_url(url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         if self.is_sqlite:
