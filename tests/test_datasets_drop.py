@@ -127,7 +127,14 @@ def test_the_cli_drops_refuses_in_one_line_and_lists_dropped_versions(backend, d
     assert rc == 0 and out == ["version 2 of test-rows was dropped already: what was left of it deleted; "
                                "the newest ready test-rows version is 3"]
 
+    # Run where the files are not (another SIS_DATA_DIR): it says so rather than "removed".
+    assert cli(capsys, "ingest", "test-files", str(tmp_path / "f.txt"), "--database", url)[0] == 0  # version 5
+    monkeypatch.setenv("SIS_DATA_DIR", str(tmp_path / "elsewhere"))
+    rc, out, err = cli(capsys, "datasets", "drop", "5", "--database", url)
+    assert rc == 0 and out == [f"version 5 of test-files dropped: no files of it under {tmp_path / 'elsewhere'} "
+                               "(SIS_DATA_DIR); no test-files version is ready now: its answers say none is loaded"]
+
     rc, out, err = cli(capsys, "datasets", "list", "--database", url)
     states = {line.split()[0]: line.split()[2] for line in out[1:-1]}
-    assert states == {"1": "dropped", "2": "dropped", "3": "ready", "4": "dropped"}
+    assert states == {"1": "dropped", "2": "dropped", "3": "ready", "4": "dropped", "5": "dropped"}
     assert "a load killed midway" in out[1]          # the record kept: what was loaded and from where

@@ -141,8 +141,9 @@ async def drop_datasets(args: argparse.Namespace, settings) -> int:  # noqa: ANN
                                            (f"its files removed ({d.folder})", d.folder is not None)) if did]
             now = (f"the newest ready {v.kind} version is {d.newest.id}" if d.newest
                    else f"no {v.kind} version is ready now: its answers say none is loaded")
-            head = "was dropped already: what was left of it deleted" if d.again else (
-                "dropped: " + (" and ".join(done) or "it stored nothing"))
+            if not done:      # a kind that keeps files, none found where this command looked
+                done = [f"no files of it under {settings.data_dir} (SIS_DATA_DIR)"]
+            head = "was dropped already: what was left of it deleted" if d.again else "dropped: " + " and ".join(done)
             print(f"version {v.id} of {v.kind} {head}; {now}")
         return 0
 
