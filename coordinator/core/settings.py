@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     polls_kept: int = Field(2016, ge=2, description="Polls kept in the event history (older ones are pruned; changes are kept).")
 
     redis_url: str = Field("", description="Redis URL for shared caches and rate-limit counters when several coordinators run; empty means in process.")
-    data_dir: str = Field("var/data", description="Folder of loaded data kept as files, one folder per dataset version (bathymetry grids, read in windows); every coordinator serving them must see the same folder.")
+    data_dir: str = Field("var/data", description="Folder of loaded data kept as files (bathymetry and population grids, read in windows), one folder per dataset version (KIND/ID-TOKEN); every coordinator serving them must see the same folder.")
     manifests_dir: str = Field(str(Path(__file__).resolve().parents[2] / "manifests"), description="Folder of published signed node-app manifests (node-app*.json) with their public keys in keys/*.pub.")
 
     trusted_proxies: str = Field("", description="Comma-separated addresses or CIDR ranges of reverse proxies whose client-IP header is believed; empty means the socket address is the client IP.")
