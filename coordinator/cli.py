@@ -141,6 +141,8 @@ def say(line: str) -> None:
     and with unbuffered output (PYTHONUNBUFFERED, as containers often run) that is two
     writes: the workers of ``--workers`` share one stdout, so their lines could interleave
     mid-line for whatever reads the log line by line."""
+    if sys.stdout is None:      # no stdout at all (its descriptor closed): print() says nothing there either
+        return
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
 

@@ -138,3 +138,53 @@ def test_the_cli_drops_refuses_in_one_line_and_lists_dropped_versions(backend, d
     states = {line.split()[0]: line.split()[2] for line in out[1:-1]}
     assert states == {"1": "dropped", "2": "dropped", "3": "ready", "4": "dropped", "5": "dropped"}
     assert "a load killed midway" in out[1]          # the record kept: what was loaded and from where
+
+
+async def test_a_load_dropped_while_it_runs_keeps_nothing(db_url, tmp_path):
+    """``--crashed`` used on a load that was in fact running: the load's end does not make
+    the dropped version ready again; what it wrote after the drop is deleted too."""
+    from coordinator.datasets.kinds import KindRegistry
+
+    db = Database(db_url)
+    await migrate.upgrade_async(db.write_engine, db_url)
+    await make_table(db)
+
+    async def load_then_dropped(load: ingest.Load) -> None:
+        await load_points(load)
+        v = (await drop.check(db, [load.version_id], crashed=True, registry=registry))[0]
+        await drop.drop(db, v, None, registry)             # the operator's drop, mid-load
+        await load_points(load)                            # the load writes on
+
+    registry = KindRegistry()
+    registry.register(DatasetKind(name="test-raced", description="points (tests only)", license="CC0-1.0",
+                                  suffixes=(".geojsons",), load=load_then_dropped, discard=discard_points))
+    path = write_seq(tmp_path / "p.geojsons", [point(7, 8, "a")])
+    try:
+        with pytest.raises(ingest.IngestError, match="was dropped while it loaded"):
+            await ingest.run(db, "test-raced", path, registry=registry)
+        [v] = await versions.list_versions(db)
+        assert v.state == "dropped" and await rows_of(db, v.id) == []
+    finally:
+        await db.close()
+
+
+async def test_a_failed_version_from_before_folders_were_named_never_removes_kind_id(db_url, tmp_path):
+    """Before migration 0018 a load that met another database's ``KIND/ID`` failed on it and
+    left it alone; dropping that failed version must not remove it either."""
+    db = Database(db_url)
+    await migrate.upgrade_async(db.write_engine, db_url)
+    data = tmp_path / "data"
+    try:
+        v = await versions.create(db, "population", source="x.asc", license="CC-BY-4.0", file_name="x.asc",
+                                  file_bytes=1)
+        async with db.write() as s:
+            await s.execute(sa.update(versions.DatasetVersion).where(versions.DatasetVersion.id == v.id)
+                            .values(folder=None))
+        failed = await versions.fail(db, v.id, f"FileExistsError: population/{v.id}")
+        other = data / "population" / str(v.id)
+        other.mkdir(parents=True)
+        (other / "manifest.json").write_text("{}")                   # another database's grid
+        d = await drop.drop(db, (await drop.check(db, [failed.id]))[0], data)
+        assert d.was == "failed" and d.folder is None and (other / "manifest.json").is_file()
+    finally:
+        await db.close()

@@ -174,3 +174,32 @@ async def test_a_redis_restarted_between_requests_is_used_again_without_a_fallba
         await limiter.close()
         await cache.close()
         await proxy.stop()
+
+
+@needs_redis
+async def test_a_lock_taken_by_a_command_sent_twice_is_the_callers_own():
+    """A command whose connection closed after Redis ran it is sent again (``redis_link``):
+    the cache's first SET NX took the lock, its reply was lost, and the second found the
+    key held, by this caller's own token. That is the lock taken: the answer is computed
+    at once, not awaited from a holder that is the caller itself until the lock lapses."""
+    from coordinator.core.honesty import Answer
+
+    cache = RedisAnswerCache(REDIS_URL, unique_prefix(), lock_s=30)
+    real_set = cache.redis.set
+
+    async def set_sent_twice(*args, **kwargs):  # noqa: ANN002, ANN003
+        await real_set(*args, **kwargs)              # ran; its reply lost with the connection
+        return await real_set(*args, **kwargs)       # the same command again: None, the key is held
+
+    cache.redis.set = set_sent_twice
+    computed = []
+
+    async def compute() -> Answer:
+        computed.append(1)
+        return Answer({"n": 1})
+
+    try:
+        outcome = await asyncio.wait_for(cache.run("k", 60, compute), 5)
+        assert outcome.data == {"n": 1} and computed == [1]
+    finally:
+        await cache.close()

@@ -6,6 +6,7 @@ every process at the next request; one worker killed mid-batch loses nothing. An
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -76,8 +77,8 @@ class Workers:
             self._reader = threading.Thread(target=self._read, daemon=True)
             self._reader.start()
         deadline = time.monotonic() + timeout
-        while len(re.findall(r"worker \d+ of \d+ \(pid \d+\) serving on", "".join(self.output))) < self.n:
-            assert self.proc.poll() is None, "sis serve ended:\n" + "".join(self.output)
+        while len(set(re.findall(r"worker (\d+) of \d+ \(pid \d+\) serving on", "".join(self.output)))) < self.n:
+            assert self.proc.poll() is None, "sis serve ended:\n" + self.log()
             assert time.monotonic() < deadline, "workers did not start:\n" + "".join(self.output)
             await asyncio.sleep(0.05)
 
@@ -101,12 +102,19 @@ class Workers:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> int:
+        try:
+            workers = self.worker_pids()
+        except OSError:                  # the supervisor has ended already
+            workers = []
         self.proc.terminate()
         try:
             return self.proc.wait(30)
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
+                for pid in workers:      # orphans would hold the pipe, and so the reader thread, open
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, 9)
 
 
 async def trusted_nodes(c: Coordinator, db) -> list:  # noqa: ANN001

@@ -304,9 +304,12 @@ class RedisAnswerCache(AnswerCache):
             token = os.urandom(8).hex()
             lock = self._k("lock", key)
             while True:
-                if await self.redis.set(lock, token, nx=True, px=int(self.lock_s * 1000)):
+                taken = await self.redis.set(lock, token, nx=True, px=int(self.lock_s * 1000))
+                holder = None if taken else await self.redis.get(lock)
+                # ``redis_link`` sends a command again when its connection closed before the reply: the
+                # first SET may have taken the lock, and the second then finds our own token there.
+                if taken or holder == token.encode():
                     return await self._compute_locked(key, ttl_s, compute, accepted, token)
-                holder = await self.redis.get(lock)
                 outcome = await self._await_holder(key, lock, holder)
                 if outcome is not None:
                     return outcome.give() if isinstance(outcome, _Failed) else outcome
@@ -388,7 +391,12 @@ def redis_link(timeout_s: float) -> dict:
     at once on a new one. A restarted Redis leaves every idle pooled connection closed,
     and without that one retry each would fail one request and put its process on its own
     windows and cache for ``RETRY_S`` though Redis answers. A timeout is not retried: a
-    Redis that does not answer must not hold a request twice as long."""
+    Redis that does not answer must not hold a request twice as long.
+
+    A command whose connection closed after Redis ran it but before its reply came is run
+    twice. The cache's lock takes that into account (its own token found on the lock is
+    the lock taken); a handover read twice is lost, and its waiter computes the answer
+    itself; a rate-limit hit counted twice makes that window one request stricter."""
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError

@@ -136,13 +136,19 @@ async def drop_datasets(args: argparse.Namespace, settings) -> int:  # noqa: ANN
             print(f"sis datasets drop: {exc}; nothing dropped", file=sys.stderr)
             return 2
         for v in chosen:
-            d = await drop.drop(db, v, settings.data_dir)
+            try:
+                d = await drop.drop(db, v, settings.data_dir)
+            except OSError as exc:      # its files: marked dropped already, so running it again finishes it
+                print(f"sis datasets drop: version {v.id} of {v.kind} is marked dropped, but its files could not "
+                      f"be removed: {exc}", file=sys.stderr)
+                return 1
             done = [part for part, did in (("its rows deleted", KINDS.get(v.kind).discard is not None),
                                            (f"its files removed ({d.folder})", d.folder is not None)) if did]
             now = (f"the newest ready {v.kind} version is {d.newest.id}" if d.newest
                    else f"no {v.kind} version is ready now: its answers say none is loaded")
-            if not done:      # a kind that keeps files, none found where this command looked
-                done = [f"no files of it under {settings.data_dir} (SIS_DATA_DIR)"]
+            if not done:      # a kind that keeps files, none of them removed
+                done = ["its load failed and kept no files" if d.was == "failed"
+                        else f"no files of it under {settings.data_dir} (SIS_DATA_DIR)"]
             head = "was dropped already: what was left of it deleted" if d.again else "dropped: " + " and ".join(done)
             print(f"version {v.id} of {v.kind} {head}; {now}")
         return 0

@@ -32,9 +32,13 @@ class DropError(Exception):
 @dataclass
 class Dropped:
     version: DatasetVersion
-    again: bool                      # it was dropped already: only what was left of it deleted now
+    was: str                         # its state before: dropped already means only what was left is deleted now
     folder: Path | None              # the files' folder removed, if the version had one
     newest: DatasetVersion | None    # the newest ready version of its kind afterwards
+
+    @property
+    def again(self) -> bool:
+        return self.was == versions.DROPPED
 
 
 async def check(db: Database, ids: list[int], *, crashed: bool = False,
@@ -63,9 +67,13 @@ async def check(db: Database, ids: list[int], *, crashed: bool = False,
 
 async def drop(db: Database, version: DatasetVersion, data_dir: str | Path | None,
                registry: KindRegistry = KINDS) -> Dropped:
-    """Mark ``version`` dropped, then delete its rows and its folder (checked by ``check``)."""
-    again = version.state == versions.DROPPED
-    if not again:
+    """Mark ``version`` dropped, then delete its rows and its folder (checked by ``check``).
+
+    A folder is deleted only where it is the version's own: one its load named (migration
+    0018), or ``KIND/ID`` of a version that became ready. A load before 0018 that failed on
+    ``File exists`` had found another database's version there, and left it alone."""
+    was = version.state
+    if was != versions.DROPPED:
         async with db.write() as s:
             await s.execute(update(DatasetVersion).where(DatasetVersion.id == version.id)
                             .values(state=versions.DROPPED))
@@ -73,7 +81,7 @@ async def drop(db: Database, version: DatasetVersion, data_dir: str | Path | Non
     if kind is not None and kind.discard is not None:
         await kind.discard(db, version.id)
     folder = None
-    if data_dir is not None:
+    if data_dir is not None and (version.folder is not None or was == versions.READY):
         candidate = versions.folder_of(data_dir, version)
         if candidate.is_dir():
             shutil.rmtree(candidate)
@@ -81,4 +89,4 @@ async def drop(db: Database, version: DatasetVersion, data_dir: str | Path | Non
     async with db.read() as s:
         version = (await s.execute(select(DatasetVersion).where(DatasetVersion.id == version.id))).scalar_one()
     newest = await versions.newest_ready(db, version.kind)
-    return Dropped(version, again, folder, newest[0] if newest else None)
+    return Dropped(version, was, folder, newest[0] if newest else None)

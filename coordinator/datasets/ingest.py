@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Protocol
@@ -116,7 +117,7 @@ class Load:
         made empty, for a kind that keeps files rather than rows (a grid read in windows)."""
         if self.data_dir is None:
             raise RuntimeError(f"a {self.kind.name} load keeps files: it needs a data directory (SIS_DATA_DIR)")
-        folder = Path(self.data_dir) / self.folder_name
+        folder = Path(self.data_dir) / (self.folder_name or f"{self.kind.name}/{self.version_id}")
         folder.mkdir(parents=True, exist_ok=False)
         return folder
 
@@ -271,8 +272,16 @@ async def run(db: Database, kind_name: str, path: str | Path, *, license: str | 
         progress.counts(load.records, load.bad_records)     # the final counts, not the last thousand's
         progress.close()
     load._close()
-    return await versions.finish(db, version.id, sha256=sha, records=load.records, bad_records=load.bad_records,
+    done = await versions.finish(db, version.id, sha256=sha, records=load.records, bad_records=load.bad_records,
                                  bad_samples=load.bad_samples, extent=load.extent)
+    if done.state != versions.READY:    # dropped while it loaded: what it wrote after the drop goes too
+        if kind.discard is not None:
+            await kind.discard(db, version.id)
+        if load.data_dir is not None:
+            shutil.rmtree(versions.folder_of(load.data_dir, done), ignore_errors=True)
+        raise IngestError(f"version {version.id} was dropped while it loaded (sis datasets drop --crashed): "
+                          "nothing of it is kept", version=done)
+    return done
 
 
 async def _fail(db: Database, kind: DatasetKind, load: Load, error: str) -> DatasetVersion:

@@ -59,8 +59,10 @@ def folder_of(data_dir: str | Path, version: DatasetVersion) -> Path:
 
 
 async def _end(db: Database, version_id: int, **values) -> DatasetVersion:  # noqa: ANN003
+    """End a load still ``loading``; one dropped meanwhile (``sis datasets drop --crashed``
+    while it ran after all) stays dropped, and is returned as it is."""
     async with db.write() as s:
-        await s.execute(update(DatasetVersion).where(DatasetVersion.id == version_id)
+        await s.execute(update(DatasetVersion).where(DatasetVersion.id == version_id, DatasetVersion.state == LOADING)
                         .values(finished_at=_now(), **values))
         return (await s.execute(select(DatasetVersion).where(DatasetVersion.id == version_id))).scalar_one()
 
