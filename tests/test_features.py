@@ -432,13 +432,11 @@ async def test_a_database_emptied_and_loaded_again_under_its_url_answers_from_it
     same URL and with the same version ids, is answered from its own rows, as a database
     that only ever held them is (it was answered from the figures of the rows before; on
     PostgreSQL the tests share one database, and one test's rows answered the next's)."""
-    from tests.conftest import reset_postgres
-    from tests.test_sweeps_kit import migrate
+    from tests.conftest import fresh_postgres
 
     async def places_after_loading(url: str, which: str) -> dict:
         if url.startswith("postgresql"):
-            await reset_postgres(url)
-            await migrate(url)
+            await fresh_postgres(url)
         else:
             Path(url.split("///", 1)[1]).unlink(missing_ok=True)
         c = await start_coordinator(make_settings(url, upstream))

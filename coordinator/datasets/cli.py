@@ -127,7 +127,7 @@ async def list_datasets(args: argparse.Namespace, settings) -> int:  # noqa: ANN
 
 async def drop_datasets(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
     from coordinator.core.db.migrate import with_database
-    from . import drop
+    from . import drop, versions
 
     async def work(db) -> int:  # noqa: ANN001
         try:
@@ -147,7 +147,7 @@ async def drop_datasets(args: argparse.Namespace, settings) -> int:  # noqa: ANN
             now = (f"the newest ready {v.kind} version is {d.newest.id}" if d.newest
                    else f"no {v.kind} version is ready now: its answers say none is loaded")
             if not done:      # a kind that keeps files, none of them removed
-                done = ["its load failed and kept no files" if d.was == "failed"
+                done = ["its load failed and kept no files" if d.was == versions.FAILED
                         else f"no files of it under {settings.data_dir} (SIS_DATA_DIR)"]
             head = "was dropped already: what was left of it deleted" if d.again else "dropped: " + " and ".join(done)
             print(f"version {v.id} of {v.kind} {head}; {now}")

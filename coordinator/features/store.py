@@ -276,19 +276,20 @@ def _box_clause(db: Database, classes: Sequence[str], box: grid.BBox, version_id
 
 
 Levels = dict[str, list[int]]           # rows per class and sampling level (0 to MAX_LEVEL)
+
+
 async def level_totals(db: Database, version_id: int) -> Levels:
     """Rows per class and sampling level of a version (ready versions never change, so each
     process counts them once, on the first query that plans with them; ``Database.memo``)."""
-    _LEVELS: dict[int, Levels] = db.memo.setdefault("map_levels", {})
-    key = version_id
-    if key not in _LEVELS:
+    counted: dict[int, Levels] = db.memo.setdefault("map_levels", {})
+    if version_id not in counted:
         got: Levels = {}
         async with db.engine.connect() as conn:
             for cls, level, n in await conn.execute(sa.select(C.cls, C.level, sa.func.count())
                                                     .where(C.version_id == version_id).group_by(C.cls, C.level)):
                 got.setdefault(cls, [0] * (MAX_LEVEL + 1))[level] = n
-        _LEVELS[key] = got
-    return _LEVELS[key]
+        counted[version_id] = got
+    return counted[version_id]
 
 
 async def class_totals(db: Database, version_id: int) -> dict[str, int]:
@@ -406,9 +407,9 @@ async def _top(db: Database, conn: AsyncConnection, version_id: int, classes: Se
     of a million places: 62,500 entries, 1.3 MB), read once per process and version. A
     large box's counts then cost no query (the 0.6-degree box's count was a third of its
     time), and the sample's last key is known exactly, not to within a bucket."""
-    _TOPS: dict[tuple[int, tuple[str, ...]], _Top | None] = db.memo.setdefault("map_tops", {})
+    tops: dict[tuple[int, tuple[str, ...]], _Top | None] = db.memo.setdefault("map_tops", {})
     key = (version_id, tuple(sorted(classes)))
-    top = _TOPS.get(key, False)
+    top = tops.get(key, False)
     if top is False:
         per = [sum(levels.get(c, [0] * (MAX_LEVEL + 1))[k] for c in classes) for k in range(MAX_LEVEL + 1)]
         low = MAX_LEVEL + 1
@@ -428,9 +429,9 @@ async def _top(db: Database, conn: AsyncConnection, version_id: int, classes: Se
             top = _Top(low, above, np.array([r[0] for r in got], dtype=np.float64),
                        np.array([r[1] for r in got], dtype=np.float64), np.array([r[2] for r in got], dtype=np.int64),
                        np.array([r[3] for r in got], dtype=np.int64))
-        while len(_TOPS) >= TOPS_KEPT:
-            del _TOPS[next(iter(_TOPS))]
-        _TOPS[key] = top
+        while len(tops) >= TOPS_KEPT:
+            del tops[next(iter(tops))]
+        tops[key] = top
     return top
 
 
@@ -609,17 +610,15 @@ def _runs(chunks: list[dict]) -> list[list[list[float]]]:
         for ch in chunks[1:]:
             run.extend(list(p) for p in ch["geom"][1:])
         return [run]
-    chunks = sorted(chunks, key=lambda ch: ch["geom"])
+    order = sorted(range(len(chunks)), key=lambda i: chunks[i]["geom"])
     firsts: dict[tuple[float, float], list[int]] = {}
-    lasts: set[tuple[float, float]] = set()
-    for i, ch in enumerate(chunks):
-        pts = ch["geom"]
-        firsts.setdefault((pts[0][0], pts[0][1]), []).append(i)
-        lasts.add((pts[-1][0], pts[-1][1]))
-    starts = [i for i, ch in enumerate(chunks) if (ch["geom"][0][0], ch["geom"][0][1]) not in lasts]
+    for i in order:
+        firsts.setdefault(heads[i], []).append(i)
+    lasts = set(tails)
+    starts = [i for i in order if heads[i] not in lasts]
     used = [False] * len(chunks)
     runs: list[list[list[float]]] = []
-    for i in starts + list(range(len(chunks))):
+    for i in starts + order:
         if used[i]:
             continue
         used[i] = True
