@@ -238,6 +238,25 @@ def test_the_verdict_is_high_when_the_independent_height_readings_agree(seed):
     assert c.scale_trust == "high", c.evidence["reasons"]
 
 
+@pytest.mark.parametrize("seed", (0, 1, 3))  # seed 2: its two vehicles move the focal only half as far (0.17 at x0.7)
+@pytest.mark.parametrize("vehicle_scale, verdict", [(0.7, "high"), (0.5, "low")])
+def test_the_vehicles_by_network_depth_check_a_measured_focal_length_only_loosely(seed, vehicle_scale, verdict):
+    """Correct metadata (focal measured, height assumed) with the vehicles read 30 % near, as the shipped
+    network reads them on some streets: the contacts and the ground agree, so the verdict is high (at the
+    old bound, 25 %, such photos read low for the network's bias alone). Read at half their distance, the
+    vehicles put the focal length 0.69 off, beyond ``MAX_DEPTH_SCALE_OFF``: low, and said."""
+    from sweep_engine.calibrate import MAX_DEPTH_SCALE_OFF
+    from sweep_engine.geometry import MODEL_DEPTH_SIGMA
+
+    f = frame(seed)
+    cam = f.camera.with_(height_basis="assumed", height_m=1.65)
+    c = calibrate(cam, _network_like(f, vehicle_scale), f.seg, f.detections(), depth_sigma=MODEL_DEPTH_SIGMA)
+    off = c.evidence["measured"]["focalPx"]["offBy"]
+    assert (off > MAX_DEPTH_SCALE_OFF) == (verdict == "low") and off > 0.25
+    assert c.scale_trust == verdict, c.evidence["reasons"]
+    assert any("vehicles by depth put the focal length" in r for r in c.evidence["reasons"]) == (verdict == "low")
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("focal_mult, height_mult", [(0.7, 1.0), (1.4, 1.0), (1.0, 0.7), (1.0, 1.4)])
 def test_the_verdict_is_low_when_measured_metadata_is_wrong(seed, focal_mult, height_mult):
