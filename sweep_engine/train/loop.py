@@ -36,6 +36,7 @@ import io
 import json
 import math
 import os
+import re
 import shlex
 import sys
 import time
@@ -297,19 +298,39 @@ def train(args, argv: list[str] | None = None) -> Path:
     prov = {"command": command, "seed": args.seed, "generator": generator_id(), "steps": step,
             "seconds": round(spent, 1), "device": str(device), "threads": args.threads,
             "torch": torch.__version__}
-    start = "trained from random init"
+    this_run = (f"`{command}` (seed {args.seed}, generator {prov['generator']}, {step} steps, "
+                f"{spent / 60:.1f} min on {device}, torch {torch.__version__})")
+    prov["text"] = f"trained from random init on generated scenes only: {this_run}"
     if args.init:
         init = read_manifest(args.init)
-        prov["init"] = {n: {"sha256": init[n].sha256, "provenance": init[n].provenance} for n in names}
-        start = "fine-tuned from " + ", ".join(f"{n} sha256 {init[n].sha256[:16]}… ({init[n].provenance})"
-                                                for n in names)
-    prov["text"] = (f"{start} on generated scenes only: `{command}` (seed {args.seed}, "
-                    f"generator {prov['generator']}, {step} steps, {spent / 60:.1f} min on {device}, "
-                    f"torch {torch.__version__})")
+        prov["init"] = {n: {"sha256": init[n].sha256} for n in names}
+        earlier = earlier_runs([init[n].provenance for n in names])
+        prov["text"] = ("fine-tuned from " + ", ".join(f"{n} sha256 {init[n].sha256[:16]}…" for n in names)
+                        + ", which came from these runs in turn: "
+                        + "; ".join(f"{i}) {r}" for i, r in enumerate(earlier, 1))
+                        + f"; then this run, on generated scenes only: {this_run}")
     modules = {"dense": (dense.cpu(), dense_architecture(cfg)),
                "detector": (detector.cpu(), detector_architecture(cfg))}
     return write_manifest(out, {n: modules[n] for n in names}, prov,
                           manifest_name=f"weights-{args.only}.json" if args.only else "weights.json")
+
+
+# One training run as a provenance names it (``run``'s ``this_run``): its command, then what it ran on.
+_RUN = re.compile(r"`python -m sweep_engine\.train [^`]+` \(seed \d+, generator \S+, \d+ steps, "
+                  r"[\d.]+ min on .+?, torch [^\s)]+\)")
+
+
+def earlier_runs(provenances: list[str]) -> list[str]:
+    """The training runs the init networks' provenances name, each once, oldest first (each text names a
+    run after the runs it came from). A fine-tune's provenance lists these instead of nesting each
+    network's whole provenance, which doubled with every run (a 33 KB manifest after five). A provenance
+    that names no run of ours (an operator's own weights) is kept as it is, once."""
+    out: list[str] = []
+    for text in provenances:
+        for run in _RUN.findall(text) or [text]:
+            if run not in out:
+                out.append(run)
+    return out
 
 
 def _reproducing(argv: list[str], args) -> list[str]:

@@ -7,6 +7,7 @@ determinism and what it writes, not what the weights are worth
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,6 +99,30 @@ def test_a_fine_tuning_run_starts_from_the_given_weights_and_names_them(tmp_path
     assert entry["build"]["init"]["dense"]["sha256"] == first["weights"][0]["sha256"]
     assert entry["provenance"].startswith("fine-tuned from dense sha256 " + first["weights"][0]["sha256"][:16])
     assert "--init" in entry["build"]["command"]
+
+
+def test_a_fine_tune_of_a_fine_tune_names_each_earlier_run_once(tmp_path, dense_runs):
+    """Each provenance used to nest its init networks' whole provenances, so it doubled with every run.
+    Now it lists the runs behind it, each once, oldest first, then its own."""
+    first, first_path = dense_runs[0]
+    _, moved_path = run(tmp_path, "moved", "--only", "dense", "--seed", "8", "--init", str(first_path))
+    again, _ = run(tmp_path, "again", "--only", "dense", "--seed", "9", "--init", str(moved_path))
+    text = again["weights"][0]["provenance"]
+    commands = [c for c in text.split("`") if c.startswith("python -m sweep_engine.train")]
+    assert [c.split("--seed ")[1].split()[0] for c in commands] == [first["weights"][0]["build"]["command"].split(
+        "--seed ")[1].split()[0], "8", "9"]
+    assert commands[-1] == again["weights"][0]["build"]["command"]
+    assert "provenance" not in again["weights"][0]["build"]["init"]["dense"]
+
+
+def test_the_shipped_weights_came_from_five_runs_each_named_once():
+    from sweep_engine.train.loop import earlier_runs
+
+    manifest = json.loads((Path(__file__).parents[2] / "sweep_engine/default_weights/weights.json").read_text())
+    runs = earlier_runs([w["provenance"] for w in manifest["weights"]])
+    assert [r.split("--seed ")[1].split()[0] for r in runs] == ["0", "1", "2", "3", "4"]
+    assert earlier_runs(["operator fine-tune, run 42", runs[0], "operator fine-tune, run 42"]) == [
+        "operator fine-tune, run 42", runs[0]]
 
 
 def test_object_pixels_weigh_more_in_the_depth_loss_when_asked():
