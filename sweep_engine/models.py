@@ -184,7 +184,15 @@ class CentreDetector(_EncoderDecoder):
 
 
 def dense_architecture(cfg: EngineConfig) -> str:
-    return f"sis-dense/{cfg.backbone}/c{cfg.decoder_channels}/k{len(SEG_CLASSES)}"
+    """The layout and what its depth means: ``/fF`` where it was trained for one focal length (F x the frame's
+    larger side), so that weights trained either way are never read the other way."""
+    focal = f"/f{cfg.dense_focal:g}" if cfg.dense_focal else ""
+    return f"sis-dense/{cfg.backbone}/c{cfg.decoder_channels}/k{len(SEG_CLASSES)}{focal}"
+
+
+def dense_focal_px(cfg: EngineConfig) -> float | None:
+    """The focal length (frame pixels) the dense network's depth assumes; None where it is each photo's own."""
+    return cfg.dense_focal * max(cfg.input_width, cfg.input_height) if cfg.dense_focal else None
 
 
 def detector_architecture(cfg: EngineConfig) -> str:

@@ -66,6 +66,7 @@ class Slot:
     module: nn.Module
     entry: WeightsEntry
     size: tuple[int, int]     # (width, height) it reads photos at
+    depth_focal_px: float | None = None   # the focal length (frame pixels) its depth's metres assume, if one
 
 
 @dataclass
@@ -86,7 +87,7 @@ def _frame(cfg: EngineConfig) -> tuple[int, int]:
 
 def load_slots(cfg: EngineConfig) -> list[Slot]:
     """Every configured slot, built and loaded from the manifest, in eval mode on the CPU."""
-    from ..models import build_dense, build_detector, dense_architecture, detector_architecture
+    from ..models import build_dense, build_detector, dense_architecture, dense_focal_px, detector_architecture
 
     if not cfg.weights_manifest:
         raise WeightsError("no weights manifest configured "
@@ -101,12 +102,13 @@ def load_slots(cfg: EngineConfig) -> list[Slot]:
     if dense_roles:
         dense = build_dense(cfg)
         slots.append(Slot("dense", dense_roles, dense.eval(),
-                          load_into(dense, cfg.weights_manifest, "dense", dense_architecture(cfg)), frame))
+                          load_into(dense, cfg.weights_manifest, "dense", dense_architecture(cfg)), frame,
+                          dense_focal_px(cfg) if "depth" in dense_roles else None))
     if cfg.depth_model != SIS_DENSE:
         depth = build_depth(cfg)
         entry = load_into(depth, cfg.weights_manifest, "depth", depth_architecture(cfg))
         size = depth_anything.input_size(*frame, side=cfg.depth_input_side)
-        slots.append(Slot("depth", ("depth",), depth.eval(), entry, size))
+        slots.append(Slot("depth", ("depth",), depth.eval(), entry, size, depth_anything.focal_px(size[1], frame[1])))
     if cfg.segmenter != SIS_DENSE:
         folder, entry = verified_entry(cfg.weights_manifest, "segmenter", segformer.ARCHITECTURE)
         if not folder.is_dir():
@@ -151,13 +153,13 @@ def run(slots: list[Slot], batches: dict[tuple[int, int], torch.Tensor], frame: 
         if slot.name == "dense":
             d, logits = slot.module(x)
             if "depth" in slot.roles:
-                depth = d
+                depth, focal = d, slot.depth_focal_px
             if "seg" in slot.roles:
                 seg = logits.argmax(1)
         elif slot.name == "depth":
             d = slot.module(x)
             depth = F.interpolate(d[:, None].float(), size=(fh, fw), mode="bilinear", align_corners=True)[:, 0]
-            focal = depth_anything.focal_px(slot.size[1], fh)
+            focal = slot.depth_focal_px
         elif slot.name == "segmenter":
             seg = slot.module(x, size=(fh, fw))
         else:

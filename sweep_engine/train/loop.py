@@ -24,7 +24,11 @@ steps the mean losses go to ``train.log`` (JSON lines); every
 ``--checkpoint-every`` steps a checkpoint (``--resume`` continues it).
 ``--init MANIFEST`` starts from trained weights instead of random init
 (fine-tuning; give it another ``--seed`` than the first run's, so that it sees
-new scenes), and the provenance keeps their sha256.  At the
+new scenes), and the provenance keeps their sha256.  ``--canonical-focal F``
+trains the depth for one focal length, F x the frame's larger side (depth
+targets x that / the scene's own; the architecture says so, ``/fF``, and the
+engine reads it with ``dense_focal`` F, rescaled to each photo's measured
+focal length); ``--init`` may then name weights trained the other way.  At the
 end the weights are written as float16 state dicts with a manifest pinning
 their sha256, license and provenance (the command, seed, generator version).
 """
@@ -48,7 +52,7 @@ from torch.nn import functional as F
 
 from ..config import EngineConfig
 from ..labels import SEG
-from ..models import build_dense, build_detector, dense_architecture, detector_architecture
+from ..models import build_dense, build_detector, dense_architecture, dense_focal_px, detector_architecture
 from ..weights import MANIFEST_VERSION, WeightsEntry, load_into, read_manifest, sha256_bytes
 from . import augment
 from .data import Variety, det_label_index, generator_id, sample
@@ -56,9 +60,16 @@ from .data import Variety, det_label_index, generator_id, sample
 LICENSE = "Apache-2.0 (the project's own; trained only on this project's generated scenes)"
 
 
-def batch_tensors(samples, max_depth_m: float):
+def batch_tensors(samples, max_depth_m: float, canonical_px: float | None = None):
+    """A batch's tensors. With ``canonical_px`` (``--canonical-focal``) the depth targets are what a camera of
+    that focal length (frame pixels) would read at each pixel's angle: depth x canonical / the scene's focal,
+    so that the network reads angles, which the photo shows, and not a focal length it must guess (a plain
+    road has nothing of known size to guess it from); the engine scales them back by the photo's own."""
     images = torch.from_numpy(np.stack([s.rgb for s in samples])).permute(0, 3, 1, 2).float() / 255.0
     depth = torch.from_numpy(np.stack([s.depth for s in samples]).astype(np.float32))
+    if canonical_px:
+        depth = depth * torch.tensor([canonical_px / s.info["focal_px"] for s in samples],
+                                     dtype=torch.float32)[:, None, None]
     seg = torch.from_numpy(np.stack([s.seg for s in samples]).astype(np.int64))
     targets = [{"boxes": torch.from_numpy(s.boxes).reshape(-1, 4),
                 "labels": torch.tensor([det_label_index(lab) for lab in s.labels], dtype=torch.int64)}
@@ -153,6 +164,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--canonical-focal", type=float, default=0.0, metavar="F",
+                   help="train the depth for one focal length, F x the frame's larger side (the engine rescales "
+                        "it to each photo's measured focal length; engine setting dense_focal); 0: each scene's "
+                        "own (the shipped weights)")
     p.add_argument("--init", default=None, metavar="MANIFEST",
                    help="start from these weights instead of random init (fine-tuning): a weights manifest, "
                         "whose sha256 of each network is kept in the provenance")
@@ -197,7 +212,8 @@ def _batches(args, variety: Variety, start: int, stop: int):
 
 def config_for(args) -> EngineConfig:
     return EngineConfig(backbone=args.backbone, detector=args.detector, decoder_channels=args.decoder_channels,
-                        input_width=args.width, input_height=args.height, device=args.device)
+                        input_width=args.width, input_height=args.height, device=args.device,
+                        dense_focal=args.canonical_focal)
 
 
 def train(args, argv: list[str] | None = None) -> Path:
@@ -229,7 +245,7 @@ def train(args, argv: list[str] | None = None) -> Path:
     else:
         if log_path.exists():
             log_path.unlink()
-        for name, module, arch in (("dense", dense, dense_architecture(cfg)),
+        for name, module, arch in (("dense", dense, _init_architecture(args, cfg)),
                                    ("detector", detector, detector_architecture(cfg))):
             if args.init and name in names:
                 load_into(module, args.init, name, arch)
@@ -254,7 +270,7 @@ def train(args, argv: list[str] | None = None) -> Path:
             print(json.dumps({"step": step, "stopped": "over the time budget"}), flush=True)
             break
         samples = next(batches)
-        images, depth, valid, seg, targets = batch_tensors(samples, cfg.max_depth_m)
+        images, depth, valid, seg, targets = batch_tensors(samples, cfg.max_depth_m, dense_focal_px(cfg))
         images, depth, valid, seg = images.to(device), depth.to(device), valid.to(device), seg.to(device)
         if "dense" in names:
             for g in opt_d.param_groups:
@@ -331,6 +347,15 @@ def earlier_runs(provenances: list[str]) -> list[str]:
             if run not in out:
                 out.append(run)
     return out
+
+
+def _init_architecture(args, cfg: EngineConfig) -> str:
+    """The dense architecture ``--init``'s weights must have: this run's, or, for a run that moves them to
+    ``--canonical-focal``, the same layout with each photo's own focal length (the tensors are the same; what
+    the depth means changes, which is what the run trains)."""
+    entry = read_manifest(args.init).get("dense") if args.init and cfg.dense_focal else None
+    own_focal = dense_architecture(dataclasses.replace(cfg, dense_focal=0.0))
+    return own_focal if entry is not None and entry.architecture == own_focal else dense_architecture(cfg)
 
 
 def _reproducing(argv: list[str], args) -> list[str]:

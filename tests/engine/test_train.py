@@ -125,6 +125,35 @@ def test_the_shipped_weights_came_from_five_runs_each_named_once():
         "operator fine-tune, run 42", runs[0]]
 
 
+def test_a_canonical_focal_run_trains_depth_for_one_focal_length_and_the_engine_scales_it_back(tmp_path, dense_runs):
+    """``--canonical-focal 0.8``: depth targets are what a camera of focal 0.8 x the frame's side reads; the
+    architecture says so (weights trained one way are never read the other way); the engine's outputs name
+    that focal length, so a photo's measured one rescales the depth (``Engine.measure``)."""
+    import torch
+
+    from sweep_engine.pipeline import Engine
+    from sweep_engine.train.loop import batch_tensors
+    from sweep_engine.weights import WeightsError
+
+    samples = [sample(11, i, width=64, height=48) for i in range(2)]
+    _, plain, valid, _, _ = batch_tensors(samples, 80.0)
+    _, canon, _, _, _ = batch_tensors(samples, 80.0, 0.8 * 64)
+    for i, s in enumerate(samples):
+        ratio = (canon[i][valid[i]] / plain[i][valid[i]]).numpy()
+        assert np.allclose(ratio, 0.8 * 64 / s.frame.camera.fx, rtol=1e-5)
+
+    moved, _ = run(tmp_path, "moved", "--only", "dense", "--seed", "8", "--canonical-focal", "0.8",
+                   "--init", str(dense_runs[0][1]))        # from weights trained for each scene's own focal length
+    assert moved["weights"][0]["architecture"] == "sis-dense/mobilenetv3_small_100/c64/k17/f0.8"
+
+    both, path = run(tmp_path, "both", "--seed", "8", "--canonical-focal", "0.8")
+    cfg = EngineConfig(weights_manifest=str(path), input_width=64, input_height=48, dense_focal=0.8, device="cpu")
+    outs, _ = Engine(cfg).infer([torch.zeros(3, 48, 64, dtype=torch.uint8)])
+    assert outs[0].depth_focal_px == pytest.approx(0.8 * 64)
+    with pytest.raises(WeightsError, match="are for sis-dense/.*/f0.8, but the engine is configured for"):
+        Engine(EngineConfig(weights_manifest=str(path), input_width=64, input_height=48, device="cpu"))
+
+
 def test_object_pixels_weigh_more_in_the_depth_loss_when_asked():
     import torch
 
