@@ -1,7 +1,7 @@
 """Sweep engine accuracy on held-out synthetic scenes: what the configured weights are worth.
 
     .venv/bin/python bench/accuracy.py [--weights MANIFEST] [--seed 1000] [--scenes 80] [--json OUT]
-        [--detector ARCH] [--min-score S] [--substitute depth,seg,boxes] [--give-height] [--no-exact]
+        [--detector ARCH] [--min-score S] [--dense-focal F] [--substitute depth,seg,boxes] [--give-height] [--no-exact]
         [--plain-scenes 40] [--plain-seed 1000]
 
 ``--substitute`` replaces those parts of the networks' output with the exact
@@ -151,7 +151,8 @@ def substitute(out: ModelOutput, frame, max_depth_m: float, parts) -> ModelOutpu
     """The networks' output with the named parts (of ``COMPONENTS``) replaced by the scene's exact ones."""
     ex = exact_output(frame, max_depth_m)
     return ModelOutput(depth=ex.depth if "depth" in parts else out.depth, seg=ex.seg if "seg" in parts else out.seg,
-                       detections=ex.detections if "boxes" in parts else out.detections)
+                       detections=ex.detections if "boxes" in parts else out.detections,
+                       depth_focal_px=None if "depth" in parts else out.depth_focal_px)
 
 
 def evaluate(engine: Engine, seed: int, n: int, batch: int = 8, exact: bool = False, substituted=(),
@@ -210,6 +211,9 @@ def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) 
                 acc = det_stats.setdefault(k, [0, 0, 0])
                 for j in range(3):
                     acc[j] += v[j]
+            # A depth model trained for one focal length (``dense_focal``) is read at the scene's own, as
+            # ``Engine.measure`` reads it with the EXIF focal length.
+            depth = out.depth * np.float32(f.camera.fy / out.depth_focal_px) if out.depth_focal_px else out.depth
             measured = {id(o): o for o in pm.objects}
             for (label, box, _), o in pairs:
                 if label not in DISTANCE_LABELS:
@@ -218,17 +222,17 @@ def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) 
                 if m is not None and np.isfinite(m.distance_m):
                     dist_det.append((m.distance_m, o.distance_m))
             gt = [o for o in truth if o.label in DISTANCE_LABELS and o.visible_fraction >= 0.5]
-            for o, m in zip(gt, measure_objects(pm.camera, out.depth,
+            for o, m in zip(gt, measure_objects(pm.camera, depth,
                                                 [(o.label, o.bbox, 1.0) for o in gt],
                                                 out.seg)):
                 if np.isfinite(m.distance_m) and m.distance_m > 0:
                     dist_truth.append((m.distance_m, o.distance_m))
             ok = np.isfinite(f.depth) & (f.depth > 0.1) & (f.depth <= cfg.max_depth_m)
-            pix.append((out.depth[ok], f.depth[ok]))
+            pix.append((depth[ok], f.depth[ok]))
             if ok.any():
-                k = float(np.median(out.depth[ok] / f.depth[ok]))
+                k = float(np.median(depth[ok] / f.depth[ok]))
                 scales.append(k)
-                aligned.append(float(np.mean(np.abs(out.depth[ok] / k - f.depth[ok]) / f.depth[ok])))
+                aligned.append(float(np.mean(np.abs(depth[ok] / k - f.depth[ok]) / f.depth[ok])))
             for _, fm, hm in MISCALIBRATIONS:
                 wrong, _ = engine.measure(photo, size, out, focal_px=f.camera.fx * fm,
                                           camera_height_m=f.camera.height_m * hm if hm != 1.0 else None)
@@ -502,6 +506,8 @@ def main(argv=None) -> dict:
     p.add_argument("--give-height", action="store_true", help="give the engine the true camera height as measured")
     p.add_argument("--no-exact", action="store_true", help="skip the exact-inputs column")
     p.add_argument("--detector", default=None, help="detector architecture of the weights (default: the engine's)")
+    p.add_argument("--dense-focal", type=float, default=None,
+                   help="the engine's dense_focal, for a dense network trained with --canonical-focal")
     p.add_argument("--min-score", type=float, default=None, help="detection score threshold (default: the engine's)")
     p.add_argument("--plain-scenes", type=int, default=40, help="plain road scenes from the independent renderer "
                    "(sweep_engine.heldout); 0: none")
@@ -518,6 +524,8 @@ def main(argv=None) -> dict:
         overrides["detector"] = args.detector
     if args.min_score is not None:
         overrides["min_score"] = args.min_score
+    if args.dense_focal is not None:
+        overrides["dense_focal"] = args.dense_focal
     cfg = EngineConfig(**overrides)
     engine = Engine(cfg)
     t = time.perf_counter()
