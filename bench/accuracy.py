@@ -77,7 +77,7 @@ from sweep_engine.config import EngineConfig  # noqa: E402
 from sweep_engine.geometry import measure_photo  # noqa: E402
 from sweep_engine.heldout import plain_road, render_plain  # noqa: E402
 from sweep_engine.measure import measure_objects  # noqa: E402
-from sweep_engine.pipeline import Engine, ModelOutput, at_size  # noqa: E402
+from sweep_engine.pipeline import Engine, ModelOutput, at_size, depth_at_focal  # noqa: E402
 from sweep_engine.synth.provider import photo_ref  # noqa: E402
 from sweep_engine.train.data import Variety, sample  # noqa: E402
 
@@ -213,7 +213,7 @@ def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) 
                     acc[j] += v[j]
             # A depth model trained for one focal length (``dense_focal``) is read at the scene's own, as
             # ``Engine.measure`` reads it with the EXIF focal length.
-            depth = out.depth * np.float32(f.camera.fy / out.depth_focal_px) if out.depth_focal_px else out.depth
+            depth, _ = depth_at_focal(out, f.camera.fy)
             measured = {id(o): o for o in pm.objects}
             for (label, box, _), o in pairs:
                 if label not in DISTANCE_LABELS:
@@ -272,9 +272,7 @@ def measure_as(engine: Engine, photo, size, out: ModelOutput, focal_px: float | 
     ``assumed`` values are priors the calibration may move, ``measured`` ones it keeps."""
     cam = camera_for_photo(photo, size[0], size[1], focal_px=focal_px, camera_height_m=height_m)
     cam = cam.with_(focal_basis=focal_basis, height_basis=height_basis if height_m else "assumed")
-    depth = out.depth
-    if getattr(out, "depth_focal_px", None) and focal_basis == "measured":  # as Engine.measure rescales it
-        depth = out.depth * np.float32(cam.fy / out.depth_focal_px)
+    depth = depth_at_focal(out, cam.fy)[0] if focal_basis == "measured" else out.depth  # as Engine.measure
     return measure_photo(photo.id, photo.captured_at, cam, depth, out.seg, out.detections,
                          min_score=engine.config.min_score, depth_sigma=engine.depth_sigma,
                          image=None if image is None else at_size(image, out.depth.shape))

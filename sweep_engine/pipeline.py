@@ -50,6 +50,16 @@ class ModelOutput:
     depth_focal_px: float | None = None  # the focal length (frame pixels) the depth's metres assume, if known
 
 
+def depth_at_focal(out: ModelOutput, fy: float) -> tuple[np.ndarray, float | None]:
+    """The output's depth for a photo of focal length ``fy`` (frame pixels), and the factor applied. A depth
+    model trained for one camera (Depth Anything, a dense network trained with ``--canonical-focal``) reads an
+    object at Z' that is at Z' x fy / f_model; a depth that is each photo's own comes back as it is (None)."""
+    if not out.depth_focal_px:
+        return out.depth, None
+    k = fy / out.depth_focal_px
+    return out.depth * np.float32(k), k
+
+
 @dataclass
 class Prepared:
     """One batch of photos resized for every slot: a float batch per (width, height) a slot reads."""
@@ -174,13 +184,8 @@ class Engine:
         ref = dataclasses.replace(photo, width=w0, height=h0)
         cam = camera_for_photo(ref, self.config.input_width, self.config.input_height, focal_px=focal_px,
                                camera_height_m=camera_height_m or self.config.camera_height_m)
-        depth, rescale = out.depth, None
-        if out.depth_focal_px and cam.focal_basis == "measured":
-            # A metric depth model's metres assume its training camera's focal length: an object it reads at
-            # Z' is at Z' x f / f_model for a photo of focal length f (both in frame pixels).  An assumed focal
-            # length is left to calibration, which solves it against the depth as the model gives it.
-            rescale = cam.fy / out.depth_focal_px
-            depth = out.depth * np.float32(rescale)
+        # An assumed focal length is left to calibration, which solves it against the depth as the model gives it.
+        depth, rescale = depth_at_focal(out, cam.fy) if cam.focal_basis == "measured" else (out.depth, None)
         pm, evidence = measure_photo(photo.id, photo.captured_at, cam, depth, out.seg, out.detections,
                                      min_score=self.config.min_score, depth_sigma=self.depth_sigma,
                                      image=None if image is None else at_size(image, out.depth.shape))

@@ -6,7 +6,7 @@ weights come only from that entry, checked by sha256 (``weights.py``):
 
 | slot | configuration value | manifest entry | architecture in the manifest |
 |---|---|---|---|
-| depth + classes | ``sis-dense`` (both) | ``dense`` | ``sis-dense/<backbone>/c<channels>/k17`` |
+| depth + classes | ``sis-dense`` (both) | ``dense`` | ``sis-dense/<backbone>/c<channels>/k17[/f<F>]`` |
 | depth | ``depth-anything-v2-metric-vits`` (``-vitb``, ``-vitl``) | ``depth`` | the same, ``/max<max_depth_m>`` |
 | classes | ``segformer-cityscapes`` | ``segmenter`` (a folder) | ``segformer-cityscapes`` |
 | boxes | ``sis-centres``, torchvision builders on the engine's classes | ``detector`` | as ``models.detector_architecture`` |

@@ -164,10 +164,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--resume", action="store_true")
-    p.add_argument("--canonical-focal", type=float, default=0.0, metavar="F",
-                   help="train the depth for one focal length, F x the frame's larger side (the engine rescales "
-                        "it to each photo's measured focal length; engine setting dense_focal); 0: each scene's "
-                        "own (the shipped weights)")
+    p.add_argument("--canonical-focal", type=_focal_factor, default=0.0, metavar="F",
+                   help="train the depth for one focal length, F x the frame's larger side, e.g. 0.8 (the "
+                        "generator's span 0.55-1.1; the engine rescales it to each photo's measured focal length; "
+                        "engine setting dense_focal); 0: each scene's own (the shipped weights). --init may name "
+                        "weights trained for each scene's own focal length, not for another F")
     p.add_argument("--init", default=None, metavar="MANIFEST",
                    help="start from these weights instead of random init (fine-tuning): a weights manifest, "
                         "whose sha256 of each network is kept in the provenance")
@@ -331,22 +332,32 @@ def train(args, argv: list[str] | None = None) -> Path:
                           manifest_name=f"weights-{args.only}.json" if args.only else "weights.json")
 
 
-# One training run as a provenance names it (``run``'s ``this_run``): its command, then what it ran on.
+# One training run as a provenance names it (``train``'s ``this_run``; a test holds the two together): its
+# command, then what it ran on. A provenance this module wrote starts with one of ``_OURS``.
 _RUN = re.compile(r"`python -m sweep_engine\.train [^`]+` \(seed \d+, generator \S+, \d+ steps, "
                   r"[\d.]+ min on .+?, torch [^\s)]+\)")
+_OURS = ("trained from random init on generated scenes only: ", "fine-tuned from ")
 
 
 def earlier_runs(provenances: list[str]) -> list[str]:
-    """The training runs the init networks' provenances name, each once, oldest first (each text names a
-    run after the runs it came from). A fine-tune's provenance lists these instead of nesting each
-    network's whole provenance, which doubled with every run (a 33 KB manifest after five). A provenance
-    that names no run of ours (an operator's own weights) is kept as it is, once."""
+    """The training runs the init networks' provenances name, each once, in the order the texts name them
+    (each text names a run after the runs it came from). A fine-tune's provenance lists these instead of
+    nesting each network's whole provenance, which doubled with every run (a 33 KB manifest after five). A
+    provenance this module did not write (an operator's own weights, fine-tuned elsewhere) is kept whole,
+    once: what it says beyond the runs it names is not ours to drop."""
     out: list[str] = []
     for text in provenances:
-        for run in _RUN.findall(text) or [text]:
+        for run in (_RUN.findall(text) if text.startswith(_OURS) else []) or [text]:
             if run not in out:
                 out.append(run)
     return out
+
+
+def _focal_factor(text: str) -> float:
+    f = float(text)
+    if not (math.isfinite(f) and 0.0 <= f <= 4.0):
+        raise argparse.ArgumentTypeError(f"{text}: a multiple of the frame's larger side, 0 (none) or up to 4")
+    return f
 
 
 def _init_architecture(args, cfg: EngineConfig) -> str:

@@ -16,7 +16,7 @@ from sweep_engine.config import EngineConfig
 from sweep_engine.models import load_models
 from sweep_engine.train import augment
 from sweep_engine.train.data import Variety, generator_id, sample, scene_params
-from sweep_engine.train.loop import assemble, main, parser, train
+from sweep_engine.train.loop import _RUN, assemble, main, parser, train
 
 TINY = ["--steps", "2", "--batch", "2", "--width", "64", "--height", "48", "--threads", "1", "--log-every", "1",
         "--checkpoint-every", "1"]
@@ -112,6 +112,7 @@ def test_a_fine_tune_of_a_fine_tune_names_each_earlier_run_once(tmp_path, dense_
     assert [c.split("--seed ")[1].split()[0] for c in commands] == [first["weights"][0]["build"]["command"].split(
         "--seed ")[1].split()[0], "8", "9"]
     assert commands[-1] == again["weights"][0]["build"]["command"]
+    assert len(_RUN.findall(text)) == 3        # what the text writes, the next fine-tune reads back
     assert "provenance" not in again["weights"][0]["build"]["init"]["dense"]
 
 
@@ -123,6 +124,8 @@ def test_the_shipped_weights_came_from_five_runs_each_named_once():
     assert [r.split("--seed ")[1].split()[0] for r in runs] == ["0", "1", "2", "3", "4"]
     assert earlier_runs(["operator fine-tune, run 42", runs[0], "operator fine-tune, run 42"]) == [
         "operator fine-tune, run 42", runs[0]]
+    elsewhere = "fine-tuned on 2,000 street photos of Bandung from " + runs[0]   # not written here: kept whole
+    assert earlier_runs([elsewhere, manifest["weights"][0]["provenance"]]) == [elsewhere, *runs]
 
 
 def test_a_canonical_focal_run_trains_depth_for_one_focal_length_and_the_engine_scales_it_back(tmp_path, dense_runs):
