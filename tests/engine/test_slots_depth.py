@@ -186,3 +186,15 @@ def test_sis_engine_measure_runs_the_slot_and_reports_focal_length_in_the_photo_
     assert m.calibration.focal_px == pytest.approx(ev["focalPx"]["solved"] * 320 / 256, rel=1e-4)
     assert ev["depthModelFocalPx"] == pytest.approx(depth_anything.focal_px(70, 192))
     assert ev["depthRescale"] == pytest.approx(300 * 256 / 320 / depth_anything.focal_px(70, 192), rel=1e-4)
+
+
+def test_a_dense_network_trained_for_one_focal_length_reading_only_classes_leaves_the_depth_slot_s_own(tmp_path):
+    """With Depth Anything for depth, a dense network trained for one focal length (``dense_focal``) reads
+    only the classes: the depth's focal length is Depth Anything's, whatever order the slots run in."""
+    cfg = EngineConfig(**DAV2, dense_focal=0.8)
+    engine = Engine(EngineConfig(**{**cfg.__dict__, "weights_manifest": str(random_weights(cfg, tmp_path, seed=7))}))
+    assert engine.weights["dense"].architecture.endswith("/k17/f0.8")
+    assert {s.name: s.depth_focal_px for s in engine.slots} == {
+        "dense": None, "depth": pytest.approx(depth_anything.focal_px(70, 192)), "detector": None}
+    outs, _ = engine.infer([torch.zeros(3, 192, 256, dtype=torch.uint8)])
+    assert outs[0].depth_focal_px == pytest.approx(depth_anything.focal_px(70, 192))
