@@ -325,13 +325,20 @@ async def test_a_database_made_afresh_beside_an_old_data_directory_loads_into_fo
 
 # ---- the command line ----------------------------------------------------------
 
+def registered(*kinds: DatasetKind):
+    """The test kinds in the process's registry for a fixture's life: ``yield from registered(...)``."""
+    for kind in kinds:
+        KINDS.register(kind)
+    try:
+        yield
+    finally:
+        for kind in kinds:
+            KINDS.remove(kind.name)
+
+
 @pytest.fixture
 def cli_kinds():
-    for kind in (POINTS, FAILING):
-        KINDS.register(kind)
-    yield
-    for kind in (POINTS, FAILING):
-        KINDS.remove(kind.name)
+    yield from registered(POINTS, FAILING)
 
 
 async def _prepared(url: str) -> None:

@@ -10,9 +10,10 @@ import sqlalchemy as sa
 
 from coordinator.core.db import Database, migrate
 from coordinator.datasets import drop, ingest, versions
-from coordinator.datasets.kinds import KINDS, DatasetKind
+from coordinator.datasets.kinds import DatasetKind
 from coordinator.features import store
-from tests.test_datasets import FILES, cli, discard_points, load_points, make_table, point, rows_of, write_seq
+from tests.test_datasets import (FILES, cli, discard_points, load_points, make_table, point, registered, rows_of,
+                                 write_seq)
 from tests.test_sites import LAT, LON, c, files  # noqa: F401 - fixtures
 
 
@@ -61,11 +62,7 @@ async def test_dropping_versions_deletes_their_rows_and_files_and_answers_go_on_
 
 @pytest.fixture
 def drop_kinds():
-    for kind in (ROWS, FILES):
-        KINDS.register(kind)
-    yield
-    for kind in (ROWS, FILES):
-        KINDS.remove(kind.name)
+    yield from registered(ROWS, FILES)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
