@@ -152,7 +152,8 @@ def substitute(out: ModelOutput, frame, max_depth_m: float, parts) -> ModelOutpu
     ex = exact_output(frame, max_depth_m)
     return ModelOutput(depth=ex.depth if "depth" in parts else out.depth, seg=ex.seg if "seg" in parts else out.seg,
                        detections=ex.detections if "boxes" in parts else out.detections,
-                       depth_focal_px=None if "depth" in parts else out.depth_focal_px)
+                       depth_focal_px=None if "depth" in parts else out.depth_focal_px,
+                       focal_guess_px=out.focal_guess_px)
 
 
 def evaluate(engine: Engine, seed: int, n: int, batch: int = 8, exact: bool = False, substituted=(),
@@ -180,6 +181,7 @@ def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) 
     det_stats: dict[str, list[int]] = {}
     dist_det, dist_truth, pix = [], [], []
     scales, aligned = [], []  # per scene: median depth ratio (model / truth), and AbsRel after dividing it out
+    focal = []  # per scene: log(the dense network's focal length reading / the truth), where it has a focal head
     trust = {"calibrated": {}, "miscalibrated": {}}
     for start in range(0, n, batch):
         samples = [sample(seed, i, width=cfg.input_width, height=cfg.input_height, variety=variety)
@@ -198,6 +200,8 @@ def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) 
             pm, _ = engine.measure(photo, size, out, camera_height_m=f.camera.height_m if give_height else None,
                                    image=image)
             trust["calibrated"][pm.scale_trust] = trust["calibrated"].get(pm.scale_trust, 0) + 1
+            if out.focal_guess_px:
+                focal.append(float(np.log(out.focal_guess_px / f.camera.fy)))
             for row, verdict in trust_variants(engine, photo, size, out, f.camera.fx, f.camera.height_m, image):
                 _count(trust, row, verdict)
             true_w = f.scene.street.road_width_m
@@ -254,8 +258,17 @@ def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) 
         "depth_scale": {"median_abs_pct": float(100 * np.median(np.abs(np.log(scales)))) if scales else float("nan"),
                         "aligned_absrel": float(np.mean(aligned)) if aligned else float("nan")},
         "detection": {k: {"tp": v[0], "fp": v[1], "fn": v[2]} for k, v in sorted(det_stats.items())},
+        "focal_guess": focal_stats(focal),
         "scale_trust": trust,
     }
+
+
+def focal_stats(logs: list[float]) -> dict:
+    """The dense network's focal length readings against the truth: |error| median and p90, and the signed
+    median, in % (log units x 100); n 0 where the network has no focal head."""
+    a = np.array(logs) if logs else np.array([np.nan])
+    return {"n": len(logs), "median_pct": float(100 * np.median(np.abs(a))),
+            "p90_pct": float(100 * np.percentile(np.abs(a), 90)), "bias_pct": float(100 * np.median(a))}
 
 
 OUTCOME_TOLERANCE = 0.10  # log units: a solved focal length or camera height farther from the truth is a miscalibration
@@ -275,7 +288,8 @@ def measure_as(engine: Engine, photo, size, out: ModelOutput, focal_px: float | 
     depth = depth_at_focal(out, cam.fy)[0] if focal_basis == "measured" else out.depth  # as Engine.measure
     return measure_photo(photo.id, photo.captured_at, cam, depth, out.seg, out.detections,
                          min_score=engine.config.min_score, depth_sigma=engine.depth_sigma,
-                         image=None if image is None else at_size(image, out.depth.shape))
+                         image=None if image is None else at_size(image, out.depth.shape),
+                         focal_guess_px=out.focal_guess_px)
 
 
 def trust_variants(engine: Engine, photo, size, out: ModelOutput, true_focal: float, true_height: float,
@@ -322,6 +336,7 @@ def evaluate_plain(engine: Engine, seed: int, n: int, batch: int = 8, exact: boo
         engine.depth_sigma = None
     widths = {"height given": [], "height not given": []}
     trust: dict = {}
+    focal = []
     try:
         for start in range(0, n, batch):
             scenes = [plain_road(seed * 100_000 + i) for i in range(start, min(n, start + batch))]
@@ -339,6 +354,8 @@ def evaluate_plain(engine: Engine, seed: int, n: int, batch: int = 8, exact: boo
                 outs, _ = engine.infer([torch.from_numpy(fr.rgb.copy()).permute(2, 0, 1) for fr in frames])
             for sc, out, image in zip(scenes, outs, images):
                 photo = plain_photo(sc)
+                if out.focal_guess_px:
+                    focal.append(float(np.log(out.focal_guess_px / (sc.focal_px * size[1] / sc.height))))
                 for row, height, hb in (("height given", sc.camera_height_m, "measured"),
                                         ("height not given", None, "assumed")):
                     pm, _ = measure_as(engine, photo, size, out, sc.focal_px, "measured", height, hb, image)
@@ -349,7 +366,8 @@ def evaluate_plain(engine: Engine, seed: int, n: int, batch: int = 8, exact: boo
                     _count(trust, row, verdict)
     finally:
         engine.depth_sigma = model_sigma
-    return {"scenes": n, "seed": seed, "road": {k: _road_stats(v) for k, v in widths.items()}, "scale_trust": trust}
+    return {"scenes": n, "seed": seed, "road": {k: _road_stats(v) for k, v in widths.items()},
+            "focal_guess": focal_stats(focal), "scale_trust": trust}
 
 
 def _road_stats(pairs) -> dict:
@@ -380,6 +398,13 @@ def side_by_side(own: dict, own_exact: dict | None, plain: dict, plain_exact: di
         ("indep., height not given: |error| median, %", None, plain["road"]["height not given"]["median_pct"], "",
          ".1f"),
     ]
+    if own.get("focal_guess", {}).get("n"):
+        rows += [("network's focal length |error| median, %", own["focal_guess"]["median_pct"],
+                  plain["focal_guess"]["median_pct"], "", ".1f"),
+                 ("network's focal length |error| p90, %", own["focal_guess"]["p90_pct"],
+                  plain["focal_guess"]["p90_pct"], "", ".1f"),
+                 ("network's focal length signed error median, %", own["focal_guess"]["bias_pct"],
+                  plain["focal_guess"]["bias_pct"], "", "+.1f")]
     for label, row, verdict, target in (
             ("calibrated, height not given: high, %", "calibrated, height not given", "high", ">= 60"),
             ("calibrated, height given: high, %", "calibrated, height given", "high", ">= 60"),

@@ -47,6 +47,12 @@ exist or any check fails; ``unknown`` when there was nothing to read and the
 scale is the priors alone.  A wrong focal length shows as a disagreement of
 the ground (which scales with it) with the contacts (which do not); a wrong
 camera height, as one of the measured value with both.
+
+A depth network trained for one focal length reads angles, and its depth is
+rescaled by the measured focal length, so a wrong one moves every depth cue
+with it and cancels out of those checks. Such a network also reads the focal
+length itself (``focal_guess_px``, its focal head): a measured focal length
+more than ``MAX_FOCAL_GUESS_OFF`` from it lowers the verdict.
 """
 from __future__ import annotations
 
@@ -98,6 +104,9 @@ MAX_HEIGHT_DISAGREEMENT = 0.15
 # it costs (held-out seed 1000): a focal length x0.7 or x1.4 given as measured with no camera height read
 # high on 6 of 160 photos (none at 0.25), where the contacts and the ground moved together with it.
 MAX_DEPTH_SCALE_OFF = 0.5
+# MAX_FOCAL_GUESS_OFF: how far (log units) a measured focal length may be from the dense network's own reading
+# of it (a network trained for one focal length, whose depth cues cannot see a wrong one).
+MAX_FOCAL_GUESS_OFF = 0.2
 MAX_VEHICLE_SPREAD = 0.10
 MAX_DISAGREEMENT = 0.04
 MAX_OVERRIDE = 0.10  # how far the scene may put a measured camera height (or, on exact depth, focal length)
@@ -335,10 +344,13 @@ def _height_readings(cam: Camera, ev: dict, ground_rows: int) -> dict[str, float
 
 
 def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections, *,
-              min_score: float = 0.5, depth_sigma: float | None = None) -> Calibrated:
+              min_score: float = 0.5, depth_sigma: float | None = None,
+              focal_guess_px: float | None = None) -> Calibrated:
     """Solve focal, camera height and pitch for one photo; return the corrected camera and the verdict.
 
     ``depth_sigma``: the depth model's error (log units) when depth comes from a network; None for exact depth.
+    ``focal_guess_px``: the focal length (frame pixels) the depth network reads in the photo, if it has a
+    focal head; a measured focal length is held against it.
     """
     ds = depth_sigma or 0.0
     priors = (PRIOR_SIGMA["focal"][cam.focal_basis], PRIOR_SIGMA["height"][cam.height_basis],
@@ -403,6 +415,12 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
     # What the scene alone says, against metadata given as measured: the solution itself is held by them.
     ev["measured"] = _measured_checks(cam, ev)
     focal_override = ev["measured"].get("focalPx", {}).get("offBy", 0.0)
+    guess_off = None
+    if focal_guess_px:
+        ev["focalPx"]["fromNetwork"] = focal_guess_px
+        if cam.focal_basis == "measured":
+            guess_off = abs(math.log(cam.fy / focal_guess_px))
+            ev["measured"]["focalPx"]["networkOffBy"] = guess_off
     height_override = ev["measured"].get("cameraHeightM", {}).get("offBy", 0.0)
 
     readings = _height_readings(cam, ev, len(rows))
@@ -432,6 +450,9 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
         if cam.focal_basis == "measured" and focal_override > (MAX_DEPTH_SCALE_OFF if depth_sigma else MAX_OVERRIDE):
             reasons.append(f"the vehicles by depth put the focal length {focal_override:.0%} away from the "
                            "metadata focal length: the metadata or the depth scale is wrong")
+        if guess_off is not None and guess_off > MAX_FOCAL_GUESS_OFF:
+            reasons.append(f"the depth network reads the focal length {guess_off:.0%} away from the metadata "
+                           "focal length: the metadata or the network is wrong")
         if cam.focal_basis == "assumed":
             # The focal length was solved; only the three cues' agreement at the solution checks it.
             if len(dev) < 3:

@@ -13,6 +13,8 @@ depth, classes and boxes share one pixel frame, the one the geometry reads.
 """
 from __future__ import annotations
 
+import math
+
 import timm
 import torch
 import torchvision
@@ -54,24 +56,46 @@ class _EncoderDecoder(nn.Module):
 
 
 class DenseNet(_EncoderDecoder):
-    """Shared encoder, a small top-down decoder, and two heads: metric depth and class logits."""
+    """Shared encoder, a small top-down decoder, and two heads: metric depth and class logits; and, for a
+    network whose depth is trained for one focal length (``--canonical-focal``), a third: the photo's focal
+    length as the network reads it.
 
-    def __init__(self, backbone: str, n_classes: int, channels: int = 64, max_depth_m: float = 80.0):
+    Such a depth reads angles, so a wrong focal length given as measured rescales every depth cue with it and
+    cancels out of the calibration's checks (a plain road has nothing else to contradict it). The focal head
+    is what the network makes of the scene's scale (the apparent size of lanes, cars, doors, windows), kept
+    apart from the depth so that the verdict can hold a measured focal length against it.
+    """
+
+    FOCAL_GRID = (3, 4)  # the decoder's features pooled to this grid (rows, columns) feed the focal head
+
+    def __init__(self, backbone: str, n_classes: int, channels: int = 64, max_depth_m: float = 80.0,
+                 focal_prior: float | None = None):
         super().__init__(backbone, channels)
         self.depth_head = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(inplace=True),
                                         nn.Conv2d(channels, 1, 1))
         self.seg_head = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(inplace=True),
                                       nn.Conv2d(channels, n_classes, 1))
         self.max_depth_m = max_depth_m
+        self.focal_head = None
+        if focal_prior:
+            cells = self.FOCAL_GRID[0] * self.FOCAL_GRID[1]
+            self.focal_head = nn.Sequential(nn.Flatten(), nn.Linear(channels * cells, channels),
+                                            nn.ReLU(inplace=True), nn.Linear(channels, 1))
+            nn.init.zeros_(self.focal_head[-1].weight)   # it starts at the prior, so a fine-tune starts calm
+            nn.init.constant_(self.focal_head[-1].bias, math.log(focal_prior))
 
-    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``images``: (B, 3, H, W) floats in [0, 1].  Returns depth (B, H, W) metres and logits (B, K, H, W)."""
+    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """``images``: (B, 3, H, W) floats in [0, 1].  Returns depth (B, H, W) metres, logits (B, K, H, W),
+        and, with a focal head, the log of each photo's focal length over its larger side (B,); else None."""
         size = images.shape[-2:]
         y = self.decode_features(images)
         depth = self.max_depth_m * torch.sigmoid(self.depth_head(y)) + 0.05
         depth = F.interpolate(depth, size=size, mode="bilinear", align_corners=False)[:, 0]
         logits = F.interpolate(self.seg_head(y), size=size, mode="bilinear", align_corners=False)
-        return depth, logits
+        log_focal = None
+        if self.focal_head is not None:
+            log_focal = self.focal_head(F.adaptive_avg_pool2d(y, self.FOCAL_GRID))[:, 0]
+        return depth, logits, log_focal
 
 
 class CentreDetector(_EncoderDecoder):
@@ -185,7 +209,8 @@ class CentreDetector(_EncoderDecoder):
 
 def dense_architecture(cfg: EngineConfig) -> str:
     """The layout and what its depth means: ``/fF`` where it was trained for one focal length (F x the frame's
-    larger side), so that weights trained either way are never read the other way."""
+    larger side), so that weights trained either way are never read the other way; such a network also
+    has the focal head (``DenseNet``)."""
     focal = f"/f{cfg.dense_focal:g}" if cfg.dense_focal else ""
     return f"sis-dense/{cfg.backbone}/c{cfg.decoder_channels}/k{len(SEG_CLASSES)}{focal}"
 
@@ -202,7 +227,10 @@ def detector_architecture(cfg: EngineConfig) -> str:
 
 
 def build_dense(cfg: EngineConfig) -> DenseNet:
-    return DenseNet(cfg.backbone, len(SEG_CLASSES), cfg.decoder_channels, cfg.max_depth_m)
+    """The dense network; one trained for one focal length (``dense_focal``) has a focal head too, starting at
+    that focal length."""
+    return DenseNet(cfg.backbone, len(SEG_CLASSES), cfg.decoder_channels, cfg.max_depth_m,
+                    focal_prior=cfg.dense_focal or None)
 
 
 def build_detector(cfg: EngineConfig) -> nn.Module:

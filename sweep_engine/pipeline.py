@@ -48,6 +48,7 @@ class ModelOutput:
     seg: np.ndarray         # (H, W) uint8 indices into labels.SEG_CLASSES
     detections: list        # [(label, (x0, y0, x1, y1), score)]
     depth_focal_px: float | None = None  # the focal length (frame pixels) the depth's metres assume, if known
+    focal_guess_px: float | None = None  # the focal length (frame pixels) the dense network reads in the photo
 
 
 def depth_at_focal(out: ModelOutput, fy: float) -> tuple[np.ndarray, float | None]:
@@ -141,16 +142,18 @@ class Engine:
         """Every slot over one prepared batch."""
         with torch.inference_mode(), self._autocast():
             out = run_slots(self.slots, batch.tensors, self.frame, sync=self._sync)
-        return self.to_outputs(out.depth, out.seg, out.detections, out.depth_focal_px)
+        return self.to_outputs(out.depth, out.seg, out.detections, out.depth_focal_px, out.focal_guess_px)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
     def to_outputs(self, depth: torch.Tensor, seg: torch.Tensor, dets: list[dict],
-                   depth_focal_px: float | None = None) -> list[ModelOutput]:
+                   depth_focal_px: float | None = None,
+                   focal_guess_px: torch.Tensor | None = None) -> list[ModelOutput]:
         """The slots' tensors as numpy depth, class indices and labelled boxes, per photo."""
         depth = depth.float().cpu().numpy()
+        guesses = [None] * len(dets) if focal_guess_px is None else focal_guess_px.float().cpu().tolist()
         seg = seg.to(torch.uint8).cpu().numpy()
         out = []
         for i, d in enumerate(dets):
@@ -158,7 +161,8 @@ class Engine:
                                      for k in ("boxes", "labels", "scores"))
             found = [(DET_CLASSES[int(lab) - 1], tuple(float(c) for c in box), float(sc))
                      for box, lab, sc in zip(boxes, labels, scores) if 1 <= int(lab) <= len(DET_CLASSES)]
-            out.append(ModelOutput(depth=depth[i], seg=seg[i], detections=found, depth_focal_px=depth_focal_px))
+            out.append(ModelOutput(depth=depth[i], seg=seg[i], detections=found, depth_focal_px=depth_focal_px,
+                                   focal_guess_px=guesses[i]))
         return out
 
     def infer(self, images: list[torch.Tensor]) -> tuple[list[ModelOutput], float]:
@@ -188,7 +192,8 @@ class Engine:
         depth, rescale = depth_at_focal(out, cam.fy) if cam.focal_basis == "measured" else (out.depth, None)
         pm, evidence = measure_photo(photo.id, photo.captured_at, cam, depth, out.seg, out.detections,
                                      min_score=self.config.min_score, depth_sigma=self.depth_sigma,
-                                     image=None if image is None else at_size(image, out.depth.shape))
+                                     image=None if image is None else at_size(image, out.depth.shape),
+                                     focal_guess_px=out.focal_guess_px)
         if out.depth_focal_px:
             evidence = {**evidence, "depthModelFocalPx": out.depth_focal_px, "depthRescale": rescale}
         return pm, evidence

@@ -154,13 +154,18 @@ def key_mismatch(expected, found) -> str | None:
     return "; ".join(parts) or None
 
 
-def load_into(module: torch.nn.Module, manifest: str | Path, name: str, architecture: str) -> WeightsEntry:
+def load_into(module: torch.nn.Module, manifest: str | Path, name: str, architecture: str,
+              absent: tuple[str, ...] = ()) -> WeightsEntry:
+    """Load the manifest's entry ``name`` into ``module``, refusing any other layout. ``absent``: key prefixes
+    the file may lack, left as the module has them (a fine-tune that adds a head to trained weights)."""
     state, entry = load_state_dict(manifest, name, architecture)
-    mismatch = key_mismatch(module.state_dict().keys(), state.keys())
+    expected = [k for k in module.state_dict() if not (k.startswith(absent) and k not in state)] if absent \
+        else module.state_dict().keys()
+    mismatch = key_mismatch(expected, state.keys())
     if mismatch:
         raise WeightsError(f"weights '{name}' ({entry.file}) are not in the {architecture} layout: {mismatch}")
     try:
-        module.load_state_dict(state, strict=True)
+        module.load_state_dict(state, strict=not absent)
     except RuntimeError as exc:
         raise WeightsError(f"weights '{name}' do not fit the {architecture} model: {str(exc)[:400]}") from None
     return entry

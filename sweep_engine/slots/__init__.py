@@ -78,7 +78,8 @@ class Outputs:
     seg: torch.Tensor
     detections: list
     depth_focal_px: float | None = None
-    timings: dict = field(default_factory=dict)
+    focal_guess_px: torch.Tensor | None = None   # (B,) each photo's focal length (frame pixels) as the dense
+    timings: dict = field(default_factory=dict)  # network reads it, where it has a focal head
 
 
 def _frame(cfg: EngineConfig) -> tuple[int, int]:
@@ -145,15 +146,17 @@ def run(slots: list[Slot], batches: dict[tuple[int, int], torch.Tensor], frame: 
 
     fw, fh = frame
     depth = seg = dets = None
-    focal = None
+    focal = guess = None
     timings = {}
     for slot in slots:
         x = batches[slot.size]
         t = time.perf_counter()
         if slot.name == "dense":
-            d, logits = slot.module(x)
+            d, logits, log_focal = slot.module(x)
             if "depth" in slot.roles:
                 depth, focal = d, slot.depth_focal_px
+                if log_focal is not None:
+                    guess = torch.exp(log_focal.float()) * max(fw, fh)
             if "seg" in slot.roles:
                 seg = logits.argmax(1)
         elif slot.name == "depth":
@@ -170,5 +173,6 @@ def run(slots: list[Slot], batches: dict[tuple[int, int], torch.Tensor], frame: 
         if sync is not None:
             sync()
         timings[slot.name] = time.perf_counter() - t
-    return Outputs(depth=depth, seg=seg, detections=dets, depth_focal_px=focal, timings=timings)
+    return Outputs(depth=depth, seg=seg, detections=dets, depth_focal_px=focal, focal_guess_px=guess,
+                   timings=timings)
 

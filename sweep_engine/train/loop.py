@@ -16,7 +16,8 @@ depth head's range (sky and unknown excluded), with ``--object-depth-weight``
 weighing the pixels of standing objects (poles, signs, vehicles, people,
 gates, entrances: a few pixels each, whose depth the object distances are
 read from) against 1 for the rest; classes are cross-entropy
-(unknown excluded); the detector's are its own (``sis-centres``: a centre
+(unknown excluded); with ``--canonical-focal``, the focal head's is L1 on the
+log of the scene's focal length over the frame's larger side; the detector's are its own (``sis-centres``: a centre
 focal loss and an edge-distance log-L1; torchvision's for theirs).
 ``--workers N`` renders the next batches in N other processes; the samples,
 and so the weights, do not depend on it.  Every ``--log-every``
@@ -78,15 +79,22 @@ def batch_tensors(samples, max_depth_m: float, canonical_px: float | None = None
     return images, depth, valid, seg, targets
 
 
+def log_focal_targets(samples) -> torch.Tensor:
+    """Each scene's focal length over its frame's larger side, in log units: what a focal head reads."""
+    return torch.tensor([math.log(s.info["focal_px"] / max(s.rgb.shape[:2])) for s in samples], dtype=torch.float32)
+
+
 # The classes whose depth the object distances are read from: a few pixels each, so that a mean over all
 # pixels all but ignores them (``--object-depth-weight`` weighs them more).
 OBJECT_SEG = tuple(SEG[c] for c in ("pole", "sign", "vehicle", "person", "gate", "entrance"))
 
 
-def dense_loss(dense, images, depth, valid, seg, object_weight: float = 1.0):
+def dense_loss(dense, images, depth, valid, seg, object_weight: float = 1.0,
+               log_focal: torch.Tensor | None = None) -> dict:
     """Depth: mean |log error| over the valid pixels, those of ``OBJECT_SEG`` weighed ``object_weight``
-    times; classes: cross-entropy."""
-    pred, logits = dense(images)
+    times; classes: cross-entropy; and, for a network with a focal head, its mean |log error| against
+    ``log_focal`` (``log_focal_targets``)."""
+    pred, logits, pred_focal = dense(images)
     d = (torch.log(pred[valid]) - torch.log(depth[valid])).abs()
     if not d.numel():
         l_depth = pred.sum() * 0
@@ -95,8 +103,10 @@ def dense_loss(dense, images, depth, valid, seg, object_weight: float = 1.0):
     else:
         w = 1.0 + (object_weight - 1.0) * torch.isin(seg[valid], torch.tensor(OBJECT_SEG, device=seg.device)).float()
         l_depth = (w * d).sum() / w.sum()
-    l_seg = F.cross_entropy(logits, seg, ignore_index=augment.IGNORE)
-    return l_depth, l_seg
+    losses = {"depth": l_depth, "seg": F.cross_entropy(logits, seg, ignore_index=augment.IGNORE)}
+    if pred_focal is not None:
+        losses["focal"] = (pred_focal - log_focal.to(pred_focal.device)).abs().mean()
+    return losses
 
 
 def lr_at(step: int, total: int, base: float, warmup: int = 30) -> float:
@@ -249,7 +259,9 @@ def train(args, argv: list[str] | None = None) -> Path:
         for name, module, arch in (("dense", dense, _init_architecture(args, cfg)),
                                    ("detector", detector, detector_architecture(cfg))):
             if args.init and name in names:
-                load_into(module, args.init, name, arch)
+                # Weights for each photo's own focal length have no focal head: it starts at its init.
+                load_into(module, args.init, name, arch,
+                          absent=("focal_head.",) if arch != dense_architecture(cfg) else ())
     dense.train(), detector.train()
     sums: dict[str, float] = {}
     t_last = time.perf_counter()
@@ -276,13 +288,14 @@ def train(args, argv: list[str] | None = None) -> Path:
         if "dense" in names:
             for g in opt_d.param_groups:
                 g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
-            l_depth, l_seg = dense_loss(dense, images, depth, valid, seg, args.object_depth_weight)
+            losses = dense_loss(dense, images, depth, valid, seg, args.object_depth_weight,
+                                log_focal_targets(samples))
             opt_d.zero_grad(set_to_none=True)
-            (l_depth + l_seg).backward()
+            sum(losses.values()).backward()
             torch.nn.utils.clip_grad_norm_(dense.parameters(), 5.0)
             opt_d.step()
-            sums["depth"] = sums.get("depth", 0.0) + float(l_depth.detach())
-            sums["seg"] = sums.get("seg", 0.0) + float(l_seg.detach())
+            for k, v in losses.items():
+                sums[k] = sums.get(k, 0.0) + float(v.detach())
         if "detector" in names:
             for g in opt_k.param_groups:
                 g["lr"] = lr_at(step, args.steps, args.detector_lr, args.warmup)

@@ -272,3 +272,27 @@ def test_the_verdict_is_low_when_measured_metadata_is_wrong(seed, focal_mult, he
     assert c.scale_trust == "low"
     assert c.evidence["heightAgreement"] > 0.15
     assert any("camera height readings" in r for r in c.evidence["reasons"])
+
+
+@pytest.mark.parametrize("seed", (0, 1, 3))
+@pytest.mark.parametrize("guess_mult, verdict", [(1.1, "high"), (0.7, "low"), (1.4, "low")])
+def test_a_measured_focal_length_is_held_against_the_networks_own_reading(seed, guess_mult, verdict):
+    """A depth network trained for one focal length has its depth rescaled by the measured focal length, so a
+    wrong one cancels out of every depth cue; its focal head's reading is what a measured focal length is
+    then held against. Here the depth cues agree (correct metadata): a reading 10 % off passes, one 30-40 %
+    off lowers the verdict, and says why."""
+    from sweep_engine.calibrate import MAX_FOCAL_GUESS_OFF
+    from sweep_engine.geometry import MODEL_DEPTH_SIGMA
+
+    f = frame(seed)
+    cam = f.camera.with_(height_basis="assumed", height_m=1.65)
+    guess = f.camera.fy * guess_mult
+    c = calibrate(cam, _network_like(f), f.seg, f.detections(), depth_sigma=MODEL_DEPTH_SIGMA, focal_guess_px=guess)
+    assert c.evidence["focalPx"]["fromNetwork"] == guess
+    off = c.evidence["measured"]["focalPx"]["networkOffBy"]
+    assert off == pytest.approx(abs(np.log(guess_mult))) and (off > MAX_FOCAL_GUESS_OFF) == (verdict == "low")
+    assert c.scale_trust == verdict, c.evidence["reasons"]
+    assert any("network reads the focal length" in r for r in c.evidence["reasons"]) == (verdict == "low")
+    assumed = calibrate(cam.with_(focal_basis="assumed"), _network_like(f), f.seg, f.detections(),
+                        depth_sigma=MODEL_DEPTH_SIGMA, focal_guess_px=guess)
+    assert "networkOffBy" not in assumed.evidence["measured"].get("focalPx", {})   # nothing measured to hold

@@ -65,7 +65,7 @@ def test_photos_are_read_at_the_detector_s_native_size_and_boxes_come_back_to_th
     assert det.input_size(256, 192) == (1067, 800)
     assert det.input_size(4000, 1000) == (1333, 333)  # the longer side's cap wins
     slot = Slot("detector", ("detections",), det, entry=None, size=(1067, 800))
-    dense = Slot("dense", ("depth", "seg"), lambda x: (torch.ones(1, 192, 256), torch.zeros(1, 17, 192, 256)),
+    dense = Slot("dense", ("depth", "seg"), lambda x: (torch.ones(1, 192, 256), torch.zeros(1, 17, 192, 256), None),
                  entry=None, size=(256, 192))
     out = run([dense, slot], {(256, 192): torch.zeros(1, 3, 192, 256), (1067, 800): torch.zeros(1, 3, 800, 1067)},
               (256, 192))

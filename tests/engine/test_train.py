@@ -135,7 +135,7 @@ def test_a_canonical_focal_run_trains_depth_for_one_focal_length_and_the_engine_
     import torch
 
     from sweep_engine.pipeline import Engine
-    from sweep_engine.train.loop import batch_tensors
+    from sweep_engine.train.loop import batch_tensors, log_focal_targets
     from sweep_engine.weights import WeightsError
 
     samples = [sample(11, i, width=64, height=48) for i in range(2)]
@@ -145,14 +145,22 @@ def test_a_canonical_focal_run_trains_depth_for_one_focal_length_and_the_engine_
         ratio = (canon[i][valid[i]] / plain[i][valid[i]]).numpy()
         assert np.allclose(ratio, 0.8 * 64 / s.frame.camera.fx, rtol=1e-5)
 
-    moved, _ = run(tmp_path, "moved", "--only", "dense", "--seed", "8", "--canonical-focal", "0.8",
-                   "--init", str(dense_runs[0][1]))        # from weights trained for each scene's own focal length
+    targets = log_focal_targets(samples)
+    assert np.allclose(np.exp(targets.numpy()), [s.frame.camera.fx / 64 for s in samples], rtol=1e-5)
+
+    moved, moved_path = run(tmp_path, "moved", "--only", "dense", "--seed", "8", "--canonical-focal", "0.8",
+                            "--init", str(dense_runs[0][1]))   # from weights trained for each scene's own focal
     assert moved["weights"][0]["architecture"] == "sis-dense/mobilenetv3_small_100/c64/k17/f0.8"
+    state = torch.load(tmp_path / "moved" / "dense.pt", weights_only=True)
+    assert any(k.startswith("focal_head.") for k in state)   # the head was added to the init's layout, and trained
+    log = [json.loads(line) for line in (tmp_path / "moved" / "train-dense.log").read_text().splitlines()]
+    assert all(row["focal"] > 0 for row in log)
 
     both, path = run(tmp_path, "both", "--seed", "8", "--canonical-focal", "0.8")
     cfg = EngineConfig(weights_manifest=str(path), input_width=64, input_height=48, dense_focal=0.8, device="cpu")
     outs, _ = Engine(cfg).infer([torch.zeros(3, 48, 64, dtype=torch.uint8)])
     assert outs[0].depth_focal_px == pytest.approx(0.8 * 64)
+    assert 0.5 * 0.8 * 64 < outs[0].focal_guess_px < 2 * 0.8 * 64     # the focal head's reading, frame pixels
     with pytest.raises(WeightsError, match="are for sis-dense/.*/f0.8, but the engine is configured for"):
         Engine(EngineConfig(weights_manifest=str(path), input_width=64, input_height=48, device="cpu"))
 
@@ -170,10 +178,10 @@ def test_object_pixels_weigh_more_in_the_depth_loss_when_asked():
     pred[0, 0, 0] = 20.0                                  # only the pole's pixel is wrong, by log 2
 
     def net(_images):
-        return pred, torch.zeros(1, len(SEG), 4, 4)
+        return pred, torch.zeros(1, len(SEG), 4, 4), None
     valid = torch.ones(1, 4, 4, dtype=torch.bool)
-    plain, _ = dense_loss(net, None, depth, valid, seg)
-    weighed, _ = dense_loss(net, None, depth, valid, seg, object_weight=4.0)
+    plain = dense_loss(net, None, depth, valid, seg)["depth"]
+    weighed = dense_loss(net, None, depth, valid, seg, object_weight=4.0)["depth"]
     assert float(plain) == pytest.approx(np.log(2) / 16) and float(weighed) == pytest.approx(4 * np.log(2) / 19)
 
 
