@@ -41,10 +41,11 @@ class EngineConfig:
                             "input); other slots read the photo at their own size, their outputs resized to it")
     input_width: int = _s(256, "width in pixels of that frame")
     decoder_channels: int = _s(64, "channels of the dense network's decoder")
-    dense_focal: float = _s(0.0, "the focal length, as a multiple of the frame's larger side, that the dense "
-                            "network's depth was trained for (python -m sweep_engine.train --canonical-focal): "
-                            "its metres are rescaled to a photo's measured focal length, as Depth Anything's "
-                            "are; 0: its depth is metric for each photo's own camera (the shipped weights)")
+    dense_focal: float = _s(0.8, "the focal length, as a multiple of the frame's larger side, that the dense "
+                            "network's depth was trained for (python -m sweep_engine.train --canonical-focal; "
+                            "the shipped weights: 0.8): its metres are rescaled to a photo's measured focal "
+                            "length, as Depth Anything's are, and its focal head's reading checks that focal "
+                            "length; 0: a network whose depth is metric for each photo's own camera")
     max_depth_m: float = _s(80.0, "largest depth the depth head can output, metres (Depth Anything V2 metric: "
                             "80 for its outdoor models, 20 for the indoor ones)")
     device: str = _s("auto", "torch device: auto (CUDA when present, else CPU), cpu, cuda, cuda:N")

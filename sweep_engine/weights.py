@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -94,8 +95,12 @@ def _entry(manifest: str | Path, name: str, architecture: str) -> tuple[Path, We
         raise WeightsError(f"weights manifest {manifest} has no entry for '{name}'")
     entry = entries[name]
     if entry.architecture != architecture:
+        focal = re.compile(r"/f[\d.]+$")  # a dense network's depth trained for one focal length (models.py)
+        hint = ("; the two differ in the focal length the depth was trained for: set SIS_ENGINE_DENSE_FOCAL "
+                "(dense_focal) to the weights' /f value, or 0 where they have none"
+                if focal.sub("", entry.architecture) == focal.sub("", architecture) else "")
         raise WeightsError(f"weights '{name}' are for {entry.architecture}, but the engine is configured "
-                           f"for {architecture}")
+                           f"for {architecture}{hint}")
     return manifest.parent / entry.file, entry
 
 

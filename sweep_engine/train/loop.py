@@ -26,10 +26,11 @@ steps the mean losses go to ``train.log`` (JSON lines); every
 ``--init MANIFEST`` starts from trained weights instead of random init
 (fine-tuning; give it another ``--seed`` than the first run's, so that it sees
 new scenes), and the provenance keeps their sha256.  ``--canonical-focal F``
-trains the depth for one focal length, F x the frame's larger side (depth
+(default 0.8) trains the depth for one focal length, F x the frame's larger side (depth
 targets x that / the scene's own; the architecture says so, ``/fF``, and the
 engine reads it with ``dense_focal`` F, rescaled to each photo's measured
-focal length); ``--init`` may then name weights trained the other way.  At the
+focal length) and adds the focal head, which learns each scene's focal
+length; ``--init`` may then name weights trained the other way (0: neither).  At the
 end the weights are written as float16 state dicts with a manifest pinning
 their sha256, license and provenance (the command, seed, generator version).
 """
@@ -174,11 +175,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--resume", action="store_true")
-    p.add_argument("--canonical-focal", type=_focal_factor, default=0.0, metavar="F",
-                   help="train the depth for one focal length, F x the frame's larger side, e.g. 0.8 (the "
-                        "generator's span 0.55-1.1; the engine rescales it to each photo's measured focal length; "
-                        "engine setting dense_focal); 0: each scene's own (the shipped weights). --init may name "
-                        "weights trained for each scene's own focal length, not for another F")
+    p.add_argument("--canonical-focal", type=_focal_factor, default=0.8, metavar="F",
+                   help="train the depth for one focal length, F x the frame's larger side (default 0.8, as the "
+                        "shipped weights and the engine's default dense_focal; the generator's span 0.55-1.1), "
+                        "with a focal head that reads each photo's; the engine rescales the depth to each photo's "
+                        "measured focal length; 0: each scene's own, no focal head (the first five runs). --init "
+                        "may name weights trained for each scene's own focal length, not for another F")
     p.add_argument("--init", default=None, metavar="MANIFEST",
                    help="start from these weights instead of random init (fine-tuning): a weights manifest, "
                         "whose sha256 of each network is kept in the provenance")
@@ -383,8 +385,11 @@ def _init_architecture(args, cfg: EngineConfig) -> str:
 
 
 def _reproducing(argv: list[str], args) -> list[str]:
-    """The arguments that reproduce the run: without --resume, and with the --steps (and --stop-after) that
-    --budget-minutes chose in its place."""
+    """The arguments that reproduce the run: without --resume, with the --steps (and --stop-after) that
+    --budget-minutes chose in its place, and --canonical-focal named even where its default was taken (the
+    default has changed once)."""
+    if not any(a.startswith("--canonical-focal") for a in argv):
+        argv = [*argv, "--canonical-focal", f"{args.canonical_focal:g}"]
     if not args.budget_minutes:
         return [a for a in argv if a != "--resume"]
     out, skip = [], False

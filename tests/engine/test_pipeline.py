@@ -162,7 +162,7 @@ def test_a_pinned_file_that_is_not_plain_tensors_is_refused(tmp_path):
     data = pickle.dumps({"w": Payload()}, protocol=2)
     (tmp_path / "dense.pt").write_bytes(data)
     (tmp_path / "weights.json").write_text(json.dumps({"manifestVersion": 1, "weights": [{
-        "name": "dense", "file": "dense.pt", "architecture": "sis-dense/mobilenetv3_small_100/c64/k17",
+        "name": "dense", "file": "dense.pt", "architecture": "sis-dense/mobilenetv3_small_100/c64/k17/f0.8",
         "sha256": sha256_bytes(data), "license": "none", "provenance": "hostile", "trained": False}]}))
     with pytest.raises(WeightsError, match="not a plain state dict"):
         Engine(EngineConfig(**TINY, weights_manifest=str(tmp_path / "weights.json")))

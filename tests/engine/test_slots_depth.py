@@ -122,7 +122,7 @@ def test_a_file_in_another_layout_is_refused_naming_the_keys(manifest, tmp_path)
     (tmp_path / "detector.pt").write_bytes((manifest.parent / "detector.pt").read_bytes())
     m = tmp_path / "weights.json"
     cfg = EngineConfig(**DAV2)
-    for name, arch in (("dense", "sis-dense/mobilenetv3_small_100/c64/k17"),
+    for name, arch in (("dense", "sis-dense/mobilenetv3_small_100/c64/k17/f0.8"),
                        ("detector", "sis-centres/mobilenetv3_small_100/c64/k9"),
                        ("depth", "depth-anything-v2-metric-vits/max80")):
         pin(m, name, tmp_path / f"{name}.pt", arch, license="test", provenance="test", trained=False)

@@ -108,7 +108,7 @@ def test_a_detector_file_with_another_head_is_refused(tmp_path):
     m = random_weights(EngineConfig(**{**FAST, "detector": "sis-centres"}), tmp_path / "base", seed=1)
     (tmp_path / "dense.pt").write_bytes((m.parent / "dense.pt").read_bytes())
     manifest = tmp_path / "weights.json"
-    pin(manifest, "dense", tmp_path / "dense.pt", "sis-dense/mobilenetv3_small_100/c64/k17", license="t",
+    pin(manifest, "dense", tmp_path / "dense.pt", "sis-dense/mobilenetv3_small_100/c64/k17/f0.8", license="t",
         provenance="t", trained=False)
     pin(manifest, "detector", tmp_path / "detector.pt", "coco/fasterrcnn_mobilenet_v3_large_320_fpn/k91",
         license="t", provenance="t", trained=False)

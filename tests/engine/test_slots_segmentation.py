@@ -45,7 +45,7 @@ def _copy(manifest, tmp_path):
 
 
 def _pin_all(m, tmp_path):
-    pin(m, "dense", tmp_path / "dense.pt", "sis-dense/mobilenetv3_small_100/c64/k17", license="t", provenance="t")
+    pin(m, "dense", tmp_path / "dense.pt", "sis-dense/mobilenetv3_small_100/c64/k17/f0.8", license="t", provenance="t")
     pin(m, "detector", tmp_path / "detector.pt", "sis-centres/mobilenetv3_small_100/c64/k9", license="t",
         provenance="t")
     pin(m, "segmenter", tmp_path / "segmenter", "segformer-cityscapes", license="t", provenance="t")

@@ -45,7 +45,7 @@ def test_the_manifest_pins_license_and_provenance(dense_runs):
     (entry,) = doc["weights"]
     assert entry["name"] == "dense" and entry["trained"] is True and entry["dtype"] == "float16"
     assert entry["license"].startswith("Apache-2.0")
-    assert entry["architecture"] == "sis-dense/mobilenetv3_small_100/c64/k17"
+    assert entry["architecture"] == "sis-dense/mobilenetv3_small_100/c64/k17/f0.8"   # the engine's default
     build = entry["build"]
     assert build["seed"] == 3 and build["steps"] == 2 and build["generator"] == generator_id()
     assert build["command"].startswith("python -m sweep_engine.train --out ") and "--seed 3" in build["command"]
@@ -116,12 +116,12 @@ def test_a_fine_tune_of_a_fine_tune_names_each_earlier_run_once(tmp_path, dense_
     assert "provenance" not in again["weights"][0]["build"]["init"]["dense"]
 
 
-def test_the_shipped_weights_came_from_five_runs_each_named_once():
+def test_the_shipped_weights_came_from_six_runs_each_named_once():
     from sweep_engine.train.loop import earlier_runs
 
     manifest = json.loads((Path(__file__).parents[2] / "sweep_engine/default_weights/weights.json").read_text())
     runs = earlier_runs([w["provenance"] for w in manifest["weights"]])
-    assert [r.split("--seed ")[1].split()[0] for r in runs] == ["0", "1", "2", "3", "4"]
+    assert [r.split("--seed ")[1].split()[0] for r in runs] == ["0", "1", "2", "3", "4", "7"]
     assert earlier_runs(["operator fine-tune, run 42", runs[0], "operator fine-tune, run 42"]) == [
         "operator fine-tune, run 42", runs[0]]
     elsewhere = "fine-tuned on 2,000 street photos of Bandung from " + runs[0]   # not written here: kept whole
@@ -148,8 +148,10 @@ def test_a_canonical_focal_run_trains_depth_for_one_focal_length_and_the_engine_
     targets = log_focal_targets(samples)
     assert np.allclose(np.exp(targets.numpy()), [s.frame.camera.fx / 64 for s in samples], rtol=1e-5)
 
-    moved, moved_path = run(tmp_path, "moved", "--only", "dense", "--seed", "8", "--canonical-focal", "0.8",
-                            "--init", str(dense_runs[0][1]))   # from weights trained for each scene's own focal
+    _, own_focal = run(tmp_path, "own", "--only", "dense", "--seed", "3", "--canonical-focal", "0")
+    assert json.loads(own_focal.read_text())["weights"][0]["architecture"].endswith("/k17")
+    moved, _ = run(tmp_path, "moved", "--only", "dense", "--seed", "8", "--canonical-focal", "0.8",
+                   "--init", str(own_focal))   # from weights trained for each scene's own focal length
     assert moved["weights"][0]["architecture"] == "sis-dense/mobilenetv3_small_100/c64/k17/f0.8"
     state = torch.load(tmp_path / "moved" / "dense.pt", weights_only=True)
     assert any(k.startswith("focal_head.") for k in state)   # the head was added to the init's layout, and trained
@@ -161,8 +163,10 @@ def test_a_canonical_focal_run_trains_depth_for_one_focal_length_and_the_engine_
     outs, _ = Engine(cfg).infer([torch.zeros(3, 48, 64, dtype=torch.uint8)])
     assert outs[0].depth_focal_px == pytest.approx(0.8 * 64)
     assert 0.5 * 0.8 * 64 < outs[0].focal_guess_px < 2 * 0.8 * 64     # the focal head's reading, frame pixels
-    with pytest.raises(WeightsError, match="are for sis-dense/.*/f0.8, but the engine is configured for"):
-        Engine(EngineConfig(weights_manifest=str(path), input_width=64, input_height=48, device="cpu"))
+    with pytest.raises(WeightsError, match="are for sis-dense/.*/f0.8, but the engine is configured for .*k17; "
+                                           "the two differ in the focal length .* SIS_ENGINE_DENSE_FOCAL"):
+        Engine(EngineConfig(weights_manifest=str(path), input_width=64, input_height=48, dense_focal=0.0,
+                            device="cpu"))
 
 
 def test_object_pixels_weigh_more_in_the_depth_loss_when_asked():
