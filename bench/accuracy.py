@@ -148,12 +148,14 @@ COMPONENTS = ("depth", "seg", "boxes")
 
 
 def substitute(out: ModelOutput, frame, max_depth_m: float, parts) -> ModelOutput:
-    """The networks' output with the named parts (of ``COMPONENTS``) replaced by the scene's exact ones."""
+    """The networks' output with the named parts (of ``COMPONENTS``) replaced by the scene's exact ones. Exact
+    depth goes with no focal head's reading (exact outputs have none), so that it measures the geometry alone."""
     ex = exact_output(frame, max_depth_m)
-    return ModelOutput(depth=ex.depth if "depth" in parts else out.depth, seg=ex.seg if "seg" in parts else out.seg,
+    exact_depth = "depth" in parts
+    return ModelOutput(depth=ex.depth if exact_depth else out.depth, seg=ex.seg if "seg" in parts else out.seg,
                        detections=ex.detections if "boxes" in parts else out.detections,
-                       depth_focal_px=None if "depth" in parts else out.depth_focal_px,
-                       focal_guess_px=out.focal_guess_px)
+                       depth_focal_px=None if exact_depth else out.depth_focal_px,
+                       focal_guess_px=None if exact_depth else out.focal_guess_px)
 
 
 def evaluate(engine: Engine, seed: int, n: int, batch: int = 8, exact: bool = False, substituted=(),
@@ -182,6 +184,7 @@ def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) 
     dist_det, dist_truth, pix = [], [], []
     scales, aligned = [], []  # per scene: median depth ratio (model / truth), and AbsRel after dividing it out
     focal = []  # per scene: log(the dense network's focal length reading / the truth), where it has a focal head
+    unstated = {"focal": [], "road": [], "distance": []}  # the same photos with no focal length in their metadata
     trust = {"calibrated": {}, "miscalibrated": {}}
     for start in range(0, n, batch):
         samples = [sample(seed, i, width=cfg.input_width, height=cfg.input_height, variety=variety)
@@ -218,13 +221,12 @@ def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) 
             # A depth model trained for one focal length (``dense_focal``) is read at the scene's own, as
             # ``Engine.measure`` reads it with the EXIF focal length.
             depth, _ = depth_at_focal(out, f.camera.fy)
-            measured = {id(o): o for o in pm.objects}
-            for (label, box, _), o in pairs:
-                if label not in DISTANCE_LABELS:
-                    continue
-                m = next((m for m in measured.values() if m.box == box and m.label == label), None)
-                if m is not None and np.isfinite(m.distance_m):
-                    dist_det.append((m.distance_m, o.distance_m))
+            dist_det += detected_distances(pm, pairs)
+            bare, _ = engine.measure(without_focal(photo), size, out, image=image)
+            unstated["focal"].append(float(np.log(bare.camera.fy / f.camera.fy)))
+            if bare.road is not None and np.isfinite(bare.road.width_m):
+                unstated["road"].append(100 * abs(bare.road.width_m - true_w) / true_w)
+            unstated["distance"] += detected_distances(bare, pairs)
             gt = [o for o in truth if o.label in DISTANCE_LABELS and o.visible_fraction >= 0.5]
             for o, m in zip(gt, measure_objects(pm.camera, depth,
                                                 [(o.label, o.bbox, 1.0) for o in gt],
@@ -259,8 +261,29 @@ def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) 
                         "aligned_absrel": float(np.mean(aligned)) if aligned else float("nan")},
         "detection": {k: {"tp": v[0], "fp": v[1], "fn": v[2]} for k, v in sorted(det_stats.items())},
         "focal_guess": focal_stats(focal),
+        "no_focal_in_metadata": {"solved_focal": focal_stats(unstated["focal"]),
+                                 "road_median_pct": float(np.median(unstated["road"])) if unstated["road"] else float("nan"),
+                                 "road_reported": len(unstated["road"]),
+                                 "distance_detected": distance_stats(unstated["distance"])},
         "scale_trust": trust,
     }
+
+
+def without_focal(photo):
+    """The photo as a provider that states no focal length lists it (no EXIF focal, sensor or camera model)."""
+    return dataclasses.replace(photo, focal_mm=None, sensor_width_mm=None, camera_make=None, camera_model=None)
+
+
+def detected_distances(pm, pairs) -> list[tuple[float, float]]:
+    """(measured, true) distances of the detected objects matched to the truth (``match_detections``' pairs)."""
+    out = []
+    for (label, box, _), o in pairs:
+        if label not in DISTANCE_LABELS:
+            continue
+        m = next((m for m in pm.objects if m.box == box and m.label == label), None)
+        if m is not None and np.isfinite(m.distance_m):
+            out.append((m.distance_m, o.distance_m))
+    return out
 
 
 def focal_stats(logs: list[float]) -> dict:
@@ -289,7 +312,7 @@ def measure_as(engine: Engine, photo, size, out: ModelOutput, focal_px: float | 
     return measure_photo(photo.id, photo.captured_at, cam, depth, out.seg, out.detections,
                          min_score=engine.config.min_score, depth_sigma=engine.depth_sigma,
                          image=None if image is None else at_size(image, out.depth.shape),
-                         focal_guess_px=out.focal_guess_px)
+                         focal_guess_px=engine.focal_guess(out, photo.width / photo.height))
 
 
 def trust_variants(engine: Engine, photo, size, out: ModelOutput, true_focal: float, true_height: float,
@@ -477,6 +500,12 @@ def headline(r: dict) -> dict:
         "miscalibrated scenes read low, %": (100 * mis.get("low", 0) / max(1, sum(mis.values())), ".1f",
                                              (">= 95", lambda v: v >= 95)),
         "calibrated scenes read high, %": (100 * cal.get("high", 0) / max(1, sum(cal.values())), ".1f", None),
+        "no focal length in metadata: solved focal |log error| median, %":
+            (r["no_focal_in_metadata"]["solved_focal"]["median_pct"], ".1f", None),
+        "no focal length in metadata: road width |error| median, %":
+            (r["no_focal_in_metadata"]["road_median_pct"], ".1f", None),
+        "no focal length in metadata: distance AbsRel, detected objects":
+            (r["no_focal_in_metadata"]["distance_detected"]["absrel"], ".3f", None),
     }
 
 

@@ -127,7 +127,7 @@ async def bench(args) -> None:
                 for batch in prepared:
                     with torch.inference_mode(), engine._autocast():
                         out = run_slots(engine.slots, batch.tensors, engine.frame, sync=engine._sync)
-                    engine.to_outputs(out.depth, out.seg, out.detections, out.depth_focal_px)
+                    engine.to_outputs(out)
                     for k, v in out.timings.items():
                         spent[k] += v
                 _sync(engine.device)
@@ -188,7 +188,7 @@ async def breakdown(engine: Engine, job, photos, frames) -> dict[str, float]:
         for slot in engine.slots:
             out[f"{slot.name} ({slot.entry.architecture})"] += res.timings[slot.name]
         t = time.perf_counter()
-        outs.extend(engine.to_outputs(res.depth, res.seg, res.detections, res.depth_focal_px))
+        outs.extend(engine.to_outputs(res))
         out["outputs to numpy"] += time.perf_counter() - t
     t = time.perf_counter()
     pms = [engine.measure(p, (img.shape[-1], img.shape[-2]), o)[0] for p, img, o in zip(job.photos, images, outs)]

@@ -111,6 +111,11 @@ MAX_DEPTH_SCALE_OFF = 0.5
 # 95.6 / 97.5 / 95.6 % at 0.15, 94.4 / 97.5 / 95.0 at 0.2, 94.4 / 96.9 / 93.8 at 0.25 and 81-90 with no such
 # check; the own set's calibrated photos read high 67.5-85 % at 0.15, within 2.5 points of no check at all.
 MAX_FOCAL_GUESS_OFF = 0.15
+# The prior's error (log units) when the focal length is not in the metadata and the dense network's reading
+# of it stands in (``Engine.measure``): the head reads the training generator's focal lengths 2-3 % off at the
+# median and 7 % at p90, far better than the generic prior's 0.30, and the scene's cues, left freer, moved it
+# away from the truth (see docs/engine.md).
+NETWORK_FOCAL_SIGMA = 0.05
 MAX_VEHICLE_SPREAD = 0.10
 MAX_DISAGREEMENT = 0.04
 MAX_OVERRIDE = 0.10  # how far the scene may put a measured camera height (or, on exact depth, focal length)
@@ -349,16 +354,17 @@ def _height_readings(cam: Camera, ev: dict, ground_rows: int) -> dict[str, float
 
 def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections, *,
               min_score: float = 0.5, depth_sigma: float | None = None,
-              focal_guess_px: float | None = None) -> Calibrated:
+              focal_guess_px: float | None = None, focal_from_network: bool = False) -> Calibrated:
     """Solve focal, camera height and pitch for one photo; return the corrected camera and the verdict.
 
     ``depth_sigma``: the depth model's error (log units) when depth comes from a network; None for exact depth.
-    ``focal_guess_px``: the focal length (frame pixels) the depth network reads in the photo, if it has a
-    focal head; a measured focal length is held against it.
+    ``focal_guess_px``: the focal length (frame pixels, vertical: ``fy``) the depth network reads in the photo,
+    if it has a focal head; a measured focal length is held against it. ``focal_from_network``: the camera's assumed focal
+    length is that reading (no focal length in the metadata), held by ``NETWORK_FOCAL_SIGMA``.
     """
     ds = depth_sigma or 0.0
-    priors = (PRIOR_SIGMA["focal"][cam.focal_basis], PRIOR_SIGMA["height"][cam.height_basis],
-              PRIOR_SIGMA["pitch"][cam.pitch_basis])
+    focal_sigma = NETWORK_FOCAL_SIGMA if focal_from_network else PRIOR_SIGMA["focal"][cam.focal_basis]
+    priors = (focal_sigma, PRIOR_SIGMA["height"][cam.height_basis], PRIOR_SIGMA["pitch"][cam.pitch_basis])
     vehicles = _vehicles(cam, depth, detections, min_score)
     rows, depths = _ground_rows(cam, depth, seg)
     reasons: list[str] = []
@@ -390,7 +396,8 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
 
     ev: dict = {"vehiclesUsed": len(vehicles), "vehiclesRejected": rejected,
                 "vehicleLabels": sorted({v.label for v in vehicles}), "groundRows": int(len(rows)),
-                "focalPx": {"prior": cam.fx, "priorBasis": cam.focal_basis, "solved": solved.fx},
+                "focalPx": {"prior": cam.fx, "priorBasis": cam.focal_basis, "solved": solved.fx,
+                            **({"priorFrom": "network"} if focal_from_network else {})},
                 "cameraHeightM": {"prior": cam.height_m, "priorBasis": cam.height_basis,
                                   "solved": solved.height_m},
                 "pitchDeg": {"prior": cam.pitch_deg, "priorBasis": cam.pitch_basis, "solved": solved.pitch_deg}}
@@ -421,7 +428,7 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
     focal_override = ev["measured"].get("focalPx", {}).get("offBy", 0.0)
     guess_off = None
     if focal_guess_px:
-        ev["focalPx"]["fromNetwork"] = focal_guess_px
+        ev["focalPx"]["fromNetwork"] = focal_guess_px * cam.fx / cam.fy   # in fx, as the evidence's other values
         if cam.focal_basis == "measured":
             guess_off = abs(math.log(cam.fy / focal_guess_px))
             ev["measured"]["focalPx"]["networkOffBy"] = guess_off

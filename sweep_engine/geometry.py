@@ -91,8 +91,8 @@ def _road(c: Camera, depth: np.ndarray, seg: np.ndarray, depth_sigma: float | No
 
 def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarray, seg: np.ndarray | None,
                   detections, *, min_score: float = 0.5, depth_sigma: float | None = None,
-                  image: np.ndarray | None = None, focal_guess_px: float | None = None
-                  ) -> tuple[PhotoMeasurement, dict]:
+                  image: np.ndarray | None = None, focal_guess_px: float | None = None,
+                  focal_from_network: bool = False) -> tuple[PhotoMeasurement, dict]:
     """One photo's measurements with its calibrated camera, and the calibration evidence.
 
     ``depth_sigma``: the depth model's error (log units) when depth comes from a network
@@ -100,11 +100,12 @@ def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarra
     ``image``: the photo at the depth map's size (RGB or grey), for the road edges' check against its
     own lines (``road_edges``); without it the road mask is taken as it is.
     ``focal_guess_px``: the focal length (frame pixels) the dense network reads in the photo, where it has a
-    focal head, for the verdict to hold a measured focal length against (``calibrate``).
+    focal head, for the verdict to hold a measured focal length against (``calibrate``);
+    ``focal_from_network``: the camera's (assumed) focal length is that reading.
     """
     dets = [(label, box, score) for label, box, score in detections if score >= min_score]
     cal = calibrate(cam, depth, seg, dets, min_score=min_score, depth_sigma=depth_sigma,
-                    focal_guess_px=focal_guess_px)
+                    focal_guess_px=focal_guess_px, focal_from_network=focal_from_network)
     c = cal.camera
     error = _scale_error(cal.evidence)
     doubt = abs(error)

@@ -63,13 +63,15 @@ class DenseNet(_EncoderDecoder):
     Such a depth reads angles, so a wrong focal length given as measured rescales every depth cue with it and
     cancels out of the calibration's checks (a plain road has nothing else to contradict it). The focal head
     is what the network makes of the scene's scale (the apparent size of lanes, cars, doors, windows), kept
-    apart from the depth so that the verdict can hold a measured focal length against it.
+    apart from the depth so that the verdict can hold a measured focal length against it, and a photo that
+    states none is solved from it. ``focal_prior``: that one focal length over the frame's larger side, where
+    the head starts; 0: no head (a depth metric for each photo's own camera).
     """
 
     FOCAL_GRID = (3, 4)  # the decoder's features pooled to this grid (rows, columns) feed the focal head
 
     def __init__(self, backbone: str, n_classes: int, channels: int = 64, max_depth_m: float = 80.0,
-                 focal_prior: float | None = None):
+                 focal_prior: float = 0.0):
         super().__init__(backbone, channels)
         self.depth_head = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(inplace=True),
                                         nn.Conv2d(channels, 1, 1))
@@ -230,7 +232,7 @@ def build_dense(cfg: EngineConfig) -> DenseNet:
     """The dense network; one trained for one focal length (``dense_focal``) has a focal head too, starting at
     that focal length."""
     return DenseNet(cfg.backbone, len(SEG_CLASSES), cfg.decoder_channels, cfg.max_depth_m,
-                    focal_prior=cfg.dense_focal or None)
+                    focal_prior=cfg.dense_focal)
 
 
 def build_detector(cfg: EngineConfig) -> nn.Module:

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ from .camera import camera_for_photo
 from .config import EngineConfig
 from .geometry import MODEL_DEPTH_SIGMA, measure_photo, to_schema
 from .labels import DET_CLASSES
-from .slots import Slot, load_slots, prepare as prepare_slots, run as run_slots
+from .slots import Outputs, Slot, load_slots, prepare as prepare_slots, run as run_slots
 from .photos import Fetch, PhotoError, decode, fetch_all, http_fetch
 
 
@@ -49,6 +50,9 @@ class ModelOutput:
     detections: list        # [(label, (x0, y0, x1, y1), score)]
     depth_focal_px: float | None = None  # the focal length (frame pixels) the depth's metres assume, if known
     focal_guess_px: float | None = None  # the focal length (frame pixels) the dense network reads in the photo
+
+
+FOCAL_GUESS_ASPECT = 0.05   # log units: how far a photo's width / height may be from the frame's for the focal head
 
 
 def depth_at_focal(out: ModelOutput, fy: float) -> tuple[np.ndarray, float | None]:
@@ -142,28 +146,27 @@ class Engine:
         """Every slot over one prepared batch."""
         with torch.inference_mode(), self._autocast():
             out = run_slots(self.slots, batch.tensors, self.frame, sync=self._sync)
-        return self.to_outputs(out.depth, out.seg, out.detections, out.depth_focal_px, out.focal_guess_px)
+        return self.to_outputs(out)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def to_outputs(self, depth: torch.Tensor, seg: torch.Tensor, dets: list[dict],
-                   depth_focal_px: float | None = None,
-                   focal_guess_px: torch.Tensor | None = None) -> list[ModelOutput]:
-        """The slots' tensors as numpy depth, class indices and labelled boxes, per photo."""
-        depth = depth.float().cpu().numpy()
-        guesses = [None] * len(dets) if focal_guess_px is None else focal_guess_px.float().cpu().tolist()
-        seg = seg.to(torch.uint8).cpu().numpy()
-        out = []
-        for i, d in enumerate(dets):
+    def to_outputs(self, out: Outputs) -> list[ModelOutput]:
+        """The slots' outputs (``slots.run``) as numpy depth, class indices and labelled boxes, per photo."""
+        depth = out.depth.float().cpu().numpy()
+        seg = out.seg.to(torch.uint8).cpu().numpy()
+        guesses = ([None] * len(out.detections) if out.focal_guess_px is None
+                   else out.focal_guess_px.float().cpu().tolist())
+        outs = []
+        for i, d in enumerate(out.detections):
             boxes, labels, scores = (d[k].float().cpu().numpy() if k != "labels" else d[k].cpu().numpy()
                                      for k in ("boxes", "labels", "scores"))
             found = [(DET_CLASSES[int(lab) - 1], tuple(float(c) for c in box), float(sc))
                      for box, lab, sc in zip(boxes, labels, scores) if 1 <= int(lab) <= len(DET_CLASSES)]
-            out.append(ModelOutput(depth=depth[i], seg=seg[i], detections=found, depth_focal_px=depth_focal_px,
-                                   focal_guess_px=guesses[i]))
-        return out
+            outs.append(ModelOutput(depth=depth[i], seg=seg[i], detections=found, depth_focal_px=out.depth_focal_px,
+                                    focal_guess_px=guesses[i]))
+        return outs
 
     def infer(self, images: list[torch.Tensor]) -> tuple[list[ModelOutput], float]:
         """Outputs for every image, batched; and the seconds spent in the networks."""
@@ -188,15 +191,40 @@ class Engine:
         ref = dataclasses.replace(photo, width=w0, height=h0)
         cam = camera_for_photo(ref, self.config.input_width, self.config.input_height, focal_px=focal_px,
                                camera_height_m=camera_height_m or self.config.camera_height_m)
-        # An assumed focal length is left to calibration, which solves it against the depth as the model gives it.
-        depth, rescale = depth_at_focal(out, cam.fy) if cam.focal_basis == "measured" else (out.depth, None)
+        guess = self.focal_guess(out, w0 / h0)
+        guessed = cam.focal_basis == "assumed" and guess is not None
+        if guessed:
+            # No focal length in the metadata: the dense network's own reading of it (its focal head) stands in
+            # for the generic prior, an assumption held by its own error (calibrate.NETWORK_FOCAL_SIGMA). Without
+            # it, a depth trained for one focal length would be read as if every photo had that one.
+            cam = cam.with_focal(cam.fx * guess / cam.fy)
+        # Any other assumed focal length is left to calibration, which solves it against the depth as the model
+        # gives it.
+        use_focal = cam.focal_basis == "measured" or guessed
+        depth, rescale = depth_at_focal(out, cam.fy) if use_focal else (out.depth, None)
         pm, evidence = measure_photo(photo.id, photo.captured_at, cam, depth, out.seg, out.detections,
                                      min_score=self.config.min_score, depth_sigma=self.depth_sigma,
                                      image=None if image is None else at_size(image, out.depth.shape),
-                                     focal_guess_px=out.focal_guess_px)
+                                     focal_guess_px=guess, focal_from_network=guessed)
         if out.depth_focal_px:
             evidence = {**evidence, "depthModelFocalPx": out.depth_focal_px, "depthRescale": rescale}
+        if guessed:
+            evidence["note"] = ("focal length not in the metadata: the depth network's reading of it is the prior "
+                                "the scene was solved with; absolute distances rest on that reading")
+        elif out.focal_guess_px and guess is None:
+            evidence["focalGuessUnused"] = (f"the photo's shape ({w0}x{h0}) is not the frame's: the depth network "
+                                            "reads focal lengths only of photos it was trained on the shape of")
         return pm, evidence
+
+    def focal_guess(self, out: ModelOutput, aspect: float) -> float | None:
+        """The dense network's reading of the photo's focal length (frame pixels, vertical), where it is to be
+        used: only for a photo of the frame's shape (within ``FOCAL_GUESS_ASPECT``, log units). The head was
+        trained on photos of that shape; one of another is stretched into the frame unevenly, and what the head
+        makes of that is unknown."""
+        frame_aspect = self.config.input_width / self.config.input_height
+        if not out.focal_guess_px or abs(math.log(aspect / frame_aspect)) > FOCAL_GUESS_ASPECT:
+            return None
+        return out.focal_guess_px
 
     def _process(self, job: schema.Job, photos: list[schema.PhotoRef], raw: dict, skipped: list):
         images, kept = [], []

@@ -96,8 +96,9 @@ def _entry(manifest: str | Path, name: str, architecture: str) -> tuple[Path, We
     entry = entries[name]
     if entry.architecture != architecture:
         focal = re.compile(r"/f[\d.]+$")  # a dense network's depth trained for one focal length (models.py)
-        hint = ("; the two differ in the focal length the depth was trained for: set SIS_ENGINE_DENSE_FOCAL "
-                "(dense_focal) to the weights' /f value, or 0 where they have none"
+        hint = ("; the two differ in the focal length the depth was trained for: set dense_focal "
+                "(SIS_ENGINE_DENSE_FOCAL; --canonical-focal when training) to the weights' /f value, or 0 where "
+                "they have none"
                 if focal.sub("", entry.architecture) == focal.sub("", architecture) else "")
         raise WeightsError(f"weights '{name}' are for {entry.architecture}, but the engine is configured "
                            f"for {architecture}{hint}")
@@ -162,10 +163,14 @@ def key_mismatch(expected, found) -> str | None:
 def load_into(module: torch.nn.Module, manifest: str | Path, name: str, architecture: str,
               absent: tuple[str, ...] = ()) -> WeightsEntry:
     """Load the manifest's entry ``name`` into ``module``, refusing any other layout. ``absent``: key prefixes
-    the file may lack, left as the module has them (a fine-tune that adds a head to trained weights)."""
+    of parts the file may lack whole, left as the module has them (a fine-tune that adds a head to trained
+    weights); a part the file has only some keys of is refused."""
     state, entry = load_state_dict(manifest, name, architecture)
-    expected = [k for k in module.state_dict() if not (k.startswith(absent) and k not in state)] if absent \
-        else module.state_dict().keys()
+    expected = list(module.state_dict())
+    for prefix in absent:   # a part the file has whole or not at all: half a head is a broken file
+        part = [k for k in expected if k.startswith(prefix)]
+        if not any(k in state for k in part):
+            expected = [k for k in expected if k not in part]
     mismatch = key_mismatch(expected, state.keys())
     if mismatch:
         raise WeightsError(f"weights '{name}' ({entry.file}) are not in the {architecture} layout: {mismatch}")

@@ -78,8 +78,9 @@ class Outputs:
     seg: torch.Tensor
     detections: list
     depth_focal_px: float | None = None
-    focal_guess_px: torch.Tensor | None = None   # (B,) each photo's focal length (frame pixels) as the dense
-    timings: dict = field(default_factory=dict)  # network reads it, where it has a focal head
+    # (B,) each photo's focal length (frame pixels) as the dense network's focal head reads it, where it has one
+    focal_guess_px: torch.Tensor | None = None
+    timings: dict = field(default_factory=dict)
 
 
 def _frame(cfg: EngineConfig) -> tuple[int, int]:

@@ -275,12 +275,13 @@ def test_the_verdict_is_low_when_measured_metadata_is_wrong(seed, focal_mult, he
 
 
 @pytest.mark.parametrize("seed", (0, 1, 3))
-@pytest.mark.parametrize("guess_mult, verdict", [(1.1, "high"), (0.7, "low"), (1.4, "low")])
+@pytest.mark.parametrize("guess_mult, verdict", [(1.13, "high"), (0.9, "high"), (1.2, "low"), (0.7, "low"),
+                                                 (1.4, "low")])
 def test_a_measured_focal_length_is_held_against_the_networks_own_reading(seed, guess_mult, verdict):
     """A depth network trained for one focal length has its depth rescaled by the measured focal length, so a
     wrong one cancels out of every depth cue; its focal head's reading is what a measured focal length is
-    then held against. Here the depth cues agree (correct metadata): a reading 10 % off passes, one 30-40 %
-    off lowers the verdict, and says why."""
+    then held against. Here the depth cues agree (correct metadata): a reading 10-13 % off passes, one 20 %
+    or more off lowers the verdict, and says why."""
     from sweep_engine.calibrate import MAX_FOCAL_GUESS_OFF
     from sweep_engine.geometry import MODEL_DEPTH_SIGMA
 
@@ -288,7 +289,7 @@ def test_a_measured_focal_length_is_held_against_the_networks_own_reading(seed, 
     cam = f.camera.with_(height_basis="assumed", height_m=1.65)
     guess = f.camera.fy * guess_mult
     c = calibrate(cam, _network_like(f), f.seg, f.detections(), depth_sigma=MODEL_DEPTH_SIGMA, focal_guess_px=guess)
-    assert c.evidence["focalPx"]["fromNetwork"] == guess
+    assert c.evidence["focalPx"]["fromNetwork"] == pytest.approx(guess)
     off = c.evidence["measured"]["focalPx"]["networkOffBy"]
     assert off == pytest.approx(abs(np.log(guess_mult))) and (off > MAX_FOCAL_GUESS_OFF) == (verdict == "low")
     assert c.scale_trust == verdict, c.evidence["reasons"]

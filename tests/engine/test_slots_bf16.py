@@ -33,7 +33,7 @@ def test_all_three_published_slots_run_together_under_bf16_autocast(engine):
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         out = run(engine.slots, batch.tensors, engine.frame)
     assert out.depth.shape == (2, 192, 256) and out.seg.shape == (2, 192, 256) and len(out.detections) == 2
-    outs = engine.to_outputs(out.depth, out.seg, out.detections, out.depth_focal_px)
+    outs = engine.to_outputs(out)
     assert outs[0].depth.dtype == np.float32 and np.isfinite(outs[0].depth).all()
     assert float(outs[0].depth.max()) <= 80.0
     assert set(np.unique(outs[0].seg)) <= set(SEG.values())

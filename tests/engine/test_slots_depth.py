@@ -198,3 +198,4 @@ def test_a_dense_network_trained_for_one_focal_length_reading_only_classes_leave
         "dense": None, "depth": pytest.approx(depth_anything.focal_px(70, 192)), "detector": None}
     outs, _ = engine.infer([torch.zeros(3, 192, 256, dtype=torch.uint8)])
     assert outs[0].depth_focal_px == pytest.approx(depth_anything.focal_px(70, 192))
+    assert outs[0].focal_guess_px is None     # its focal head reads for its own depth, which is not used

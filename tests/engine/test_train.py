@@ -49,6 +49,7 @@ def test_the_manifest_pins_license_and_provenance(dense_runs):
     build = entry["build"]
     assert build["seed"] == 3 and build["steps"] == 2 and build["generator"] == generator_id()
     assert build["command"].startswith("python -m sweep_engine.train --out ") and "--seed 3" in build["command"]
+    assert "--canonical-focal 0.8" in build["command"]     # named though the run took the default
     assert build["command"] in entry["provenance"]
     assert (path.parent / "dense.pt").stat().st_size == entry["sizeBytes"]
     log = [json.loads(line) for line in (path.parent / "train-dense.log").read_text().splitlines()]
@@ -154,17 +155,19 @@ def test_a_canonical_focal_run_trains_depth_for_one_focal_length_and_the_engine_
                    "--init", str(own_focal))   # from weights trained for each scene's own focal length
     assert moved["weights"][0]["architecture"] == "sis-dense/mobilenetv3_small_100/c64/k17/f0.8"
     state = torch.load(tmp_path / "moved" / "dense.pt", weights_only=True)
-    assert any(k.startswith("focal_head.") for k in state)   # the head was added to the init's layout, and trained
+    assert state["focal_head.3.weight"].abs().sum() > 0   # the head was added to the init's layout (at zero), trained
     log = [json.loads(line) for line in (tmp_path / "moved" / "train-dense.log").read_text().splitlines()]
-    assert all(row["focal"] > 0 for row in log)
+    assert all("focal" in row for row in log)
 
     both, path = run(tmp_path, "both", "--seed", "8", "--canonical-focal", "0.8")
     cfg = EngineConfig(weights_manifest=str(path), input_width=64, input_height=48, dense_focal=0.8, device="cpu")
     outs, _ = Engine(cfg).infer([torch.zeros(3, 48, 64, dtype=torch.uint8)])
     assert outs[0].depth_focal_px == pytest.approx(0.8 * 64)
     assert 0.5 * 0.8 * 64 < outs[0].focal_guess_px < 2 * 0.8 * 64     # the focal head's reading, frame pixels
+    engine = Engine(cfg)
+    _measured_focal_is_held_against_the_head_and_a_missing_one_taken_from_it(engine, samples[0])
     with pytest.raises(WeightsError, match="are for sis-dense/.*/f0.8, but the engine is configured for .*k17; "
-                                           "the two differ in the focal length .* SIS_ENGINE_DENSE_FOCAL"):
+                                           "the two differ in the focal length .* dense_focal \\(SIS_ENGINE_DENSE_FOCAL"):
         Engine(EngineConfig(weights_manifest=str(path), input_width=64, input_height=48, dense_focal=0.0,
                             device="cpu"))
 
@@ -266,3 +269,48 @@ def test_a_drawn_layout_and_look_paint_the_scene_without_moving_its_truth():
 def test_most_samples_are_drawn_in_a_wider_look_and_some_keep_the_flat_one():
     looks = [sample(0, i, width=64, height=48).info["look"] for i in range(40)]
     assert 0.6 < np.mean(looks) < 0.95
+
+
+def _measured_focal_is_held_against_the_head_and_a_missing_one_taken_from_it(engine, s):
+    """``Engine.measure`` with a network that has a focal head: a measured focal length is checked against the
+    head's reading; a photo with none in its metadata is solved from that reading; a photo of another shape
+    than the frame's is not read by the head at all (it was trained on the frame's)."""
+    import dataclasses
+
+    import torch
+
+    from sweep_engine.synth.provider import photo_ref
+
+    (out,), _ = engine.infer([torch.from_numpy(s.rgb.copy()).permute(2, 0, 1)])
+    photo = photo_ref("p", s.frame, "http://127.0.0.1")
+    _, ev = engine.measure(photo, (64, 48), out)
+    assert ev["focalPx"]["fromNetwork"] == pytest.approx(out.focal_guess_px)
+    assert ev["measured"]["focalPx"]["networkOffBy"] == pytest.approx(abs(np.log(s.frame.camera.fy / out.focal_guess_px)),
+                                                                      rel=1e-4)
+    bare = dataclasses.replace(photo, focal_mm=None, sensor_width_mm=None, camera_make=None, camera_model=None)
+    _, ev = engine.measure(bare, (64, 48), out)
+    assert ev["focalPx"]["priorFrom"] == "network" and ev["focalPx"]["prior"] == pytest.approx(out.focal_guess_px)
+    assert ev["depthRescale"] == pytest.approx(out.focal_guess_px / out.depth_focal_px) and "network" in ev["note"]
+    _, ev = engine.measure(bare, (160, 90), out)           # 16:9 into a 4:3 frame
+    assert "fromNetwork" not in ev["focalPx"] and "priorFrom" not in ev["focalPx"] and ev["focalGuessUnused"]
+
+
+def test_a_file_missing_the_focal_head_or_part_of_it_is_refused(tmp_path):
+    """Weights for one focal length must carry the whole focal head; a fine-tune from weights without one
+    (``absent``) starts it fresh, but half a head is a broken file, refused."""
+    import torch
+
+    from sweep_engine.models import build_dense, dense_architecture
+    from sweep_engine.weights import WeightsError, load_into, pin
+
+    cfg = EngineConfig(input_width=64, input_height=48)
+    state = build_dense(cfg).state_dict()
+    arch = dense_architecture(cfg)
+    for name, drop in (("none", [k for k in state if k.startswith("focal_head.")]), ("half", ["focal_head.3.bias"])):
+        torch.save({k: v for k, v in state.items() if k not in drop}, tmp_path / f"{name}.pt")
+        pin(tmp_path / f"{name}.json", "dense", tmp_path / f"{name}.pt", arch, license="t", provenance="t")
+    with pytest.raises(WeightsError, match=r"missing key\(s\): focal_head"):
+        load_into(build_dense(cfg), tmp_path / "none.json", "dense", arch)
+    load_into(build_dense(cfg), tmp_path / "none.json", "dense", arch, absent=("focal_head.",))
+    with pytest.raises(WeightsError, match=r"1 missing key\(s\): focal_head\.3\.bias"):
+        load_into(build_dense(cfg), tmp_path / "half.json", "dense", arch, absent=("focal_head.",))
