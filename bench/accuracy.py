@@ -262,7 +262,7 @@ def _evaluate(engine, seed, n, batch, exact, substituted, give_height, variety) 
         "detection": {k: {"tp": v[0], "fp": v[1], "fn": v[2]} for k, v in sorted(det_stats.items())},
         "focal_guess": focal_stats(focal),
         "no_focal_in_metadata": {"solved_focal": focal_stats(unstated["focal"]),
-                                 "road_median_pct": float(np.median(unstated["road"])) if unstated["road"] else float("nan"),
+                                 "road_median_pct": float(np.median(unstated["road"] or [np.nan])),
                                  "road_reported": len(unstated["road"]),
                                  "distance_detected": distance_stats(unstated["distance"])},
         "scale_trust": trust,

@@ -359,8 +359,8 @@ def calibrate(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, detections
 
     ``depth_sigma``: the depth model's error (log units) when depth comes from a network; None for exact depth.
     ``focal_guess_px``: the focal length (frame pixels, vertical: ``fy``) the depth network reads in the photo,
-    if it has a focal head; a measured focal length is held against it. ``focal_from_network``: the camera's assumed focal
-    length is that reading (no focal length in the metadata), held by ``NETWORK_FOCAL_SIGMA``.
+    if it has a focal head; a measured focal length is held against it. ``focal_from_network``: the camera's
+    assumed focal length is that reading (no focal length in the metadata), held by ``NETWORK_FOCAL_SIGMA``.
     """
     ds = depth_sigma or 0.0
     focal_sigma = NETWORK_FOCAL_SIGMA if focal_from_network else PRIOR_SIGMA["focal"][cam.focal_basis]

@@ -212,8 +212,8 @@ class Engine:
             evidence["note"] = ("focal length not in the metadata: the depth network's reading of it is the prior "
                                 "the scene was solved with; absolute distances rest on that reading")
         elif out.focal_guess_px and guess is None:
-            evidence["focalGuessUnused"] = (f"the photo's shape ({w0}x{h0}) is not the frame's: the depth network "
-                                            "reads focal lengths only of photos it was trained on the shape of")
+            evidence["focalGuessUnused"] = (f"the photo's shape ({w0}x{h0}) is not the frame's, and the depth "
+                                            "network's focal head was trained on the frame's: its reading is not used")
         return pm, evidence
 
     def focal_guess(self, out: ModelOutput, aspect: float) -> float | None:

@@ -166,8 +166,8 @@ def test_a_canonical_focal_run_trains_depth_for_one_focal_length_and_the_engine_
     assert 0.5 * 0.8 * 64 < outs[0].focal_guess_px < 2 * 0.8 * 64     # the focal head's reading, frame pixels
     engine = Engine(cfg)
     _measured_focal_is_held_against_the_head_and_a_missing_one_taken_from_it(engine, samples[0])
-    with pytest.raises(WeightsError, match="are for sis-dense/.*/f0.8, but the engine is configured for .*k17; "
-                                           "the two differ in the focal length .* dense_focal \\(SIS_ENGINE_DENSE_FOCAL"):
+    with pytest.raises(WeightsError, match="are for sis-dense/.*/f0.8, but the engine is configured for .*k17; the "
+                                           "two differ in the focal length .* dense_focal \\(SIS_ENGINE_DENSE_FOCAL"):
         Engine(EngineConfig(weights_manifest=str(path), input_width=64, input_height=48, dense_focal=0.0,
                             device="cpu"))
 
@@ -285,8 +285,8 @@ def _measured_focal_is_held_against_the_head_and_a_missing_one_taken_from_it(eng
     photo = photo_ref("p", s.frame, "http://127.0.0.1")
     _, ev = engine.measure(photo, (64, 48), out)
     assert ev["focalPx"]["fromNetwork"] == pytest.approx(out.focal_guess_px)
-    assert ev["measured"]["focalPx"]["networkOffBy"] == pytest.approx(abs(np.log(s.frame.camera.fy / out.focal_guess_px)),
-                                                                      rel=1e-4)
+    off = abs(np.log(s.frame.camera.fy / out.focal_guess_px))
+    assert ev["measured"]["focalPx"]["networkOffBy"] == pytest.approx(off, rel=1e-4)
     bare = dataclasses.replace(photo, focal_mm=None, sensor_width_mm=None, camera_make=None, camera_model=None)
     _, ev = engine.measure(bare, (64, 48), out)
     assert ev["focalPx"]["priorFrom"] == "network" and ev["focalPx"]["prior"] == pytest.approx(out.focal_guess_px)
