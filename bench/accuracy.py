@@ -72,12 +72,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from sweep_engine import schema  # noqa: E402
-from sweep_engine.camera import camera_for_photo  # noqa: E402
 from sweep_engine.config import EngineConfig  # noqa: E402
-from sweep_engine.geometry import measure_photo  # noqa: E402
 from sweep_engine.heldout import plain_road, render_plain  # noqa: E402
 from sweep_engine.measure import measure_objects  # noqa: E402
-from sweep_engine.pipeline import Engine, ModelOutput, at_size, depth_at_focal  # noqa: E402
+from sweep_engine.pipeline import Engine, ModelOutput, depth_at_focal  # noqa: E402
 from sweep_engine.synth.provider import photo_ref  # noqa: E402
 from sweep_engine.train.data import Variety, sample  # noqa: E402
 
@@ -302,17 +300,12 @@ def _count(trust: dict, row: str, verdict: str) -> None:
     trust[row][verdict] = trust[row].get(verdict, 0) + 1
 
 
-def measure_as(engine: Engine, photo, size, out: ModelOutput, focal_px: float | None, focal_basis: str,
+def measure_as(engine: Engine, photo, out: ModelOutput, focal_px: float | None, focal_basis: str,
                height_m: float | None, height_basis: str, image=None):
     """``Engine.measure`` with the focal length (photo pixels) and camera height given with the named basis:
     ``assumed`` values are priors the calibration may move, ``measured`` ones it keeps."""
-    cam = camera_for_photo(photo, size[0], size[1], focal_px=focal_px, camera_height_m=height_m)
-    cam = cam.with_(focal_basis=focal_basis, height_basis=height_basis if height_m else "assumed")
-    depth = depth_at_focal(out, cam.fy)[0] if focal_basis == "measured" else out.depth  # as Engine.measure
-    return measure_photo(photo.id, photo.captured_at, cam, depth, out.seg, out.detections,
-                         min_score=engine.config.min_score, depth_sigma=engine.depth_sigma,
-                         image=None if image is None else at_size(image, out.depth.shape),
-                         focal_guess_px=engine.focal_guess(out, photo.width / photo.height))
+    return engine.measure(photo, (photo.width, photo.height), out, camera_height_m=height_m, focal_px=focal_px,
+                          image=image, focal_basis=focal_basis, height_basis=height_basis if height_m else "assumed")
 
 
 def trust_variants(engine: Engine, photo, size, out: ModelOutput, true_focal: float, true_height: float,
@@ -331,7 +324,7 @@ def trust_variants(engine: Engine, photo, size, out: ModelOutput, true_focal: fl
             variants.append((f"miscalibrated, {basis}", true_focal * fm, basis if fm != 1.0 else "measured",
                              true_height * hm, basis if hm != 1.0 else "measured"))
     for row, focal, fb, height, hb in variants:
-        pm, _ = measure_as(engine, photo, size, out, focal, fb, height, hb, image)
+        pm, _ = measure_as(engine, photo, out, focal, fb, height, hb, image)
         yield row, pm.scale_trust
         scale = size[0] / photo.width
         off = max(abs(np.log(pm.camera.fx / (true_focal * scale))), abs(np.log(pm.camera.height_m / true_height)))
@@ -381,7 +374,7 @@ def evaluate_plain(engine: Engine, seed: int, n: int, batch: int = 8, exact: boo
                     focal.append(float(np.log(out.focal_guess_px / (sc.focal_px * size[1] / sc.height))))
                 for row, height, hb in (("height given", sc.camera_height_m, "measured"),
                                         ("height not given", None, "assumed")):
-                    pm, _ = measure_as(engine, photo, size, out, sc.focal_px, "measured", height, hb, image)
+                    pm, _ = measure_as(engine, photo, out, sc.focal_px, "measured", height, hb, image)
                     ok = pm.road is not None and np.isfinite(pm.road.width_m)
                     widths[row].append((pm.road.width_m if ok else float("nan"), sc.road_width_m))
                 for row, verdict in trust_variants(engine, photo, size, out, sc.focal_px,

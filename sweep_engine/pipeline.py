@@ -182,17 +182,21 @@ class Engine:
 
     def measure(self, photo: schema.PhotoRef, image_size: tuple[int, int], out: ModelOutput,
                 camera_height_m: float | None = None, focal_px: float | None = None,
-                image: torch.Tensor | np.ndarray | None = None):
+                image: torch.Tensor | np.ndarray | None = None, *, focal_basis: str | None = None,
+                height_basis: str | None = None):
         """One photo's geometry from the networks' output: ``(PhotoMeasurement, evidence)``.
 
         ``image``: the decoded photo ((3, H, W) tensor or (H, W, 3) array, any size), for the road edges'
-        check against the photo's own lines (``road_edges``); without it the road mask is taken as it is."""
+        check against the photo's own lines (``road_edges``); without it the road mask is taken as it is.
+        ``focal_basis`` / ``height_basis``: the basis of a given ``focal_px`` / ``camera_height_m`` where it is
+        not ``measured`` (the benchmark's metadata given as an assumption the calibration may move)."""
         w0, h0 = image_size
         ref = dataclasses.replace(photo, width=w0, height=h0)
         cam = camera_for_photo(ref, self.config.input_width, self.config.input_height, focal_px=focal_px,
                                camera_height_m=camera_height_m or self.config.camera_height_m)
+        cam = cam.with_(focal_basis=focal_basis or cam.focal_basis, height_basis=height_basis or cam.height_basis)
         guess = self.focal_guess(out, w0 / h0)
-        guessed = cam.focal_basis == "assumed" and guess is not None
+        guessed = focal_px is None and cam.focal_basis == "assumed" and guess is not None
         if guessed:
             # No focal length in the metadata: the dense network's own reading of it (its focal head) stands in
             # for the generic prior, an assumption held by its own error (calibrate.NETWORK_FOCAL_SIGMA). Without

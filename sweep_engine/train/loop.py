@@ -17,8 +17,9 @@ weighing the pixels of standing objects (poles, signs, vehicles, people,
 gates, entrances: a few pixels each, whose depth the object distances are
 read from) against 1 for the rest; classes are cross-entropy
 (unknown excluded); with ``--canonical-focal``, the focal head's is L1 on the
-log of the scene's focal length over the frame's larger side; the detector's are its own (``sis-centres``: a centre
-focal loss and an edge-distance log-L1; torchvision's for theirs).
+log of the scene's focal length over the frame's larger side; the detector's
+are its own (``sis-centres``: a centre focal loss and an edge-distance
+log-L1; torchvision's for theirs).
 ``--workers N`` renders the next batches in N other processes; the samples,
 and so the weights, do not depend on it.  Every ``--log-every``
 steps the mean losses go to ``train.log`` (JSON lines); every
@@ -26,13 +27,14 @@ steps the mean losses go to ``train.log`` (JSON lines); every
 ``--init MANIFEST`` starts from trained weights instead of random init
 (fine-tuning; give it another ``--seed`` than the first run's, so that it sees
 new scenes), and the provenance keeps their sha256.  ``--canonical-focal F``
-(default 0.8) trains the depth for one focal length, F x the frame's larger side (depth
-targets x that / the scene's own; the architecture says so, ``/fF``, and the
-engine reads it with ``dense_focal`` F, rescaled to each photo's measured
-focal length) and adds the focal head, which learns each scene's focal
-length; ``--init`` may then name weights trained the other way (0: neither).  At the
-end the weights are written as float16 state dicts with a manifest pinning
-their sha256, license and provenance (the command, seed, generator version).
+(default 0.8) trains the depth for one focal length, F x the frame's larger
+side (depth targets x that / the scene's own; the architecture says so,
+``/fF``, and the engine reads it with ``dense_focal`` F, rescaled to each
+photo's measured focal length) and adds the focal head, which learns each
+scene's focal length; ``--init`` may then name weights trained the other way
+(0: neither).  At the end the weights are written as float16 state dicts
+with a manifest pinning their sha256, license and provenance (the command,
+seed, generator version).
 """
 from __future__ import annotations
 
