@@ -24,6 +24,11 @@ disturb much: SQL statements per job (BEGIN and COMMIT not counted; an executema
 as one), and the CPU time of the measuring process per job (for bare and service it
 includes the simulated nodes, which run in that process; for http, only the coordinator,
 and the line before it gives the node client's process).
+On PostgreSQL each line also gives the CPU per job of the server's own processes, where they
+run on this machine (read from /proc, ended backends included). Each http line is followed
+by where its CPU per job goes (coordinator, node client, PostgreSQL) and the cap that sets on
+this machine: with every process sharing the CPUs, jobs/s can be no more than the CPUs'
+seconds over the CPU one job costs them all, given as jobs/s and as a ratio to the floor.
 Service and http also give the mean number of requests per batch of the coordinator's
 group commit (claims, submissions, token lookups; ``coordinator.sweeps.batching``; over
 http the claims are the lease route's, each node's first: a result with ``?next=1`` has its
@@ -225,6 +230,7 @@ class _Canned(tornado.web.RequestHandler):
 
 FLOOR: list[float] = []     # the http floor of this run, jobs/s
 FLOOR_CPU: list[float] = []  # and its server's CPU per job, ms
+CLIENT_CPU: list[float] = []  # the node client's CPU per job in each http run, ms (the floor's first)
 
 
 async def http_floor(jobs: int, workers: int) -> None:
@@ -280,9 +286,59 @@ async def _run_client(base: str, nodes: list[list[str]]) -> tuple[int, float]:
     if proc.returncode != 0:
         raise RuntimeError(f"the node client failed ({proc.returncode})")
     doc = json.loads(out.decode().strip().splitlines()[-1])
-    print(f"           (the node client's own process: {1000 * doc['cpu'] / max(1, doc['done']):.1f} ms CPU "
-          "per job)", flush=True)
+    CLIENT_CPU.append(1000 * doc["cpu"] / max(1, doc["done"]))
+    print(f"           (the node client's own process: {CLIENT_CPU[-1]:.1f} ms CPU per job)", flush=True)
     return doc["done"], doc["seconds"]
+
+
+def postgres_cpu_s() -> float | None:
+    """CPU seconds used so far by this machine's PostgreSQL: its live processes, and the
+    backends that have ended (counted in the postmaster's children's time). None where no
+    PostgreSQL process is visible (a server on another machine, or one /proc hides)."""
+    total, seen = 0.0, False
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                name, rest = f.read().split(" (", 1)[1].rsplit(")", 1)
+        except (OSError, IndexError, ValueError):
+            continue
+        if name != "postgres":
+            continue
+        fields = rest.split()
+        seen = True
+        total += int(fields[11]) + int(fields[12])
+        if not _is_postgres(int(fields[1])):          # the postmaster: add its ended children
+            total += int(fields[13]) + int(fields[14])
+    return total / os.sysconf("SC_CLK_TCK") if seen else None
+
+
+def _per_job_ms(before: float | None, after: float | None, done: int) -> float | None:
+    return None if before is None or after is None else 1000 * (after - before) / max(1, done)
+
+
+def _is_postgres(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() == "postgres"
+    except OSError:
+        return False
+
+
+def cpu_budget(coordinator_ms: float, client_ms: float, postgres_ms: float | None, sqlite: bool = False) -> str:
+    """Where an http figure's CPU goes, beside the floor's, and the most this machine's CPUs
+    allow: every process of the run (coordinator, node client, PostgreSQL) shares them, so
+    jobs/s can be no more than the CPUs' seconds over the CPU a job costs them all, however
+    the work overlaps. SQLite's work is in the coordinator's process; a PostgreSQL on
+    another machine is not counted."""
+    total = coordinator_ms + client_ms + (postgres_ms or 0.0)
+    floor = FLOOR_CPU[0] + CLIENT_CPU[0]
+    cpus = os.cpu_count() or 1
+    return (f"CPU per job: coordinator {coordinator_ms:.2f} + node client {client_ms:.2f}"
+            + ("" if sqlite else f" + PostgreSQL {postgres_ms:.2f}" if postgres_ms is not None
+               else " (PostgreSQL's own not seen: not on this machine)")
+            + f" = {total:.2f} ms (the floor's {floor:.2f}); {cpus} CPUs cap that at {1000 * cpus / total:.0f} "
+            f"jobs/s, {1000 * cpus / total / FLOOR[0]:.2f} of the floor's jobs/s (the floor ran at "
+            f"{FLOOR[0] / (1000 * cpus / floor):.2f} of its own cap)")
 
 
 def _cpu_s(pid: int) -> float:
@@ -375,19 +431,26 @@ async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool,
         for i, (name, fn) in enumerate(runs):
             await fill(services, photos, jobs, i)
             before, cpu, batched = statements.n, time.process_time(), BatchSizes(services)
+            pg = postgres_cpu_s() if not services.db.is_sqlite else None
             done, secs = await fn()
             cpu = time.process_time() - cpu
+            pg_ms = _per_job_ms(pg, postgres_cpu_s(), done)
             assert done == jobs, (name, done, jobs)
             figures[name] = done / secs
             print(f"{label:10} {name:11} {done:6d} jobs in {secs:6.2f} s = {done / secs:8.1f} jobs/s "
                   f"({workers} concurrent; {(statements.n - before) / done:5.1f} SQL statements per job, "
-                  f"{1000 * cpu / done:4.1f} ms CPU per job{batched.since()})", flush=True)
+                  f"{1000 * cpu / done:4.1f} ms CPU per job"
+                  + (f", PostgreSQL's {pg_ms:.1f}" if pg_ms is not None else "") + f"{batched.since()})", flush=True)
             if name == "http" and FLOOR:
                 print(f"{'':10} {'':11} over http: {figures[name] / FLOOR[0]:.2f} of the http floor's jobs/s, "
                       f"{1000 * cpu / done / FLOOR_CPU[0]:.1f} times its CPU per job", flush=True)
+                print(f"{'':10} {'':11} {cpu_budget(1000 * cpu / done, CLIENT_CPU[-1], pg_ms, services.db.is_sqlite)}",
+                      flush=True)
         for j, n in enumerate(processes or []):
             await fill(services, photos, jobs, len(runs) + j)
+            pg = postgres_cpu_s()
             done, secs, cpu = await served_loop(url, photos, nodes, n)
+            pg_ms = _per_job_ms(pg, postgres_cpu_s(), done)
             assert done == jobs, (n, done, jobs)
             name = f"http x{n}"
             figures[name] = done / secs
@@ -396,6 +459,8 @@ async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool,
                   f"{1000 * cpu / done:4.1f} ms CPU per job across them; "
                   f"{figures[name] / figures['bare claim']:.2f} of the bare claim loop"
                   + (f", {figures[name] / FLOOR[0]:.2f} of the http floor)" if FLOOR else ")"), flush=True)
+            if FLOOR:
+                print(f"{'':10} {'':11} {cpu_budget(1000 * cpu / done, CLIENT_CPU[-1], pg_ms)}", flush=True)
     finally:
         await services.close()
         await photos.stop()
