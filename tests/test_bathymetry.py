@@ -6,12 +6,14 @@ the plan's bboxDeg; bad paths and rings are 400 in the one error shape."""
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from coordinator.cli import main
-from coordinator.datasets import ingest, versions
+from coordinator.datasets import drop, ingest, versions
 from coordinator.grids import synthetic
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import key
@@ -85,6 +87,41 @@ async def test_a_loaded_grid_answers_points_with_their_class_named(c, pair):
     assert out["depthM"] == {"value": None, "confidence": "unknown"}
     assert any("outside the loaded grid" in cv for cv in out["caveats"])
     assert sorted(p.name for p in folder.iterdir()) == ["elevation.nc", "manifest.json", "tid.nc"]
+
+
+def files_open_under(folder) -> list[str]:
+    """The files of ``folder`` this process holds open (``/proc/self/fd``; a deleted one too)."""
+    out = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(str(folder)):
+            out.append(target)
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see open files")
+async def test_a_grid_replaced_or_dropped_is_closed_at_the_next_answer(c, pair):
+    db, data = c.services.db, c.services.settings.data_dir
+    point = "/public/v1/anon/bathymetry?lat=-3.5&lon=11"
+    old = await load(c, pair)
+    assert (await c.get(point)).json()["health"]["sources"][0]["dataset"]["version"] == old.id
+    old_folder = versions.folder_of(data, old)
+    assert len(files_open_under(old_folder)) == 2            # elevation and TID
+    new = await load(c, pair)
+    new_folder = versions.folder_of(data, new)
+    assert (await c.get(point)).json()["health"]["sources"][0]["dataset"]["version"] == new.id
+    assert files_open_under(old_folder) == [] and len(files_open_under(new_folder)) == 2
+
+    # Dropped while open: its files are deleted at once, and closed (their space given back)
+    # by the next answer, which reads the version left.
+    await drop.drop(db, (await drop.check(db, [new.id]))[0], data)
+    assert not new_folder.exists() and len(files_open_under(new_folder)) == 2
+    body = (await c.get(point)).json()
+    assert body["health"]["sources"][0]["dataset"]["version"] == old.id and body["depthM"]["value"] == 1500.0
+    assert files_open_under(new_folder) == []
 
 
 async def test_a_profile_states_its_spacing_and_each_samples_measured_flag(c, pair):

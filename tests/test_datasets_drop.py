@@ -27,6 +27,12 @@ async def place_rows(db, version_id: int) -> int:  # noqa: ANN001
                               .where(store.C.version_id == version_id))
 
 
+def mapped_under(folder) -> bool:
+    """Whether this process maps a file of ``folder`` into memory (``/proc/self/maps``)."""
+    with open("/proc/self/maps") as f:
+        return any(str(folder) in line for line in f)
+
+
 async def test_dropping_versions_deletes_their_rows_and_files_and_answers_go_on_from_the_rest(c, files):  # noqa: F811
     db, data = c.services.db, c.services.settings.data_dir
     old_places = await ingest.run(db, "places", files["places"])
@@ -36,6 +42,8 @@ async def test_dropping_versions_deletes_their_rows_and_files_and_answers_go_on_
     box = f"{LON - 0.01},{LAT - 0.01},{LON + 0.01},{LAT + 0.01}"
     assert (await c.get(f"/earth/place-trends?bbox={box}")).json()["covered"] is True    # two snapshots
     assert await place_rows(db, old_places.id) > 1000
+    await c.get(f"/earth/site-intel?lat={LAT}&lon={LON}&radius=600")       # maps the newest grid
+    assert mapped_under(versions.folder_of(data, new_pop))
 
     chosen = await drop.check(db, [old_places.id, new_pop.id])
     out = [await drop.drop(db, v, data) for v in chosen]
@@ -54,6 +62,7 @@ async def test_dropping_versions_deletes_their_rows_and_files_and_answers_go_on_
     body = (await c.get(f"/earth/site-intel?lat={LAT}&lon={LON}&radius=610")).json()
     people = next(cn for cn in body["contributions"] if cn["feature"] == "population")
     assert people["value"] > 0 and people["confidence"] != "unknown"
+    assert not mapped_under(out[1].folder)       # the dropped grid let go: its disk space is back
 
     # Run again (as after a drop cut short): what is left is deleted, and it says so.
     again = await drop.drop(db, (await drop.check(db, [old_places.id]))[0], data)

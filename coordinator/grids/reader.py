@@ -125,7 +125,8 @@ class _Layer:
         return np.asarray(self.var[i0:i1, c0:c1])
 
     def close(self) -> None:
-        self.ds.close()
+        if self.ds.isopen():
+            self.ds.close()
 
 
 class Grid:
@@ -246,6 +247,12 @@ class Grid:
         return tile
 
     def close(self) -> None:
-        self.elev.close()
+        """Close both files (again: nothing). Also done when the grid is let go: the store
+        forgets a grid that is no longer current, and the last answer reading it lets it go."""
+        if hasattr(self, "elev"):
+            self.elev.close()
         if hasattr(self, "tid"):
             self.tid.close()
+
+    def __del__(self) -> None:
+        self.close()

@@ -9,6 +9,10 @@ must see the same folder (a shared mount where several run).
 
 An open grid is kept per process and version (``services.extras``), so each answer reads
 only its window; a newer ready version is opened on the first answer after it is loaded.
+The first answer after the current version changed (a newer one loaded, or this one
+dropped) forgets the grid it replaces, whose files close once the last answer reading
+it is done (``Grid.__del__``): a dropped version's disk space comes back without a
+restart.
 """
 from __future__ import annotations
 
@@ -57,10 +61,7 @@ class Loaded:
 
 async def current(services: Any) -> Loaded:
     version, report = await versions.current(services.db, KIND)
-    if version is None:
-        report.error = f"no {KIND} grid has been loaded: sis ingest {KIND} GRID.nc --tid TID.nc"
-        return Loaded(None, report, {}, LICENSE)
-    folder = versions.folder_of(services.settings.data_dir, version)
+    folder = None if version is None else versions.folder_of(services.settings.data_dir, version)
     grids: dict[Path, Loaded] | None = services.extras.get(_EXTRA)
     if grids is None:
         grids = services.extras[_EXTRA] = {}
@@ -69,6 +70,11 @@ async def current(services: Any) -> Loaded:
             close_all(services)
 
         services._closers.append(close)       # closed with the process's other resources
+    for other in [f for f in grids if f != folder]:
+        del grids[other]                       # no longer current: closed once no answer reads it
+    if version is None:
+        report.error = f"no {KIND} grid has been loaded: sis ingest {KIND} GRID.nc --tid TID.nc"
+        return Loaded(None, report, {}, LICENSE)
     hit = grids.get(folder)
     if hit is not None:
         return hit

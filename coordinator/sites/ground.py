@@ -17,8 +17,8 @@ numpy and shapely array operations rather than per-row loops.
 """
 from __future__ import annotations
 
-import functools
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -163,15 +163,27 @@ async def covering(db, kind: str, box) -> tuple[Any, SourceReport]:  # noqa: ANN
     return (cover[0], versions.report(cover[0])) if cover else (None, no_dataset(kind))
 
 
+GRIDS_KEPT = 8
+_GRIDS: OrderedDict[Path, population.Grid] = OrderedDict()
+
+
 def population_grid(data_dir: str | Path, version) -> population.Grid:  # noqa: ANN001
     """A loaded version's grid, opened (manifest read, cells memory-mapped) once per process:
-    a ready version's files never change, and every brief and site score asks for it."""
-    return _open_grid(versions.folder_of(data_dir, version))
-
-
-@functools.lru_cache(maxsize=8)
-def _open_grid(folder: Path) -> population.Grid:
-    return population.Grid(folder)
+    a ready version's files never change, and every brief and site score asks for it. The
+    ``GRIDS_KEPT`` most recently asked are kept; one whose folder is gone (its version
+    dropped) is forgotten at the next call, which unmaps its file once no answer still
+    reads it, so that the drop gives its disk space back without a restart."""
+    folder = versions.folder_of(data_dir, version)
+    for gone in [f for f in _GRIDS if f != folder and not f.exists()]:
+        del _GRIDS[gone]
+    grid = _GRIDS.get(folder)
+    if grid is None:
+        grid = _GRIDS[folder] = population.Grid(folder)
+        if len(_GRIDS) > GRIDS_KEPT:
+            _GRIDS.popitem(last=False)
+    else:
+        _GRIDS.move_to_end(folder)
+    return grid
 
 
 async def active_hazards(db, box, square_deg: float) -> Hazards:  # noqa: ANN001
