@@ -255,4 +255,7 @@ class Grid:
             self.tid.close()
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit the library may be gone already
+            pass
