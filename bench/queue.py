@@ -324,7 +324,8 @@ def _is_postgres(pid: int) -> bool:
         return False
 
 
-def cpu_budget(coordinator_ms: float, client_ms: float, postgres_ms: float | None, sqlite: bool = False) -> str:
+def cpu_budget(rate: float, coordinator_ms: float, client_ms: float, postgres_ms: float | None,
+               sqlite: bool = False) -> str:
     """Where an http figure's CPU goes, beside the floor's, and the most this machine's CPUs
     allow: every process of the run (coordinator, node client, PostgreSQL) shares them, so
     jobs/s can be no more than the CPUs' seconds over the CPU a job costs them all, however
@@ -337,8 +338,9 @@ def cpu_budget(coordinator_ms: float, client_ms: float, postgres_ms: float | Non
             + ("" if sqlite else f" + PostgreSQL {postgres_ms:.2f}" if postgres_ms is not None
                else " (PostgreSQL's own not seen: not on this machine)")
             + f" = {total:.2f} ms (the floor's {floor:.2f}); {cpus} CPUs cap that at {1000 * cpus / total:.0f} "
-            f"jobs/s, {1000 * cpus / total / FLOOR[0]:.2f} of the floor's jobs/s (the floor ran at "
-            f"{FLOOR[0] / (1000 * cpus / floor):.2f} of its own cap)")
+            f"jobs/s, {1000 * cpus / total / FLOOR[0]:.2f} of the floor's jobs/s; this ran at "
+            f"{rate / (1000 * cpus / total):.2f} of its cap, the floor at "
+            f"{FLOOR[0] / (1000 * cpus / floor):.2f} of its own")
 
 
 def _cpu_s(pid: int) -> float:
@@ -444,8 +446,8 @@ async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool,
             if name == "http" and FLOOR:
                 print(f"{'':10} {'':11} over http: {figures[name] / FLOOR[0]:.2f} of the http floor's jobs/s, "
                       f"{1000 * cpu / done / FLOOR_CPU[0]:.1f} times its CPU per job", flush=True)
-                print(f"{'':10} {'':11} {cpu_budget(1000 * cpu / done, CLIENT_CPU[-1], pg_ms, services.db.is_sqlite)}",
-                      flush=True)
+                budget = cpu_budget(figures[name], 1000 * cpu / done, CLIENT_CPU[-1], pg_ms, services.db.is_sqlite)
+                print(f"{'':10} {'':11} {budget}", flush=True)
         for j, n in enumerate(processes or []):
             await fill(services, photos, jobs, len(runs) + j)
             pg = postgres_cpu_s()
@@ -460,7 +462,8 @@ async def bench_one(label: str, url: str, jobs: int, workers: int, http: bool,
                   f"{figures[name] / figures['bare claim']:.2f} of the bare claim loop"
                   + (f", {figures[name] / FLOOR[0]:.2f} of the http floor)" if FLOOR else ")"), flush=True)
             if FLOOR:
-                print(f"{'':10} {'':11} {cpu_budget(1000 * cpu / done, CLIENT_CPU[-1], pg_ms)}", flush=True)
+                budget = cpu_budget(figures[name], 1000 * cpu / done, CLIENT_CPU[-1], pg_ms)
+                print(f"{'':10} {'':11} {budget}", flush=True)
     finally:
         await services.close()
         await photos.stop()
