@@ -28,7 +28,9 @@ On PostgreSQL each line also gives the CPU per job of the server's own processes
 run on this machine (read from /proc, ended backends included). Each http line is followed
 by where its CPU per job goes (coordinator, node client, PostgreSQL) and the cap that sets on
 this machine: with every process sharing the CPUs, jobs/s can be no more than the CPUs'
-seconds over the CPU one job costs them all, given as jobs/s and as a ratio to the floor.
+seconds over the CPU one job costs them all, given as jobs/s, as a ratio to the floor, and
+with how near the run came to it (one process and PostgreSQL take turns, so one process
+stays near 0.6 of it; docs/node-protocol.md).
 Service and http also give the mean number of requests per batch of the coordinator's
 group commit (claims, submissions, token lookups; ``coordinator.sweeps.batching``; over
 http the claims are the lease route's, each node's first: a result with ``?next=1`` has its
