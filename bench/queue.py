@@ -297,33 +297,26 @@ def postgres_cpu_s() -> float | None:
     """CPU seconds used so far by this machine's PostgreSQL: its live processes, and the
     backends that have ended (counted in the postmaster's children's time). None where no
     PostgreSQL process is visible (a server on another machine, or one /proc hides)."""
-    total, seen = 0.0, False
+    procs = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                name, rest = f.read().split(" (", 1)[1].rsplit(")", 1)
+            name, fields = _stat(int(pid))
         except (OSError, IndexError, ValueError):
             continue
-        if name != "postgres":
-            continue
-        fields = rest.split()
-        seen = True
-        total += int(fields[11]) + int(fields[12])
-        if not _is_postgres(int(fields[1])):          # the postmaster: add its ended children
-            total += int(fields[13]) + int(fields[14])
-    return total / os.sysconf("SC_CLK_TCK") if seen else None
+        if name == "postgres":
+            procs[int(pid)] = fields
+    if not procs:
+        return None
+    ticks = 0
+    for fields in procs.values():
+        ticks += int(fields[11]) + int(fields[12])
+        if int(fields[1]) not in procs:             # the postmaster: add its ended children
+            ticks += int(fields[13]) + int(fields[14])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _per_job_ms(before: float | None, after: float | None, done: int) -> float | None:
     return None if before is None or after is None else 1000 * (after - before) / max(1, done)
-
-
-def _is_postgres(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip() == "postgres"
-    except OSError:
-        return False
 
 
 def cpu_budget(rate: float, coordinator_ms: float, client_ms: float, postgres_ms: float | None,
@@ -345,8 +338,15 @@ def cpu_budget(rate: float, coordinator_ms: float, client_ms: float, postgres_ms
             f"{FLOOR[0] / (1000 * cpus / floor):.2f} of its own")
 
 
+def _stat(pid: int) -> tuple[str, list[str]]:
+    """A process's name and the fields of /proc/PID/stat after it (state first)."""
+    with open(f"/proc/{pid}/stat") as f:
+        name, rest = f.read().split(" (", 1)[1].rsplit(")", 1)
+    return name, rest.split()
+
+
 def _cpu_s(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    fields = _stat(pid)[1]
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

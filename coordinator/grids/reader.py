@@ -17,6 +17,7 @@ every read holds the grid's lock.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections import OrderedDict
@@ -255,7 +256,5 @@ class Grid:
             self.tid.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):     # at interpreter exit the library may be gone already
             self.close()
-        except Exception:  # noqa: BLE001 - at interpreter exit the library may be gone already
-            pass
