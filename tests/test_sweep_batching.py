@@ -8,7 +8,7 @@ import json
 from collections import Counter
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 
 from coordinator.core.db import Database
 from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult, SweepTransition
@@ -183,6 +183,64 @@ async def test_a_claim_the_rows_read_cannot_serve_takes_the_next_job_beyond_them
                                   .order_by(SweepJob.id))).scalars().all()
     assert beyond is not None and beyond.job.id == queued[5]
     assert beyond.job.photos and beyond.job.area["type"] == "Polygon"   # a whole job, as a node gets it
+
+
+async def plan_of_the_claims_read(db, n: int) -> str:
+    """The plan the database keeps for a claim batch's read of the queued jobs, with its
+    parameters bound as the service binds them: PostgreSQL's generic plan (the one a
+    prepared statement settles on after five runs), SQLite's plan of the statement."""
+    stmt = leases._QUEUED if db.is_sqlite else leases._QUEUED_LOCKED
+    async with db.write_engine.connect() as conn:
+        compiled = stmt.compile(dialect=conn.dialect)
+        values = compiled.construct_params({"n": n})
+        args = tuple(values[k] for k in compiled.positiontup)
+        if db.is_sqlite:
+            rows = await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled), args)
+            return " ".join(str(r) for r in rows)
+        raw = (await conn.get_raw_connection()).driver_connection
+        await raw.execute("SET plan_cache_mode = force_generic_plan")
+        await raw.execute("PREPARE claims_read AS " + str(compiled))
+        try:
+            shown = ", ".join(f"'{a}'" if isinstance(a, str) else str(a) for a in args)
+            return "\n".join(r[0] for r in await raw.fetch(f"EXPLAIN EXECUTE claims_read({shown})"))
+        finally:
+            await raw.execute("DEALLOCATE claims_read; RESET plan_cache_mode")
+
+
+async def copies_of_a_job(db, job_id: int, n: int, state: str) -> None:
+    """n copies of one job in ``state``, newest last, by one statement on either database."""
+    cols = [c.name for c in SweepJob.__table__.columns if c.name not in ("id", "state")]
+    async with db.write_engine.begin() as conn:
+        await conn.execute(text(
+            f"WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < {n}) "
+            f"INSERT INTO sweep_jobs (state, {', '.join(cols)}) "
+            f"SELECT :state, {', '.join(cols)} FROM sweep_jobs, k WHERE sweep_jobs.id = :id ORDER BY k.i"),
+            {"state": state, "id": job_id})
+
+
+async def test_a_claim_reads_the_queued_jobs_from_their_own_index_not_past_the_jobs_done_before_them(
+        one_photo_jobs, photos):
+    # 2,000 jobs done ahead of 2,000 queued, analysed so (as just after a large request, as
+    # in bench/queue.py): read through the primary key, a claim passed every one done.
+    photos.scatter(*CENTRE, radius_m=400, n=1, seed=24)
+    assert (await request_sweep(one_photo_jobs, radius=450)).json()["jobs"] == 1
+    db = one_photo_jobs.services.db
+    sw = sweeps_of(one_photo_jobs.services)
+    async with db.read() as s:
+        (model,) = (await s.execute(select(SweepJob.id))).scalars().all()
+    await copies_of_a_job(db, model, 2000, tr.JOB_IN_REVIEW)
+    await copies_of_a_job(db, model, 2000, tr.JOB_QUEUED)
+    async with db.write_engine.begin() as conn:
+        await conn.execute(update(SweepJob).where(SweepJob.id == model).values(state=tr.JOB_IN_REVIEW))
+    async with db.write_engine.connect() as conn:
+        await conn.exec_driver_sql("ANALYZE")
+        await conn.commit()
+    plan = await plan_of_the_claims_read(db, 32 + leases.CLAIM_SPARE)
+    # (SQLite's planner takes the state index, which reads only the queued rows as well.)
+    assert "ix_sweep_jobs_queued" in plan or (db.is_sqlite and "ix_sweep_jobs_state_id (state=?)" in plan), plan
+    (a,) = await nodes(sw, 1, trusted=True)
+    (claim,) = await leases.claim_batch(sw, [a])
+    assert claim.job.id == model + 2001
 
 
 async def test_an_error_in_one_batched_submission_does_not_fail_the_others(one_photo_jobs, photos):

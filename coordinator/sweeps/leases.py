@@ -28,7 +28,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, bindparam, case, exists, func, insert, select, union_all, update
+from sqlalchemy import and_, bindparam, case, exists, func, insert, literal_column, select, union_all, update
 
 from coordinator.core.db.leader import Leadership
 from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult
@@ -73,13 +73,21 @@ async def claim(sweeps, node: Node | Bearer) -> Claim | None:
 # nodes that already hold one of the first (an untrusted node waiting for a second replica).
 CLAIM_SPARE = 4
 
+def queued(jobs):
+    """``jobs.state = 'queued'`` with the value written into the statement, as
+    ``models.QUEUED_JOBS_SQL`` is: only then may the database read the oldest queued jobs
+    from the partial index ``ix_sweep_jobs_queued`` (a bound parameter does not imply the
+    index's condition in PostgreSQL's generic plans)."""
+    return jobs.c.state == literal_column(f"'{tr.JOB_QUEUED}'")
+
+
 _HELD = (tr.LEASE_ACTIVE, tr.LEASE_SUBMITTED)
 _SET_JOB = (update(JOBS).where(JOBS.c.id == bindparam("b_id"))
             .values(quorum=bindparam("b_quorum"), active_leases=bindparam("b_active"),
                     state=bindparam("b_state"), updated_at=bindparam("b_at")))
 # A claim batch's statements, made once: SQLAlchemy keys its compiled-statement cache on a
 # statement's structure, and a statement built anew per batch is walked again for that key.
-_QUEUED = select(JOBS).where(JOBS.c.state == tr.JOB_QUEUED).order_by(JOBS.c.id).limit(bindparam("n"))
+_QUEUED = select(JOBS).where(queued(JOBS)).order_by(JOBS.c.id).limit(bindparam("n"))
 _QUEUED_LOCKED = _QUEUED.with_for_update(skip_locked=True)
 _SKIPPED_PAIRS = union_all(
     select(LEASES.c.job_id, LEASES.c.node_id).where(
@@ -200,7 +208,7 @@ async def _claim_one(s, db, node: Node, now: datetime, settings, logs: list[dict
     transaction wrote before it."""
     j = _PICK
     held = exists().where(and_(LEASES.c.job_id == j.c.id, LEASES.c.node_id == node.id, LEASES.c.state.in_(_HELD)))
-    pick = (select(j.c.id).where(j.c.state == tr.JOB_QUEUED, ~held, not_excluded(j.c.id, node.id))
+    pick = (select(j.c.id).where(queued(j), ~held, not_excluded(j.c.id, node.id))
             .order_by(j.c.id).limit(1))
     quorum = JOBS.c.quorum if node.trusted else case((JOBS.c.quorum < 2, 2), else_=JOBS.c.quorum)
     stmt = (update(JOBS).where(JOBS.c.id == _locked(db, pick).scalar_subquery())

@@ -170,6 +170,12 @@ class CoverageCell(Base):
     covered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
+# The condition of the queue's partial index (migration 0019), as the claims write it
+# (``sweeps.leases.queued``): both databases use a partial index only where a query's own
+# terms imply its condition, which a bound parameter does not in a generic plan.
+QUEUED_JOBS_SQL = "state = 'queued'"
+
+
 class SweepJob(Base):
     """A work unit: a bounded set of photo references in one area."""
 
@@ -193,7 +199,12 @@ class SweepJob(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
-    __table_args__ = (Index("ix_sweep_jobs_state_id", "state", "id"),)
+    __table_args__ = (
+        Index("ix_sweep_jobs_state_id", "state", "id"),
+        # The claims' oldest queued jobs: only queued rows, so a claim never walks past the
+        # jobs done before them, whatever the planner's statistics say (migration 0019).
+        Index("ix_sweep_jobs_queued", "id", sqlite_where=text(QUEUED_JOBS_SQL), postgresql_where=text(QUEUED_JOBS_SQL)),
+    )
 
 
 class SweepLease(Base):
