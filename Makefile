@@ -19,7 +19,7 @@ TEST_WORKERS ?= auto
 # (in one process, on 2 cores).
 UV_INSTALL := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
 
-.PHONY: install install-full run demo test test-postgres bench clean node-app node-app-check
+.PHONY: install install-full run demo test bench clean node-app node-app-check
 
 $(VENV)/bin/uv:
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
