@@ -73,6 +73,7 @@ async def claim(sweeps, node: Node | Bearer) -> Claim | None:
 # nodes that already hold one of the first (an untrusted node waiting for a second replica).
 CLAIM_SPARE = 4
 
+
 def queued(jobs):
     """``jobs.state = 'queued'`` with the value written into the statement, as
     ``models.QUEUED_JOBS_SQL`` is: only then may the database read the oldest queued jobs
