@@ -232,9 +232,7 @@ async def test_a_claim_reads_the_queued_jobs_from_their_own_index_not_past_the_j
     await copies_of_a_job(db, model, 2000, tr.JOB_QUEUED)
     async with db.write_engine.begin() as conn:
         await conn.execute(update(SweepJob).where(SweepJob.id == model).values(state=tr.JOB_IN_REVIEW))
-    async with db.write_engine.connect() as conn:
         await conn.exec_driver_sql("ANALYZE")
-        await conn.commit()
     plan = await plan_of_the_claims_read(db, 32 + leases.CLAIM_SPARE)
     # (SQLite's planner takes the state index, which reads only the queued rows as well.)
     assert "ix_sweep_jobs_queued" in plan or (db.is_sqlite and "ix_sweep_jobs_state_id (state=?)" in plan), plan
