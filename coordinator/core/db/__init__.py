@@ -20,6 +20,8 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.util import await_
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from .. import jsontext
+
 
 def json_dumps(obj) -> str:
     """The text of a JSON column: orjson's, which reads back as the standard library's does
@@ -28,8 +30,8 @@ def json_dumps(obj) -> str:
     the standard library's for what orjson refuses (integers past 64 bits). orjson writes
     NaN and infinities as null, where the standard library writes tokens that PostgreSQL
     refuses; the values stored here are checked finite before they get this far. Columns are
-    read with the standard library: orjson would turn integers past 64 bits into floats,
-    and telling them apart first costs more than the decoding saves."""
+    read back by ``jsontext.loads``: the standard library's values, at orjson's speed where
+    the two agree."""
     try:
         return orjson.dumps(obj).decode()
     except orjson.JSONEncodeError:
@@ -37,7 +39,7 @@ def json_dumps(obj) -> str:
 
 
 def _engine(url: str, **kw) -> AsyncEngine:
-    return create_async_engine(url, json_serializer=json_dumps, **kw)
+    return create_async_engine(url, json_serializer=json_dumps, json_deserializer=jsontext.loads, **kw)
 
 
 def _sqlite_engine(url: str, immediate: bool) -> AsyncEngine:
