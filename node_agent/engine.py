@@ -52,8 +52,9 @@ def load_engine(device, weights_manifest: str) -> EngineAdapter:
         from sweep_engine.pipeline import Engine
         from sweep_engine.weights import WeightsError
     except ImportError as exc:
-        raise EngineMissing(f"this installation has no sweep engine ({exc}); install the node app with its "
-                            "engine") from None
+        raise EngineMissing(f"this installation has no sweep engine ({exc}): install the node app "
+                            "(docs/node-app.md), or in a source checkout run `make install-full` (torch, "
+                            "torchvision and timm)") from None
     # Unset means the weights shipped inside the engine (sweep_engine/default_weights).
     weights_manifest = weights_manifest or DEFAULT_WEIGHTS_MANIFEST
     where = device.label.split(" ", 1)[0] if device.on_gpu else "cpu"

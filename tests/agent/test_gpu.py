@@ -126,6 +126,19 @@ def test_unset_weights_mean_the_shipped_ones_and_bad_weights_say_what_is_missing
         load_engine(_cpu(), str(tmp_path / "nowhere.json"))
 
 
+
+def test_an_installation_without_torch_is_told_how_to_get_the_engine(monkeypatch):
+    """``make run`` installs the coordinator alone: ``sis-node run`` there names the command that adds
+    the engine instead of failing on an import."""
+    import sys
+
+    import pytest
+
+    from node_agent.engine import EngineMissing, load_engine
+    monkeypatch.setitem(sys.modules, "sweep_engine.pipeline", None)     # as if torch were not installed
+    with pytest.raises(EngineMissing, match=r"has no sweep engine .*make install-full"):
+        load_engine(_cpu(), "")
+
 def _cpu():
     from node_agent.loop import Device
     return Device("cpu (development run)", False, "none")
