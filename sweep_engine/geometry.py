@@ -72,9 +72,11 @@ CHECKED_EDGE_NEIGHBOURS = ROAD_EDGE_NEIGHBOURS | frozenset(SEG[c] for c in ("bui
 
 
 def _road(c: Camera, depth: np.ndarray, seg: np.ndarray, depth_sigma: float | None, doubt: float,
-          grey: np.ndarray | None = None):
+          image: np.ndarray | None = None):
     """The road width, and the edge check's evidence (None without an image): a width neither of whose
-    mask edges the photo's lines support is withheld; one unsupported edge is flagged in the evidence."""
+    mask edges the photo's lines support, or past either of whose edges the road goes on, is withheld;
+    one unsupported edge is flagged in the evidence."""
+    grey = road_edges.to_grey(image) if image is not None else None
     neighbours = ROAD_EDGE_NEIGHBOURS if grey is None else CHECKED_EDGE_NEIGHBOURS
     on_plane = road_width(c, depth, seg, plane=True, neighbours=neighbours)
     by_depth = road_width(c, depth, seg, plane=False, neighbours=neighbours)
@@ -85,7 +87,7 @@ def _road(c: Camera, depth: np.ndarray, seg: np.ndarray, depth_sigma: float | No
         road = combined_road(on_plane, by_depth, EXACT_GROUND_SIGMA, ROAD_EXACT_DEPTH_SIGMA)
     if road is None or grey is None:
         return road, None
-    chk = road_edges.check(c, grey, road.left, road.right)
+    chk = road_edges.check(c, grey, road.left, road.right, image, road.rows_px)
     return (None if chk.rejects else road), chk.evidence()
 
 
@@ -111,8 +113,7 @@ def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarra
     doubt = abs(error)
     if depth_sigma and doubt > SCALE_CORRECT:
         depth = depth * math.exp(-error)
-    grey = road_edges.to_grey(image) if image is not None else None
-    road, edges = _road(c, depth, seg, depth_sigma, doubt, grey) if seg is not None else (None, None)
+    road, edges = _road(c, depth, seg, depth_sigma, doubt, image) if seg is not None else (None, None)
     if edges is not None:
         cal.evidence["roadEdges"] = edges
     object_sigma = _depth_scale_sigma(doubt, OBJECT_DEPTH_SIGMA) if depth_sigma else None

@@ -1,6 +1,7 @@
 """The road edges' check against the photo's own lines (``road_edges``), on crafted plain road scenes from
 the independent renderer: an exact mask agrees with the lines, a mask that takes a grass verge for road
-is rejected, and the vanishing point is found from the image alone."""
+is rejected, so is one that stops on the centre line with the road going on past it, and the vanishing
+point is found from the image alone."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,6 +13,7 @@ from sweep_engine import road_edges
 from sweep_engine.camera import Camera
 from sweep_engine.geometry import measure_photo
 from sweep_engine.heldout import PlainRoad, plain_road, render_plain
+from sweep_engine.labels import SEG
 from sweep_engine.measure import road_width
 
 GRASS = ((("grass", 6.0),), (("grass", 6.0),))
@@ -86,6 +88,40 @@ def test_a_mask_that_takes_the_verge_for_road_is_rejected(seed, verge):
     assert pm.road is not None and pm.road.width_m == pytest.approx(7.0, rel=0.02)
     assert ev["roadEdges"]["agrees"] is True
 
+
+
+def one_lane(seg: np.ndarray) -> np.ndarray:
+    """The network's other failure: the far lane labelled sidewalk, the mask ending on the centre line."""
+    out = seg.copy()
+    road = SEG["road"]
+    for y in range(seg.shape[0]):
+        xs = np.flatnonzero(seg[y] == road)
+        if len(xs):
+            out[y, (xs[0] + xs[-1]) // 2 + 1:xs[-1] + 1] = SEG["sidewalk"]
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_mask_that_ends_on_the_centre_line_is_rejected_where_the_road_goes_on(seed):
+    """The centre line is a line along the road, so the line check passes the mask (half the width, both
+    edges on lines); the ground beyond its right edge looks like the road inside it, and the width is
+    withheld. The exact mask of the same photo is kept."""
+    sc = scene(seed=seed, **MARKED)
+    fr = render_plain(sc)
+    half = one_lane(fr.seg)
+    est = road_width(camera(sc), depth_of(fr), half, plane=True)
+    assert est is not None and est.width_m < 0.6 * 7.0          # about half the road
+    lines_only = road_edges.check(camera(sc), road_edges.to_grey(fr.rgb), est.left, est.right)
+    assert not lines_only.rejects, lines_only.evidence()
+
+    pm, ev = measure_photo("p", "t", camera(sc), depth_of(fr), half, [], image=fr.rgb)
+    assert pm.road is None and ev["roadEdges"]["rejected"] is True, ev["roadEdges"]
+    left, right = ev["roadEdges"]["contrastBeyond"]
+    assert right < road_edges.CONTINUES_CONTRAST < left
+    assert "goes on past the mask's right edge" in ev["roadEdges"]["reason"]
+    pm, ev = measure_photo("p", "t", camera(sc), depth_of(fr), fr.seg, [], image=fr.rgb)
+    assert pm.road is not None and pm.road.width_m == pytest.approx(7.0, rel=0.02)
+    assert min(ev["roadEdges"]["contrastBeyond"]) > road_edges.CONTINUES_CONTRAST
 
 def test_without_an_image_the_mask_is_taken_as_it_is():
     sc = scene()
