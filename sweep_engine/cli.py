@@ -61,7 +61,9 @@ def _measure(args) -> int:
     if focal_px is None and exif.get("focal_35mm") and not exif.get("focal_mm"):
         focal_px = exif["focal_35mm"] * max(w, h) / 36.0
     outs, _ = engine.infer([image])
-    pm, evidence = engine.measure(photo, (w, h), outs[0], camera_height_m=args.camera_height, focal_px=focal_px)
+    # The photo goes along, as a node's job gives it: the road mask's edges are checked against it.
+    pm, evidence = engine.measure(photo, (w, h), outs[0], camera_height_m=args.camera_height, focal_px=focal_px,
+                                  image=image)
     print(json.dumps(in_photo_pixels(to_schema(pm, evidence).to_dict(), (w, h), engine.frame), indent=2))
     return 0
 

@@ -49,6 +49,24 @@ def test_measure_reads_the_focal_length_from_exif(manifest, photo, capsys):
     assert "no --heading" in captured.err
 
 
+
+def test_measure_checks_the_road_edges_against_the_photo_as_a_node_does(tmp_path, capsys):
+    """With the shipped weights on a plain road of the independent renderer: the width is read and its
+    mask's edges are checked against the photo (``roadEdges`` in the evidence), as in a node's job."""
+    from PIL import Image
+
+    from sweep_engine.heldout import plain_road, render_plain
+    sc = plain_road(200000003)
+    path = tmp_path / "road.jpg"
+    Image.fromarray(render_plain(sc).rgb).save(path, quality=92)
+    capsys.readouterr()
+    assert main(["measure", str(path), "--focal-px", f"{sc.focal_px}", "--camera-height", f"{sc.camera_height_m}",
+                 "--pitch", f"{sc.pitch_deg}", "--heading", "0"]) == 0
+    m = schema.Measurement.from_json(capsys.readouterr().out)
+    assert m.road_width is not None and m.road_width.width_m == pytest.approx(sc.road_width_m, rel=0.1)
+    edges = m.calibration.evidence["roadEdges"]
+    assert edges["rejected"] is False and len(edges["contrastBeyond"]) == 2
+
 def test_measure_without_weights_is_a_clear_error(photo, capsys, monkeypatch):
     monkeypatch.setenv("SIS_ENGINE_WEIGHTS_MANIFEST", "")  # none: the shipped default is opted out of
     assert main(["measure", str(photo), *TINY]) == 2
