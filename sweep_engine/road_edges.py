@@ -247,15 +247,12 @@ def check(cam: Camera, grey: np.ndarray | None, left: np.ndarray, right: np.ndar
     rows read (``rows_px``), also whether the road goes on past either edge (step 5)."""
     if grey is None:
         return EdgeCheck(agrees=None, reason="no image to check against")
-    if image is not None and rows_px is not None and len(rows_px):
-        contrast = contrast_beyond(image, rows_px)
-        goes_on = [s for s, c in zip(("left", "right"), contrast) if c is not None and c < CONTINUES_CONTRAST]
-        if goes_on:
-            return EdgeCheck(agrees=False, rejects=True, contrast_beyond=contrast,
-                             reason="the road goes on past the mask's " + " and ".join(goes_on) + " edge: the ground "
-                                    "beyond looks like the road inside (a lane taken for sidewalk?)")
-    else:
-        contrast = None
+    contrast = contrast_beyond(image, rows_px) if image is not None and rows_px is not None and len(rows_px) else None
+    goes_on = [s for s, c in zip(("left", "right"), contrast or ()) if c is not None and c < CONTINUES_CONTRAST]
+    if goes_on:
+        return EdgeCheck(agrees=False, rejects=True, contrast_beyond=contrast,
+                         reason="the road goes on past the mask's " + " and ".join(goes_on) + " edge: the ground "
+                                "beyond looks like the road inside (a lane taken for sidewalk?)")
     px = _edge_pixels(cam, grey)
     u_vp = vanishing_u(cam, grey, px) if px is not None else None
     if u_vp is None:
@@ -263,7 +260,8 @@ def check(cam: Camera, grey: np.ndarray | None, left: np.ndarray, right: np.ndar
                          reason="too few edges below the horizon for a vanishing point")
     lines, _, along = lines_along(cam, grey, u_vp, px)
     if not len(lines):
-        return EdgeCheck(agrees=None, vanishing_u=u_vp, contrast_beyond=contrast, reason="no line along the road found")
+        return EdgeCheck(agrees=None, vanishing_u=u_vp, contrast_beyond=contrast,
+                         reason="no line along the road found")
     normal = np.array([along[1], -along[0]])
     xl, xr = float(np.median(left @ normal)), float(np.median(right @ normal))
     tol = max(EDGE_TOLERANCE_M, EDGE_TOLERANCE_REL * abs(xr - xl))
