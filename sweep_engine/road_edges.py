@@ -36,7 +36,8 @@ point is one lateral offset on the ground, in metres. So:
    with each band's mean colour instead, 9 of the 14 (a centre line inside
    a band moves its mean).
 
-Pure numpy, a few milliseconds at 256 x 192.
+Pure numpy. At 256 x 192 on a 2-core development machine (2026-11-26) the check took about 40 ms a
+photo, nearly all of it the vanishing point's search; step 5 about 1.4 ms.
 """
 from __future__ import annotations
 
@@ -214,30 +215,33 @@ def contrast_beyond(image: np.ndarray, rows_px: np.ndarray) -> tuple[float | Non
     img = np.asarray(image, np.float32)
     img = img[..., None] if img.ndim == 2 else img
     h, w = img.shape[:2]
+    rows = np.asarray(rows_px, np.float64)
+    span = rows[:, 2] - rows[:, 1]
+    gap, band = np.round(BAND_GAP * span).astype(int), np.round(BAND_WIDTH * span).astype(int)
+    y = rows[:, 0].astype(int)
     out: list[float | None] = []
     for side in (0, 1):
-        inside, beyond = [], []
-        for v, u0, u1 in rows_px:
-            span = u1 - u0
-            gap, band = int(round(BAND_GAP * span)), int(round(BAND_WIDTH * span))
-            y = int(v)
-            if band < 1 or not 0 <= y < h:
-                continue
-            edge = int(round(u0 if side == 0 else u1))
-            ins = (edge + gap, edge + gap + band) if side == 0 else (edge - gap - band, edge - gap)
-            bey = (edge - gap - band, edge - gap) if side == 0 else (edge + gap, edge + gap + band)
-            if min(ins[0], bey[0]) < 0 or max(ins[1], bey[1]) > w:
-                continue
-            inside.append(np.median(img[y, ins[0]:ins[1]], 0))
-            beyond.append(np.median(img[y, bey[0]:bey[1]], 0))
-        if len(inside) < MIN_BAND_ROWS:
+        edge = np.round(rows[:, 1 + side]).astype(int)
+        ins, bey = (edge + gap, edge - gap - band) if side == 0 else (edge - gap - band, edge + gap)
+        ok = (band >= 1) & (y >= 0) & (y < h) & (np.minimum(ins, bey) >= 0) & (np.maximum(ins, bey) + band <= w)
+        if ok.sum() < MIN_BAND_ROWS:
             out.append(None)
             continue
-        ins_a, bey_a = np.array(inside), np.array(beyond)
+        ins_a, bey_a = (_band_medians(img, y[ok], start, band[ok]) for start in (ins[ok], bey[ok]))
         centre = np.median(ins_a, 0)
         spread = float(np.median(np.linalg.norm(ins_a - centre, axis=1))) + 1.0
         out.append(float(np.linalg.norm(centre - np.median(bey_a, 0))) / spread)
     return out[0], out[1]
+
+
+def _band_medians(img: np.ndarray, y: np.ndarray, start: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """Each row's band (row ``y``, columns ``start`` to ``start + width``) as its median colour, all rows in
+    one call: the bands, padded with NaN to the widest, gathered into one array (a Python loop over rows
+    took three to four times as long, some 4 ms a photo here)."""
+    k = np.arange(width.max())
+    vals = img[y[:, None], start[:, None] + np.minimum(k[None, :], width[:, None] - 1)].astype(np.float64)
+    vals[k[None, :] >= width[:, None]] = np.nan
+    return np.nanmedian(vals, axis=1)
 
 
 def check(cam: Camera, grey: np.ndarray | None, left: np.ndarray, right: np.ndarray,
