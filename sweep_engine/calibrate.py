@@ -63,7 +63,7 @@ import numpy as np
 
 from .camera import Camera
 from .labels import GROUND_CLASSES, HEIGHT_PRIOR_SIGMA, SEG, SIZE_PRIORS
-from .measure import apparent_size, robust_spread
+from .measure import apparent_size, robust_spread, row_medians
 
 PRIOR_SIGMA = {  # log-units for focal and height, degrees for pitch
     "focal": {"measured": 0.05, "assumed": 0.30},
@@ -179,14 +179,10 @@ def _ground_rows(cam: Camera, depth: np.ndarray, seg: np.ndarray | None, max_row
     if seg is None:
         return np.empty(0), np.empty(0)
     ground = np.isin(seg, [SEG[c] for c in GROUND_CLASSES]) & np.isfinite(depth) & (depth > 2) & (depth < 60)
-    rows, vals = [], []
-    for y in np.flatnonzero(ground.sum(1) >= 5):
-        rows.append(y + 0.5)
-        vals.append(float(np.median(depth[y][ground[y]])))
-    if len(rows) > max_rows:
-        pick = np.linspace(0, len(rows) - 1, max_rows).round().astype(int)
-        rows, vals = [rows[i] for i in pick], [vals[i] for i in pick]
-    return np.array(rows), np.array(vals)
+    ys = np.flatnonzero(ground.sum(1) >= 5)
+    if len(ys) > max_rows:
+        ys = ys[np.linspace(0, len(ys) - 1, max_rows).round().astype(int)]
+    return ys + 0.5, row_medians(depth[ys], ground[ys])
 
 
 def _camera(base: Camera, p: np.ndarray) -> Camera:

@@ -14,7 +14,7 @@ from .aggregate import PhotoMeasurement
 from .calibrate import EXACT_GROUND_SIGMA, NETWORK_GROUND_SIGMA, SCALE_DOUBT, calibrate
 from .camera import Camera
 from .labels import SEG, SIZE_PRIORS
-from .measure import ROAD_EDGE_NEIGHBOURS, combined_road, measure_objects, road_width
+from .measure import ROAD_EDGE_NEIGHBOURS, carriageway, combined_road, measure_objects, road_width
 from .structures import seg_structures
 
 # The depth network's error, log units, that calibration weighs the depth cues by (chosen on validation
@@ -78,8 +78,9 @@ def _road(c: Camera, depth: np.ndarray, seg: np.ndarray, depth_sigma: float | No
     one unsupported edge is flagged in the evidence."""
     grey = road_edges.to_grey(image) if image is not None else None
     neighbours = ROAD_EDGE_NEIGHBOURS if grey is None else CHECKED_EDGE_NEIGHBOURS
-    on_plane = road_width(c, depth, seg, plane=True, neighbours=neighbours)
-    by_depth = road_width(c, depth, seg, plane=False, neighbours=neighbours)
+    carriage = carriageway(seg)
+    on_plane = road_width(c, depth, seg, plane=True, neighbours=neighbours, road=carriage)
+    by_depth = road_width(c, depth, seg, plane=False, neighbours=neighbours, road=carriage)
     if depth_sigma:
         road = combined_road(on_plane, by_depth, NETWORK_GROUND_SIGMA,
                              _depth_scale_sigma(doubt, ROAD_DEPTH_SCALE_SIGMA))

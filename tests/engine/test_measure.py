@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from sweep_engine.camera import lonlat_offset
-from sweep_engine.measure import measure_objects, road_width
+from sweep_engine.measure import measure_objects, road_width, row_medians
 from sweep_engine.synth import pole, render, street_scene
 
 POSES = [(0.0, 0.0), (8.0, 2.0), (-10.0, -1.5), (3.0, 0.0), (0.0, 1.0), (15.0, 0.0)]  # (yaw, pitch)
@@ -166,3 +166,18 @@ def test_road_labelled_away_from_the_carriageway_is_not_measured():
     assert carriageway(seg)[patch].sum() == 0 and carriageway(seg)[:10].sum() == 0
     est = road_width(f.camera, f.depth, seg)
     assert est is not None and est.width_m == pytest.approx(7.0, rel=0.01)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_medians_are_each_rows_median_of_its_masked_values(dtype):
+    rng = np.random.default_rng(3)
+    values = rng.uniform(1, 60, (200, 37)).astype(dtype)
+    values[rng.random(values.shape) < 0.05] = np.nan          # a depth map's holes, masked out below
+    mask = (rng.random(values.shape) < rng.uniform(0, 1, (200, 1))) & np.isfinite(values)
+    mask[:3] = False                                           # rows with nothing to read
+    mask[3, :] = False
+    mask[3, 5] = True                                          # one value
+    got = row_medians(values, mask)
+    for row, m, g in zip(values, mask, got):
+        assert np.isnan(g) if not m.any() else g == float(np.median(row[m]))
+    assert got.dtype == np.float64
