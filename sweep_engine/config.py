@@ -53,6 +53,8 @@ class EngineConfig:
     bf16: bool = _s(True, "bf16 autocast on CUDA (ignored on the CPU, which runs float32)")
     min_score: float = _s(0.3, "detections below this score are ignored (0.3: chosen for the shipped detector on "
                                 "validation scenes)")
+    geometry_workers: int = _s(0, "processes measuring photos' geometry beside the networks (calibration, road "
+                               "width, objects: on a GPU most of a photo's time); 0: in the job's own thread")
     fetch_concurrency: int = _s(8, "photos fetched at once from the provider")
     fetch_timeout_s: float = _s(20.0, "timeout for one photo's fetch, seconds")
     max_photo_bytes: int = _s(25_000_000, "largest photo accepted, bytes (a larger one is skipped)")

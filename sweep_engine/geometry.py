@@ -6,6 +6,7 @@ synthetic frame's exact ones, and both get the same ``PhotoMeasurement``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -90,6 +91,33 @@ def _road(c: Camera, depth: np.ndarray, seg: np.ndarray, depth_sigma: float | No
         return road, None
     chk = road_edges.check(c, grey, road.left, road.right, image, road.rows_px)
     return (None if chk.rejects else road), chk.evidence()
+
+
+@dataclass
+class PhotoGeometry:
+    """Everything one photo's geometry reads, in plain arrays and numbers: what ``Engine.measure`` prepares
+    from the networks' output and the photo's metadata, so that the measuring itself can run anywhere,
+    in the job's thread or in another process (``geometry_pool``), and give the same figures."""
+
+    photo_id: str
+    captured_at: str
+    camera: Camera
+    depth: np.ndarray
+    seg: np.ndarray | None
+    detections: list
+    min_score: float
+    depth_sigma: float | None
+    image: np.ndarray | None = None          # the photo on the depth map's grid, for the road edge check
+    focal_guess_px: float | None = None
+    focal_from_network: bool = False
+    evidence: dict = field(default_factory=dict)   # added to the calibration's evidence
+
+    def measure(self) -> tuple[PhotoMeasurement, dict]:
+        pm, evidence = measure_photo(self.photo_id, self.captured_at, self.camera, self.depth, self.seg,
+                                     self.detections, min_score=self.min_score, depth_sigma=self.depth_sigma,
+                                     image=self.image, focal_guess_px=self.focal_guess_px,
+                                     focal_from_network=self.focal_from_network)
+        return pm, {**evidence, **self.evidence}
 
 
 def measure_photo(photo_id: str, captured_at: str, cam: Camera, depth: np.ndarray, seg: np.ndarray | None,

@@ -32,7 +32,8 @@ from . import __version__, build_hash, schema
 from .aggregate import PhotoMeasurement, aggregate
 from .camera import camera_for_photo
 from .config import EngineConfig
-from .geometry import MODEL_DEPTH_SIGMA, measure_photo, to_schema
+from .geometry import MODEL_DEPTH_SIGMA, PhotoGeometry
+from .geometry_pool import GeometryPool
 from .labels import DET_CLASSES
 from .slots import Outputs, Slot, load_slots, prepare as prepare_slots, run as run_slots
 from .photos import Fetch, PhotoError, decode, fetch_all, http_fetch
@@ -119,6 +120,11 @@ class Engine:
         self.build = build_hash(config.weights_manifest)
         self.depth_sigma = MODEL_DEPTH_SIGMA  # depth from a network, for calibration to weigh (None: exact)
         self.version = __version__
+        self.geometry_pool = GeometryPool(config.geometry_workers)
+
+    def close(self) -> None:
+        """Stop the geometry's worker processes, if any (``geometry_workers``)."""
+        self.geometry_pool.close()
 
     @property
     def device_text(self) -> str:
@@ -190,6 +196,15 @@ class Engine:
         check against the photo's own lines (``road_edges``); without it the road mask is taken as it is.
         ``focal_basis`` / ``height_basis``: the basis of a given ``focal_px`` / ``camera_height_m`` where it is
         not ``measured`` (the benchmark's metadata given as an assumption the calibration may move)."""
+        return self.geometry(photo, image_size, out, camera_height_m, focal_px, image, focal_basis=focal_basis,
+                             height_basis=height_basis).measure()
+
+    def geometry(self, photo: schema.PhotoRef, image_size: tuple[int, int], out: ModelOutput,
+                 camera_height_m: float | None = None, focal_px: float | None = None,
+                 image: torch.Tensor | np.ndarray | None = None, *, focal_basis: str | None = None,
+                 height_basis: str | None = None) -> PhotoGeometry:
+        """What ``measure`` measures, prepared: the photo's camera from its metadata, the depth at its focal
+        length, the photo on the depth map's grid (``geometry.PhotoGeometry``)."""
         w0, h0 = image_size
         ref = dataclasses.replace(photo, width=w0, height=h0)
         cam = camera_for_photo(ref, self.config.input_width, self.config.input_height, focal_px=focal_px,
@@ -206,19 +221,19 @@ class Engine:
         # gives it.
         use_focal = cam.focal_basis == "measured" or guessed
         depth, rescale = depth_at_focal(out, cam.fy) if use_focal else (out.depth, None)
-        pm, evidence = measure_photo(photo.id, photo.captured_at, cam, depth, out.seg, out.detections,
-                                     min_score=self.config.min_score, depth_sigma=self.depth_sigma,
-                                     image=None if image is None else at_size(image, out.depth.shape),
-                                     focal_guess_px=guess, focal_from_network=guessed)
+        evidence: dict = {}
         if out.depth_focal_px:
-            evidence = {**evidence, "depthModelFocalPx": out.depth_focal_px, "depthRescale": rescale}
+            evidence.update(depthModelFocalPx=out.depth_focal_px, depthRescale=rescale)
         if guessed:
             evidence["note"] = ("focal length not in the metadata: the depth network's reading of it is the prior "
                                 "the scene was solved with; absolute distances rest on that reading")
         elif out.focal_guess_px and guess is None:
             evidence["focalGuessUnused"] = (f"the photo's shape ({w0}x{h0}) is not the frame's, and the depth "
                                             "network's focal head was trained on the frame's: its reading is not used")
-        return pm, evidence
+        return PhotoGeometry(photo.id, photo.captured_at, cam, depth, out.seg, out.detections,
+                             min_score=self.config.min_score, depth_sigma=self.depth_sigma,
+                             image=None if image is None else at_size(image, out.depth.shape),
+                             focal_guess_px=guess, focal_from_network=guessed, evidence=evidence)
 
     def focal_guess(self, out: ModelOutput, aspect: float) -> float | None:
         """The dense network's reading of the photo's focal length (frame pixels, vertical), where it is to be
@@ -241,26 +256,40 @@ class Engine:
                 kept.append(p)
             except PhotoError as exc:
                 skipped.append(schema.Skipped(photo_id=p.id, reason=str(exc)))
-        outs, infer_s = self.infer(images)
         height = job.params.get("cameraHeightM") if isinstance(job.params.get("cameraHeightM"), (int, float)) \
             else None
+        # Each batch's photos go to the geometry (``geometry_pool``: worker processes, or this thread at the
+        # end) as soon as the networks have read them, so the next batch's forward pass overlaps their geometry.
+        pending, infer_s = [], 0.0
+        for start in range(0, len(images), self.config.batch_size):
+            outs, spent = self.infer(images[start:start + self.config.batch_size])
+            infer_s += spent
+            for p, img, out in zip(kept[start:], images[start:], outs):
+                try:
+                    g = self.geometry(p, (img.shape[-1], img.shape[-2]), out, camera_height_m=height, image=img)
+                except Exception as exc:
+                    self._measure_failed(p, exc, skipped)
+                    continue
+                pending.append((p, g, self.geometry_pool.submit(g, (p.width, p.height))))
         pms: list[PhotoMeasurement] = []
         measurements = []
-        for p, img, out in zip(kept, images, outs):
+        for p, g, started in pending:
             try:
-                pm, evidence = self.measure(p, (img.shape[-1], img.shape[-2]), out, camera_height_m=height,
-                                            image=img)
-                measurement = to_schema(pm, evidence, image_size=(p.width, p.height))
+                pm, measurement = self.geometry_pool.result(started, g, (p.width, p.height))
             except Exception as exc:  # one photo's degenerate output must not cost the job its other photos
-                log.exception("measuring photo %s failed", p.id)
-                skipped.append(schema.Skipped(photo_id=p.id, reason=f"measurement failed: {type(exc).__name__}: "
-                                                                    f"{str(exc)[:200]}"))
+                self._measure_failed(p, exc, skipped)
                 continue
             pms.append(pm)
             measurements.append(measurement)
         facts = [f for f in aggregate(pms, origin=(job.center_lon, job.center_lat))
                  if inside(f.lon, f.lat, job.area)]
         return measurements, facts, infer_s
+
+    @staticmethod
+    def _measure_failed(photo: schema.PhotoRef, exc: Exception, skipped: list) -> None:
+        log.error("measuring photo %s failed", photo.id, exc_info=exc)
+        skipped.append(schema.Skipped(photo_id=photo.id, reason=f"measurement failed: {type(exc).__name__}: "
+                                                                f"{str(exc)[:200]}"))
 
     async def run_job(self, job: schema.Job, fetch: Fetch | None = None, node_id: str = "local") -> schema.Result:
         t0 = time.perf_counter()

@@ -7,6 +7,7 @@ and the wire format, not accuracy — the geometry tests do that.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import pickle
 
@@ -14,9 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from sweep_engine import build_hash, schema
+from sweep_engine import build_hash, geometry_pool, schema
 from sweep_engine.camera import lonlat_offset
 from sweep_engine.config import EngineConfig
+from sweep_engine.geometry_pool import GeometryPool
 from sweep_engine.models import random_weights
 from sweep_engine.pipeline import Engine, inside
 from sweep_engine.synth.provider import FakeProvider, jpeg, job_for, synth_frames
@@ -93,23 +95,63 @@ async def test_photos_that_cannot_be_read_are_skipped_with_their_reason(engine, 
     assert reasons["bad"].startswith("undecodable image")
 
 
-async def test_a_photo_whose_measurement_fails_is_skipped_and_the_rest_are_kept(engine, frames, provider, caplog):
-    real = engine.measure
+@pytest.fixture(params=[0, 2], ids=["in the job's thread", "in 2 worker processes"])
+def geometry_workers(engine, request):
+    """The module's engine with its geometry measured as ``geometry_workers`` says, for one test."""
+    own = engine.geometry_pool
+    engine.geometry_pool = GeometryPool(request.param)
+    yield request.param
+    engine.geometry_pool.close()
+    engine.geometry_pool = own
 
-    def measure(photo, *a, **k):
-        if photo.id == "p1":
-            raise FloatingPointError("degenerate output")
-        return real(photo, *a, **k)
 
-    engine.measure = measure
+async def test_a_photo_whose_measurement_fails_is_skipped_and_the_rest_are_kept(engine, frames, provider, caplog,
+                                                                                geometry_workers):
+    real = engine.geometry
+
+    def geometry(photo, *a, **k):  # p1's class map cut short: its geometry fails, wherever it runs
+        g = real(photo, *a, **k)
+        return dataclasses.replace(g, seg=g.seg[:5]) if photo.id == "p1" else g
+
+    engine.geometry = geometry
     try:
         result = await engine.run_job(job_for(frames[:3], provider.base_url))
     finally:
-        engine.measure = real
+        del engine.geometry
     assert [m.photo_id for m in result.measurements] == ["p0", "p2"]
-    assert [(s.photo_id, s.reason) for s in result.skipped] == [
-        ("p1", "measurement failed: FloatingPointError: degenerate output")]
+    assert [s.photo_id for s in result.skipped] == ["p1"]
+    assert result.skipped[0].reason.startswith("measurement failed: ValueError: ")
     assert "measuring photo p1 failed" in caplog.text
+
+
+async def test_worker_processes_measure_a_job_as_its_own_thread_does(engine, frames, provider, geometry_workers):
+    job = job_for(frames, provider.base_url)
+    result = await engine.run_job(job)
+    engine.geometry_pool.close()
+    engine.geometry_pool = GeometryPool(0)
+    alone = await engine.run_job(job)
+    assert [m.to_dict() for m in result.measurements] == [m.to_dict() for m in alone.measurements]
+    assert [f.to_dict() for f in result.facts] == [f.to_dict() for f in alone.facts] and result.facts
+
+
+def test_photos_a_dying_worker_held_are_measured_in_the_callers_thread(caplog):
+    from sweep_engine.geometry import PhotoGeometry
+    import multiprocessing
+    photos = [PhotoGeometry(f"f{i}", "2025-06-01T10:00:00Z", f.camera, f.depth, f.seg, f.detections(),
+                            min_score=0.5, depth_sigma=None, image=f.rgb)
+              for i, f in enumerate(synth_frames(seed=4, n=8))] * 3
+    size = (256, 192)
+    pool = GeometryPool(1)
+    try:
+        started = [pool.submit(g, size) for g in photos]
+        for child in multiprocessing.active_children():   # the worker, still starting or at its first photos
+            child.kill()
+        got = [pool.result(s, g, size) for s, g in zip(started, photos)]
+    finally:
+        pool.close()
+    want = [geometry_pool.measure(g, size) for g in photos]
+    assert [m.to_dict() for _, m in got] == [m.to_dict() for _, m in want]
+    assert "a geometry worker process died" in caplog.text
 
 
 async def test_the_event_loop_stays_live_while_the_networks_run(engine, frames, provider):
