@@ -26,23 +26,30 @@ EXIT_CONFIG = 2
 log = logging.getLogger("sis.node")
 
 
+# The agent's own loggers, and the engine's it runs (a photo whose measurement failed, its geometry workers).
+LOGGERS = ("sis.node", "sweep_engine")
+
+
 def setup_logging(paths: config_mod.Paths, cfg: config_mod.Config, console: bool = True) -> None:
     """Log to a rotating file in the data folder and to the console."""
-    root = logging.getLogger("sis.node")
-    root.setLevel(cfg.log_level.upper())
-    for h in list(root.handlers):
-        root.removeHandler(h)
-        h.close()
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     paths.log_dir.mkdir(parents=True, exist_ok=True)
     fh = logging.handlers.RotatingFileHandler(paths.log_dir / "sis-node.log", maxBytes=cfg.log_max_bytes,
                                               backupCount=cfg.log_backups, encoding="utf-8")
     fh.setFormatter(fmt)
-    root.addHandler(fh)
+    handlers: list[logging.Handler] = [fh]
     if console:
         ch = logging.StreamHandler(sys.stderr)
         ch.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
-        root.addHandler(ch)
+        handlers.append(ch)
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(cfg.log_level.upper())
+        for h in list(logger.handlers):
+            logger.removeHandler(h)
+            h.close()
+        for h in handlers:
+            logger.addHandler(h)
 
 
 def _config(args: argparse.Namespace, paths: config_mod.Paths, **overrides: Any) -> config_mod.Config:
@@ -102,7 +109,8 @@ def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
         log.info("running on %s (memory cap %.0f%%)", device.label, 100 * cfg.gpu_memory_fraction)
     from .engine import EngineMissing, load_engine
     try:
-        engine = engine_factory(device) if engine_factory else load_engine(device, cfg.engine_weights)
+        engine = engine_factory(device) if engine_factory else load_engine(device, cfg.engine_weights,
+                                                                           cfg.cpu_threads)
     except EngineMissing as exc:
         print(f"sis-node: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -116,6 +124,8 @@ def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
     elif os.environ.get("SIS_NODE_ENROL_SECRET"):
         secret = os.environ["SIS_NODE_ENROL_SECRET"]
     code, at_once = asyncio.run(_run_agent(cfg, paths, engine, device, secret, args.max_jobs))
+    if not at_once and hasattr(engine, "close"):
+        engine.close()
     if at_once:
         # Stop now: everything worth keeping is already on disk (journal, spool, fsynced), and an
         # engine batch still running in a worker thread would otherwise hold the exit until it ends.

@@ -96,7 +96,9 @@ class Config:
     name: str = _meta("", "A name for this node, shown to the coordinator's operators; empty means the host name.")
     gpus: str = _meta("all", "Which NVIDIA GPUs to use: 'all' or comma-separated CUDA indices such as '0,2'.")
     gpu_memory_fraction: float = _meta(0.8, "Largest share of each chosen GPU's memory the engine may take (0.05-1.0).")
-    cpu_threads: int = _meta(1, "CPU threads the engine may use beside the GPU (GPU-only operation keeps this small).")
+    cpu_threads: int = _meta(1, "CPU threads the engine may use beside the GPU (GPU-only operation keeps "
+                                   "this small); beyond the job's own, each measures photos' geometry in a process "
+                                   "of its own, which on a GPU is most of a photo's time.")
     pause_when_user_active: bool = _meta(True, "Pause while the user is at the machine (keyboard or mouse used recently), where that can be detected.")
     user_idle_minutes: float = _meta(3.0, "Minutes without keyboard or mouse input after which the user counts as away.")
     pause_on_battery: bool = _meta(True, "Pause while the machine runs on battery.")

@@ -10,6 +10,7 @@ the engine reads nothing from the network on the agent's behalf.
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from sweep_engine.schema import Job, Result
@@ -44,9 +45,20 @@ class EngineAdapter:
 
         return asyncio.run(self.engine.run_job(job, fetch=from_memory, node_id="pending"))
 
+    def close(self) -> None:
+        """Stop the engine's geometry worker processes, if it has any."""
+        close = getattr(self.engine, "close", None)
+        if close:
+            close()
 
-def load_engine(device, weights_manifest: str) -> EngineAdapter:
-    """The real sweep engine on ``device`` (a ``loop.Device``), with the pinned weights."""
+
+def load_engine(device, weights_manifest: str, cpu_threads: int = 1) -> EngineAdapter:
+    """The real sweep engine on ``device`` (a ``loop.Device``), with the pinned weights.
+
+    ``cpu_threads``, the CPU the volunteer gives the engine beside a GPU: beyond the job's own thread, each
+    is a process measuring photos' geometry (``sweep_engine.geometry_pool``), which on a GPU is most of a
+    photo's time. On the CPU the networks use those threads themselves, and the geometry stays in the job's
+    thread. ``SIS_ENGINE_GEOMETRY_WORKERS``, where set, is taken as it is."""
     try:
         from sweep_engine.config import DEFAULT_WEIGHTS_MANIFEST, EngineConfig
         from sweep_engine.pipeline import Engine
@@ -59,7 +71,9 @@ def load_engine(device, weights_manifest: str) -> EngineAdapter:
     weights_manifest = weights_manifest or DEFAULT_WEIGHTS_MANIFEST
     where = device.label.split(" ", 1)[0] if device.on_gpu else "cpu"
     try:
-        config = EngineConfig.from_env(device=where, weights_manifest=weights_manifest)
+        workers = {} if "SIS_ENGINE_GEOMETRY_WORKERS" in os.environ else {
+            "geometry_workers": max(0, cpu_threads - 1) if device.on_gpu else 0}
+        config = EngineConfig.from_env(device=where, weights_manifest=weights_manifest, **workers)
         return EngineAdapter(Engine(config))
     except (WeightsError, ValueError, TypeError) as exc:
         raise EngineMissing(f"the sweep engine cannot start: {exc}") from None

@@ -89,10 +89,15 @@ def test_logs_go_to_a_rotating_file_and_the_console(tmp_path, capsys):
     names = sorted(p.name for p in paths.log_dir.iterdir())
     assert names == ["sis-node.log", "sis-node.log.1", "sis-node.log.2"]
     assert "line 99 of the rotation test" in capsys.readouterr().err
+    # The engine's own lines (a photo it could not measure, its geometry workers) go to the same places.
+    logging.getLogger("sweep_engine.pipeline").error("measuring photo p1 failed")
+    assert "measuring photo p1 failed" in capsys.readouterr().err
+    assert "sweep_engine.pipeline: measuring photo p1 failed" in (paths.log_dir / "sis-node.log").read_text()
     cli.setup_logging(paths, Config(), console=False)  # and leave no console handler behind
-    for h in list(logging.getLogger("sis.node").handlers):
-        logging.getLogger("sis.node").removeHandler(h)
-        h.close()
+    for name in cli.LOGGERS:
+        for h in list(logging.getLogger(name).handlers):
+            logging.getLogger(name).removeHandler(h)
+            h.close()
 
 
 def test_a_compiled_build_reports_what_was_written_into_it(tmp_path, monkeypatch, capsys):

@@ -75,7 +75,10 @@ async def test_two_sis_node_processes_take_a_sweep_request_to_jobs_in_review(sql
             log = open(tmp_path / f"{name}.log", "wb")
             procs.append((await asyncio.create_subprocess_exec(
                 SIS_NODE, "run", "--coordinator", coord.base_url, "--allow-cpu", "--name", f"volunteer-{name}",
-                env={**env, "SIS_NODE_HOME": str(tmp_path / name)}, stdout=log, stderr=log), tmp_path / f"{name}.log"))
+                env={**env, "SIS_NODE_HOME": str(tmp_path / name),
+                     # b measures its photos' geometry in two worker processes: its replicas must agree with a's
+                     **({"SIS_ENGINE_GEOMETRY_WORKERS": "2"} if name == "b" else {})},
+                stdout=log, stderr=log), tmp_path / f"{name}.log"))
 
         loop = asyncio.get_running_loop()
         end = loop.time() + 240
@@ -103,6 +106,7 @@ async def test_two_sis_node_processes_take_a_sweep_request_to_jobs_in_review(sql
             assert doc["contribution"]["jobs"] == jobs and doc["spooled"] == 0 and not doc["running"]
             assert "first run: new node identity" in (tmp_path / f"{name}.log").read_text()
             assert (tmp_path / name / "logs" / "sis-node.log").exists()
+        assert "measuring photos' geometry in 2 worker processes" in (tmp_path / "b.log").read_text()
     finally:
         for p, _ in procs:
             if p.returncode is None:

@@ -102,12 +102,23 @@ def test_a_chosen_gpu_becomes_the_device_and_the_engine_runs_on_it(monkeypatch):
     class FakeEngine:
         def __init__(self, config):
             seen["device"], seen["weights"] = config.device, config.weights_manifest
+            seen["geometry workers"] = config.geometry_workers
             self.version, self.build = "0.1.0", "b"
     import sweep_engine.pipeline
     monkeypatch.setattr(sweep_engine.pipeline, "Engine", FakeEngine)
+    monkeypatch.delenv("SIS_ENGINE_GEOMETRY_WORKERS", raising=False)
     gpu_device, _, _ = cli.choose_device(Config(gpus="1"), False, two)
     engine_mod.load_engine(gpu_device, "/w/weights.json")
-    assert seen == {"device": "cuda:1", "weights": "/w/weights.json"}
+    assert seen == {"device": "cuda:1", "weights": "/w/weights.json", "geometry workers": 0}
+    # The CPU a volunteer gives beside the GPU: the job's thread and, for the rest, geometry processes;
+    # on the CPU itself the networks take those threads, and an operator's own setting stands.
+    engine_mod.load_engine(gpu_device, "/w/weights.json", cpu_threads=4)
+    assert seen["geometry workers"] == 3
+    engine_mod.load_engine(_cpu(), "/w/weights.json", cpu_threads=4)
+    assert seen["geometry workers"] == 0
+    monkeypatch.setenv("SIS_ENGINE_GEOMETRY_WORKERS", "2")
+    engine_mod.load_engine(gpu_device, "/w/weights.json", cpu_threads=8)
+    assert seen["geometry workers"] == 2
 
 
 def test_unset_weights_mean_the_shipped_ones_and_bad_weights_say_what_is_missing(tmp_path, monkeypatch):
