@@ -1,6 +1,7 @@
 """Sweep engine throughput: photos/s end to end and model-only, by batch size, and where the time goes.
 
     .venv/bin/python bench/engine.py [--config shipped|dav2] [--photos 16] [--batch-sizes 1,4,8] [--device cpu]
+        [--geometry-workers N]
 
 Configurations: ``shipped`` (the default) is the architecture the engine ships
 with (``mobilenetv3_small_100`` dense network + ``sis-centres`` detector at
@@ -58,7 +59,8 @@ def configuration(args) -> tuple[EngineConfig, bool]:
     """The engine configuration benchmarked, and whether it runs on the shipped weights."""
     shipped = EngineConfig()
     base = EngineConfig(backbone=args.backbone or shipped.backbone, detector=args.detector or shipped.detector,
-                        device=args.device, input_width=args.input_width, input_height=args.input_height)
+                        device=args.device, input_width=args.input_width, input_height=args.input_height,
+                        geometry_workers=args.geometry_workers)
     if args.config == "dav2":
         base = EngineConfig(**{**base.__dict__, "depth_model": "depth-anything-v2-metric-vits",
                                "depth_input_side": args.depth_side, "bf16": True})
@@ -105,7 +107,10 @@ async def bench(args) -> None:
         print(f"  machine: {platform.machine()}, {torch.get_num_threads()} torch threads; "
               f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}")
         slots = ", ".join(f"{s.name} {s.entry.architecture} at {s.size[0]}x{s.size[1]}" for s in engine.slots)
-        print(f"  slots: {slots}; geometry frame {base.input_width}x{base.input_height}")
+        print(f"  slots: {slots}; geometry frame {base.input_width}x{base.input_height}, "
+              + (f"geometry in {base.geometry_workers} worker process{'es' if base.geometry_workers > 1 else ''}"
+                 if base.geometry_workers
+                 else "geometry in the job's thread"))
         print(f"  photos {args.photo_width}x{args.photo_height} JPEG "
               f"({statistics.mean(map(len, photos.values())) / 1e3:.0f} kB), {args.photos} per job; weights "
               + weights_text)
@@ -160,6 +165,7 @@ async def bench(args) -> None:
         print(f"\ngeometry on ground-truth inputs ({n_boxes:.0f} boxes/photo, real masks): "
               f"{1000 * geo / len(gt):.1f} ms/photo calibrate+measure (road edge check included), {1000 * agg / len(gt):.2f} ms/photo aggregate")
         print(f"\nload average at end: {os.getloadavg()[0]:.2f}")
+        engine.close()
     await provider.stop()
 
 
@@ -212,6 +218,8 @@ def main(argv=None) -> None:
     p.add_argument("--depth-side", type=int, default=518, help="dav2: the depth slot's short side, pixels")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--geometry-workers", type=int, default=0,
+                   help="processes measuring photos' geometry beside the networks (0: in the job's thread)")
     p.add_argument("--repeats", type=int, default=1, help="timed runs per batch size; the best is reported")
     p.add_argument("--input-width", type=int, default=256)
     p.add_argument("--input-height", type=int, default=192)
