@@ -154,6 +154,30 @@ def test_photos_a_dying_worker_held_are_measured_in_the_callers_thread(caplog):
     assert "a geometry worker process died" in caplog.text
 
 
+def test_a_broken_pools_late_photos_do_not_stop_the_workers_started_after_it(caplog):
+    from sweep_engine.geometry import PhotoGeometry
+    import multiprocessing
+    photos = [PhotoGeometry(f"f{i}", "2025-06-01T10:00:00Z", f.camera, f.depth, f.seg, f.detections(),
+                            min_score=0.5, depth_sigma=None, image=f.rgb)
+              for i, f in enumerate(synth_frames(seed=4, n=4))]
+    size = (256, 192)
+    pool = GeometryPool(1)
+    try:
+        first = [pool.submit(g, size) for g in photos]
+        for child in multiprocessing.active_children():
+            child.kill()
+        pool.result(first[0], photos[0], size)          # finds the pool broken
+        second = [pool.submit(g, size) for g in photos]  # a new pool, as the next batch would start
+        late = [pool.result(s, g, size) for s, g in zip(first[1:], photos[1:])]
+        assert pool._pool is not None and second[0].pool is pool._pool
+        again = [pool.result(s, g, size) for s, g in zip(second, photos)]
+    finally:
+        pool.close()
+    want = [geometry_pool.measure(g, size)[1].to_dict() for g in photos]
+    assert [m.to_dict() for _, m in late] == want[1:] and [m.to_dict() for _, m in again] == want
+    assert caplog.text.count("a geometry worker process died") == 1
+
+
 async def test_the_event_loop_stays_live_while_the_networks_run(engine, frames, provider):
     ticks = 0
 
