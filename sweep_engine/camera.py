@@ -104,8 +104,8 @@ class Camera:
         # each time (np.cross, np.stack) was a tenth of its time. The camera is frozen, so it cannot go stale.
         sp, cp = math.sin(math.radians(self.heading_deg)), math.cos(math.radians(self.heading_deg))
         st, ct = math.sin(math.radians(self.pitch_deg)), math.cos(math.radians(self.pitch_deg))
-        # right = (cp, -sp, 0), forward = (sp.ct, cp.ct, st), down = forward x right
-        r = np.array([[cp, st * sp, sp * ct], [-sp, st * cp, cp * ct], [0.0, -(sp * sp + cp * cp) * ct, st]])
+        # right = (cp, -sp, 0), forward = (sp.ct, cp.ct, st), down = forward x right = (st.sp, st.cp, -ct)
+        r = np.array([[cp, st * sp, sp * ct], [-sp, st * cp, cp * ct], [0.0, -ct, st]])
         r.flags.writeable = False
         return r
 

@@ -168,8 +168,8 @@ def vanishing_u(cam: Camera, grey: np.ndarray, px=None) -> float | None:
     if px is None:
         return None
     u, v, mag, vh = px.u, px.v, px.mag, px.vh
-    du, dv = -px.gy, px.gx                              # the edge's direction, perpendicular to its gradient
-    steep = np.abs(dv) > 0.25 * np.hypot(du, dv)        # lines near horizontal say little about where they meet
+    du, dv = px.direction.T
+    steep = np.abs(dv) > 0.25 * px.direction_len        # lines near horizontal say little about where they meet
     if steep.sum() < 20:
         return None
     uh = u[steep] + du[steep] * (vh - v[steep]) / dv[steep]

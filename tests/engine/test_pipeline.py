@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import multiprocessing
 import pickle
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch
 from sweep_engine import build_hash, geometry_pool, schema
 from sweep_engine.camera import lonlat_offset
 from sweep_engine.config import EngineConfig
+from sweep_engine.geometry import PhotoGeometry
 from sweep_engine.geometry_pool import GeometryPool
 from sweep_engine.models import random_weights
 from sweep_engine.pipeline import Engine, inside
@@ -134,12 +136,15 @@ async def test_worker_processes_measure_a_job_as_its_own_thread_does(engine, fra
     assert [f.to_dict() for f in result.facts] == [f.to_dict() for f in alone.facts] and result.facts
 
 
+def _truth_geometries(n: int) -> list[PhotoGeometry]:
+    """Photos' geometry inputs from synthetic frames' exact depth, classes and boxes."""
+    return [PhotoGeometry(f"f{i}", "2025-06-01T10:00:00Z", f.camera, f.depth, f.seg, f.detections(),
+                          min_score=0.5, depth_sigma=None, image=f.rgb)
+            for i, f in enumerate(synth_frames(seed=4, n=n))]
+
+
 def test_photos_a_dying_worker_held_are_measured_in_the_callers_thread(caplog):
-    from sweep_engine.geometry import PhotoGeometry
-    import multiprocessing
-    photos = [PhotoGeometry(f"f{i}", "2025-06-01T10:00:00Z", f.camera, f.depth, f.seg, f.detections(),
-                            min_score=0.5, depth_sigma=None, image=f.rgb)
-              for i, f in enumerate(synth_frames(seed=4, n=8))] * 3
+    photos = _truth_geometries(8) * 3
     size = (256, 192)
     pool = GeometryPool(1)
     try:
@@ -155,11 +160,7 @@ def test_photos_a_dying_worker_held_are_measured_in_the_callers_thread(caplog):
 
 
 def test_a_broken_pools_late_photos_do_not_stop_the_workers_started_after_it(caplog):
-    from sweep_engine.geometry import PhotoGeometry
-    import multiprocessing
-    photos = [PhotoGeometry(f"f{i}", "2025-06-01T10:00:00Z", f.camera, f.depth, f.seg, f.detections(),
-                            min_score=0.5, depth_sigma=None, image=f.rgb)
-              for i, f in enumerate(synth_frames(seed=4, n=4))]
+    photos = _truth_geometries(4)
     size = (256, 192)
     pool = GeometryPool(1)
     try:
