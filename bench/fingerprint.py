@@ -44,7 +44,6 @@ sys.path.insert(0, str(ROOT))
 import tornado.web  # noqa: E402
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest  # noqa: E402
 
-from coordinator.demo import photos as fake_photos  # noqa: E402
 from coordinator.demo.photos import FakePhoto, FakePhotoProvider  # noqa: E402
 from coordinator.demo.upstream import FakeUpstream  # noqa: E402
 from coordinator.sweeps.coverage import offset  # noqa: E402
@@ -94,8 +93,8 @@ async def main() -> None:
             provider.add(FakePhoto(id=f"b{k}-{i}", lat=round(pla, 7), lon=round(plo, 7), heading=90.0 * i,
                                    captured_at="2026-06-01T08:00:00+00:00", road_width_m=7.0, seed=k * 10 + i,
                                    width=args.photo_width, height=args.photo_width * 3 // 4))
-    rendered = {p.id: fake_photos.render_jpeg(p) for p in provider.photos}
-    fake_photos.render_jpeg = lambda p: rendered[p.id]          # the provider answers at once
+    for p in provider.photos:        # rendered now, so that the provider answers at once
+        provider.jpeg(p)
     await provider.start()
     model = await FakeModel(latency_s=args.model_latency).start()
     upstream = await FakeUpstream().start()

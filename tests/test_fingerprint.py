@@ -41,20 +41,6 @@ def add_photos(fake: FakePhotoProvider, places=PLACES, prefix: str = "fp") -> No
                            captured_at=TAKEN[i % 3], road_width_m=7.0, seed=i))
 
 
-@pytest.fixture(autouse=True)
-def rendered_once(monkeypatch):
-    """Each fake photo's image rendered once per test (a synthetic scene costs tens of ms), not
-    on every fetch: the coordinator still fetches the bytes each time it reads."""
-    from coordinator.demo import photos as fake_photos
-    real, done = fake_photos.render_jpeg, {}
-
-    def render(photo: FakePhoto) -> bytes:
-        if photo.id not in done:
-            done[photo.id] = real(photo)
-        return done[photo.id]
-    monkeypatch.setattr(fake_photos, "render_jpeg", render)
-
-
 @pytest.fixture
 async def photos():
     fake = FakePhotoProvider()
@@ -120,10 +106,9 @@ async def test_a_reading_serves_each_figure_with_its_source_from_a_real_format_r
     assert schema["properties"]["scaleAnchors"]["items"]["properties"]["photo"]["maximum"] == 2
     parts = sent["messages"][0]["content"]
     assert parts[0]["type"] == "text" and "photo 0: 8 m from the point" in parts[0]["text"]
-    from coordinator.demo.photos import render_jpeg           # the provider's bytes, sent as they came
     for part, photo in zip(parts[1:], ("fp-0", "fp-1", "fp-2")):
         head, b64 = part["image_url"]["url"].split(",", 1)
-        assert head == "data:image/jpeg;base64" and base64.b64decode(b64) == render_jpeg(photos.by_id[photo])
+        assert head == "data:image/jpeg;base64" and base64.b64decode(b64) == photos.jpeg(photos.by_id[photo])
     assert len(parts) == 4
     # Photo bytes are never served: only references to the photos in place.
     assert "base64" not in r.body.decode() and body["photos"][0]["url"].endswith("/api/pictures/fp-0/hd.jpg")

@@ -6,7 +6,9 @@ of STAC picture items (with ``view:azimuth``, ``pers:interior_orientation``,
 ``GET /api/pictures/{id}/hd.jpg`` serves the image. Images are rendered by the
 sweep engine's synthetic scene generator when it is installed
 (``sweep_engine.synth``), seeded by the photo, with the photo's road width; else
-a plain drawn street of that width. Each photo carries its synthetic ground
+a plain drawn street of that width, once per photo (kept for the next request),
+and after ``delay_s`` (0: at once; the node bench's stand-in for a provider's
+round trip and transfer). Each photo carries its synthetic ground
 truth (road width), which ``honest_result`` reports as a correct engine would:
 tests and the queue benchmark use it to play well-behaved nodes.
 
@@ -14,6 +16,7 @@ tests and the queue benchmark use it to play well-behaved nodes.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import math
@@ -113,12 +116,14 @@ class _Image(tornado.web.RequestHandler):
     def initialize(self, fake: "FakePhotoProvider") -> None:
         self.fake = fake
 
-    def get(self, photo_id: str) -> None:
+    async def get(self, photo_id: str) -> None:
         photo = self.fake.by_id.get(photo_id)
         if photo is None:
             raise tornado.web.HTTPError(404)
+        if self.fake.delay_s:
+            await asyncio.sleep(self.fake.delay_s)
         self.set_header("Content-Type", "image/jpeg")
-        self.finish(render_jpeg(photo))
+        self.finish(self.fake.jpeg(photo))
 
 
 def render_jpeg(photo: FakePhoto) -> bytes:
@@ -148,6 +153,8 @@ class FakePhotoProvider(LoopbackServer):
         self.by_id: dict[str, FakePhoto] = {}
         self.fail_status = 0
         self.searches = 0
+        self.delay_s = 0.0
+        self._jpegs: dict[str, bytes] = {}
 
     @property
     def api_url(self) -> str:
@@ -157,6 +164,13 @@ class FakePhotoProvider(LoopbackServer):
         self.photos.append(photo)
         self.by_id[photo.id] = photo
         return photo
+
+    def jpeg(self, photo: FakePhoto) -> bytes:
+        """The photo's image, rendered on its first request (a few tens of ms) and kept."""
+        data = self._jpegs.get(photo.id)
+        if data is None:
+            data = self._jpegs[photo.id] = render_jpeg(photo)
+        return data
 
     def scatter(self, lat: float, lon: float, radius_m: float, n: int, seed: int = 0) -> list[FakePhoto]:
         """``n`` photos spread uniformly over a disc, each with its own road width."""
