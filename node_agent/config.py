@@ -99,6 +99,8 @@ class Config:
     cpu_threads: int = _meta(1, "CPU threads the engine may use beside the GPU (GPU-only operation keeps "
                                    "this small); beyond the job's own, each measures photos' geometry in a process "
                                    "of its own, which on a GPU is most of a photo's time.")
+    work_ahead: bool = _meta(True, "While the engine runs a job, lease the next one and fetch its photos, so the engine "
+                                   "does not wait for the photo provider between jobs (one more job held at a time).")
     pause_when_user_active: bool = _meta(True, "Pause while the user is at the machine (keyboard or mouse used recently), where that can be detected.")
     user_idle_minutes: float = _meta(3.0, "Minutes without keyboard or mouse input after which the user counts as away.")
     pause_on_battery: bool = _meta(True, "Pause while the machine runs on battery.")

@@ -1,5 +1,12 @@
 """The job loop: lease -> heartbeats while working -> fetch photos -> engine -> spool -> submit.
 
+Working ahead (``work_ahead``, on by default): while the engine runs one job,
+the agent submits the previous job's result, takes the next job with it (or,
+when none came that way, leases one) and fetches that job's photos, so on a
+GPU, where a job's engine time is seconds, the engine does not also wait for
+the photo provider between jobs. At most one job is held ahead of the one
+running; its lease is kept alive by its own heartbeats.
+
 Never lose work:
 - a result is spooled durably before its first submission and resent until
   the coordinator acknowledges it (or refuses it for good, when it is kept aside);
@@ -15,8 +22,9 @@ Stopping: the first SIGINT/SIGTERM finishes the current job (its result is
 spooled and, if the coordinator answers, submitted) and leases nothing more;
 a second one stops at once, leaving the lease to lapse so the coordinator
 re-leases the job (or this node resumes it on its next start, if in time).
-A job leased with the last result and not yet started is given back
-(``release``): the coordinator queues it again at once, counting no failure.
+A job held ahead and not yet started is given back (``release``): the
+coordinator queues it again at once, counting no failure. So is one held when
+a pause begins: nothing new starts while paused.
 """
 from __future__ import annotations
 
@@ -58,6 +66,22 @@ class Device:
     label: str      # e.g. "cuda:0 NVIDIA H100 80GB HBM3", or "cpu (development run, --allow-cpu)"
     on_gpu: bool
     gpu_text: str   # what enrolment tells the coordinator about this node's GPUs
+
+
+@dataclass
+class Ahead:
+    """A job leased before the running one ends: its photos are fetched and its lease kept
+    alive meanwhile, so it starts as soon as the engine is free."""
+
+    lease: Lease
+    job: Job
+    photos: asyncio.Task            # -> Fetched
+    beats: asyncio.Task
+    lost: asyncio.Event             # set when the coordinator ends its lease
+
+    def drop(self) -> None:
+        self.photos.cancel()
+        self.beats.cancel()
 
 
 class Backoff:
@@ -142,7 +166,8 @@ class Agent:
         self._recovered = False
         self._engine_failures = 0
         self._last_unreachable = Unreachable("the coordinator cannot be reached")
-        self._next: Lease | NoWork | None = None   # the next job, asked for with the last result
+        self._next: NoWork | None = None   # the answer "no job waiting", given with the last result
+        self._ahead: Ahead | None = None   # the next job, its photos fetched while the engine runs
 
     # ---- observing (status, tests) ----------------------------------------------------
 
@@ -218,9 +243,9 @@ class Agent:
                     log.exception("unexpected fault in the job loop; going on after a pause")
                     self.status.update(lastError="unexpected fault in the job loop (see the log)")
                     await self._sleep(self.backoff.next())
-            got, self._next = self._next, None
-            if isinstance(got, Lease):     # taken with the last result before the stop
-                await self._give_back(got)
+            await self._give_back_ahead("the node agent is stopping")
+            if not self.now_event.is_set():     # the last job's result, if the coordinator answers
+                await self._flush_spool()
         except Fatal as exc:
             log.error("%s", exc)
             self.status.update(state="stopped", lastError=str(exc))
@@ -247,24 +272,26 @@ class Agent:
         return code
 
     async def _once(self) -> None:
-        """One turn: resend spooled results, recover a journalled job, then lease if not paused."""
-        if not await self._flush_spool():
-            await self._unreachable("submitting spooled results", self._last_unreachable)
-            return
-        if not self._recovered and not await self._recover():
-            return
-        got, self._next = self._next, None
-        if isinstance(got, Lease):
-            # Leased with the last result, when the policy allowed work: worked as a lease
-            # asked for now would be, unless the agent is stopping meanwhile.
-            if self.stopping:
-                await self._give_back(got)
-                return
-            self.leases_taken += 1
-            await self._work(got)
-            return
+        """One turn: unless a job is held ahead, resend spooled results (the last asking for the
+        next job) and recover a journalled job; then, if not paused, work the job held ahead,
+        or lease one. A job held ahead is given back when the agent stops or pauses."""
         verdict = self.policy.check()
+        if self._ahead is not None and (self.stopping or verdict.paused):
+            await self._give_back_ahead("the node agent is stopping" if self.stopping else "the node is paused")
+        if self._ahead is None:
+            self._next = None
+            if not await self._flush_spool(ask_next=self._may_take_more(0, verdict)):
+                await self._unreachable("submitting spooled results", self._last_unreachable)
+                return
+            if not self._recovered and not await self._recover():
+                return
+        if self._ahead is not None and not self.stopping and not verdict.paused:
+            ahead, self._ahead = self._ahead, None
+            self.leases_taken += 1
+            await self._work(ahead.lease, ahead=ahead)
+            return
         if verdict.paused:
+            await self._give_back_ahead("the node is paused")
             self.paused_turns += 1
             self.status.update(state="paused", pauseReasons=verdict.reasons, watching=verdict.watching)
             await self._sleep(self.config.pause_poll_s)
@@ -272,6 +299,7 @@ class Agent:
         self.status.update(state="idle", pauseReasons=[], watching=verdict.watching)
         if self.stopping:
             return
+        got, self._next = self._next, None
         if got is None:
             try:
                 got = await self.client.lease()
@@ -291,16 +319,44 @@ class Agent:
         self.leases_taken += 1
         await self._work(got)
 
-    async def _give_back(self, lease: Lease) -> None:
-        """Hand back a lease taken with the last result that this agent, stopping, will not
-        work, so its job goes back to the queue now and no failure is counted on it. If the
-        coordinator cannot be told, the lease lapses after its TTL instead."""
+    def _may_take_more(self, running: int, verdict) -> bool:
+        """Whether another job may be leased now, with ``running`` jobs not yet finished and the
+        pause conditions as ``verdict`` (``Policy.check``) found them."""
+        return (not self.stopping and not verdict.paused
+                and not (self.max_jobs and self.jobs_finished + running >= self.max_jobs))
+
+    def _hold_ahead(self, lease: Lease) -> None:
+        """Hold a job leased before the running one ends: fetch its photos and keep its lease
+        alive from now on. A job that does not fit the schema is refused at once."""
         try:
-            await self.client.release(lease.lease_id, "the node agent is stopping")
-            log.info("stopping: lease %s, taken with the last result, is given back", lease.lease_id)
+            job = Job.from_dict(lease.job)
+        except SchemaError as exc:
+            self._refuse_job(lease, exc)
+            return
+        lost = asyncio.Event()
+        photos = asyncio.ensure_future(fetch_photos(job, timeout_s=self.config.photo_timeout_s,
+                                                    max_bytes=self.config.photo_max_bytes))
+        photos.add_done_callback(lambda t: t.cancelled() or t.exception())  # awaited later, or dropped
+        self._ahead = Ahead(lease, job, photos, asyncio.ensure_future(self._heartbeats(lease, lost)), lost)
+        self.status.update(ahead={"jobId": job.job_id, "photos": len(job.photos)})
+        log.debug("job %s held ahead (lease %s); fetching its photos", job.job_id, lease.lease_id)
+
+    async def _give_back_ahead(self, why: str) -> None:
+        """Hand back the job held ahead, not started, so it goes back to the queue now and no
+        failure is counted on it. If the coordinator cannot be told, the lease lapses after
+        its TTL instead."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return
+        ahead.drop()
+        self.status.update(ahead=None)
+        lease = ahead.lease
+        try:
+            await self.client.release(lease.lease_id, why)
+            log.info("%s: job %s, held ahead (lease %s), is given back", why, ahead.job.job_id, lease.lease_id)
         except (Unreachable, Refused) as exc:
-            log.warning("stopping: lease %s, taken with the last result, could not be given back (%s); "
-                        "it lapses after its TTL", lease.lease_id, exc)
+            log.warning("%s: job %s, held ahead (lease %s), could not be given back (%s); it lapses after its TTL",
+                        why, ahead.job.job_id, lease.lease_id, exc)
 
     async def _refused(self, what: str, exc: Refused) -> None:
         if exc.status == 401:
@@ -374,23 +430,28 @@ class Agent:
 
     # ---- one job ----------------------------------------------------------------------
 
-    async def _work(self, lease: Lease, resumed: bool = False) -> None:
-        try:
-            job = Job.from_dict(lease.job)
-        except SchemaError as exc:
-            await self._refuse_job(lease, exc)
-            return
+    async def _work(self, lease: Lease, resumed: bool = False, ahead: Ahead | None = None) -> None:
+        """One job, from its photos to its spooled result. ``ahead``: the job was held ahead,
+        its photos fetched (or being fetched) and its heartbeats already running."""
+        if ahead is not None:
+            job, lost, beats = ahead.job, ahead.lost, ahead.beats
+        else:
+            try:
+                job = Job.from_dict(lease.job)
+            except SchemaError as exc:
+                self._refuse_job(lease, exc)
+                return
+            lost = asyncio.Event()
+            beats = asyncio.create_task(self._heartbeats(lease, lost))
         if not resumed:
             write_json(self.paths.current_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
                                                      "job": lease.job, "heartbeatS": lease.heartbeat_s,
                                                      "leasedAt": time.time()})
-        lost = asyncio.Event()
-        beats = asyncio.create_task(self._heartbeats(lease, lost))
         self.status.update(state="working", job={"jobId": job.job_id, "leaseId": lease.lease_id,
-                                                 "photos": len(job.photos)})
+                                                 "photos": len(job.photos)}, ahead=None)
         outcome = "abandoned"
         try:
-            outcome = await self._compute(job, lease, lost)
+            outcome = await self._compute(job, lease, lost, ahead.photos if ahead else None)
         finally:
             beats.cancel()
             # Whatever the heartbeat task ended with (cancelled, or a fault of its own) must not
@@ -403,11 +464,12 @@ class Agent:
             if self.max_jobs and self.jobs_finished >= self.max_jobs and not self.stopping:
                 log.info("finished %d job(s) as --max-jobs asked; stopping", self.jobs_finished)
                 self.stop_event.set()
-            # The result goes at once, and asks for the next job in the same request when
-            # another may be taken now: one request per job instead of two.
-            await self._flush_spool(ask_next=not self.stopping and not self.policy.check().paused)
+        # The result is submitted while the next job runs (``_meanwhile``), or at the next turn,
+        # asking for the job after in the same request: one request per job, not two.
 
-    async def _compute(self, job: Job, lease: Lease, lost: asyncio.Event) -> str:
+    async def _compute(self, job: Job, lease: Lease, lost: asyncio.Event,
+                       photos: asyncio.Task | None = None) -> str:
+        """``photos``: the job's photos, fetched while the last job ran (else fetched now)."""
         t0 = time.monotonic()
         self.progress.start(job.job_id, len(job.photos))
 
@@ -415,22 +477,29 @@ class Agent:
             self.progress.step("fetching photos", n, total)
             self.status.update(progress=self.progress.snapshot())
 
-        fetched = await fetch_photos(job, timeout_s=self.config.photo_timeout_s,
-                                     max_bytes=self.config.photo_max_bytes, on_photo=photo_done)
+        if photos is not None:
+            fetched = await photos
+            photo_done(len(job.photos), len(job.photos))
+        else:
+            fetched = await fetch_photos(job, timeout_s=self.config.photo_timeout_s,
+                                         max_bytes=self.config.photo_max_bytes, on_photo=photo_done)
         if lost.is_set() or self.now_event.is_set():
             return self._drop(job, lost)
         self.progress.step("running the engine", len(job.photos))
         self.status.update(progress=self.progress.snapshot())
         engine_t0 = time.monotonic()
         run = asyncio.ensure_future(in_thread(self.engine.run_job, job, fetched.images))
+        meanwhile = asyncio.ensure_future(self._meanwhile())
         stop_now = asyncio.ensure_future(self.now_event.wait())
         try:
             await asyncio.wait({run, stop_now}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop_now.cancel()
         if not run.done():
+            meanwhile.cancel()
             run.add_done_callback(lambda f: f.exception())  # retrieved, so never "never retrieved"
             return self._drop(job, lost)
+        await meanwhile
         try:
             result = run.result()
         except Exception:
@@ -457,6 +526,34 @@ class Agent:
         self.spool.put(lease.lease_id, job.job_id, result.to_dict(), stats)
         remove(self.paths.current_job_file)
         return "spooled"
+
+    async def _meanwhile(self) -> None:
+        """While the engine runs (``work_ahead``): submit the last job's result, asking for the
+        next job with it, or lease the next job when none came that way; and start fetching
+        that job's photos. The coordinator not answering costs nothing here: the result stays
+        in the spool for the next turn, and the next job is leased then."""
+        if not self.config.work_ahead:
+            return
+        self._next = None
+        more = self._may_take_more(1, self.policy.check())
+        try:
+            if self.spool.pending():
+                await self._flush_spool(ask_next=more and self._ahead is None)
+            if self._ahead is not None or self._next is not None or not more:
+                return
+            try:
+                got = await self.client.lease()
+            except (Unreachable, Refused) as exc:     # the next turn asks again, and handles what it answers
+                log.debug("leasing a job ahead: %s", exc)
+                return
+            if isinstance(got, Lease):
+                self._hold_ahead(got)
+            else:
+                self._next = got
+        except (Fatal, asyncio.CancelledError):
+            raise
+        except Exception:   # the job the engine runs must not be lost to a fault here
+            log.exception("unexpected fault while working ahead; the next turn goes on without")
 
     def _drop(self, job: Job, lost: asyncio.Event) -> str:
         if lost.is_set():
@@ -485,7 +582,7 @@ class Agent:
         validate(result)
         return result
 
-    async def _refuse_job(self, lease: Lease, exc: SchemaError) -> None:
+    def _refuse_job(self, lease: Lease, exc: SchemaError) -> None:
         """A job that does not fit the schema is never used. It is reported in the log and the
         status, counted, and its lease is left to lapse: the coordinator counts a failure on
         the job each time, and parks it after its failure limit."""
@@ -523,14 +620,18 @@ class Agent:
 
     async def _flush_spool(self, ask_next: bool = False) -> bool:
         """Submit every spooled result; False when the coordinator could not be reached.
-        ``ask_next``: the last one also asks for the next job (``self._next``, which the
-        next turn takes instead of asking)."""
+        ``ask_next``: the last one also asks for the next job: a job given is held ahead (its
+        photos fetched from now on), "none waiting" kept in ``self._next`` for the next turn."""
         items = self.spool.pending()
         for i, item in enumerate(items):
             self.spool.attempted(item)
             try:
                 if ask_next and i == len(items) - 1:
-                    answer, self._next = await self.client.submit_and_lease(item.lease_id, item.result)
+                    answer, nxt = await self.client.submit_and_lease(item.lease_id, item.result)
+                    if isinstance(nxt, Lease):
+                        self._hold_ahead(nxt)
+                    else:
+                        self._next = nxt
                 else:
                     answer = await self.client.submit(item.lease_id, item.result)
             except Unreachable as exc:

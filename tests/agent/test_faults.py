@@ -5,6 +5,9 @@ import asyncio
 import logging
 import os
 
+from sqlalchemy import select
+
+from coordinator.core.db.models import SweepLease
 from node_agent.files import read_json
 
 from .support import (FakeEngine, MalformingProxy, bring_up, db_counts, make_agent, request_sweep,
@@ -88,11 +91,15 @@ async def test_first_stop_finishes_and_submits_the_current_job_and_leases_nothin
     agent = make_agent(tmp_path / "a", coord.base_url, engine)
     task = asyncio.create_task(agent.run())
     await asyncio.to_thread(engine.started.wait, 20)
+    await agent.wait_until(lambda: agent._ahead is not None, 20)    # the next job, leased as this one runs
     agent.request_stop()
     engine.gate.set()
     assert await asyncio.wait_for(task, 20) == 0
     counts = await db_counts(coord)
-    assert counts["leases"] == 1
+    async with coord.services.db.read() as s:
+        leases = (await s.execute(select(SweepLease.state).order_by(SweepLease.leased_at))).scalars().all()
+    assert leases == ["submitted", "cancelled"]     # the job held ahead, given back unstarted
+    assert engine.jobs == [counts["results"][0].body["jobId"]]
     assert [r.state for r in counts["results"]] == ["pending"]
     assert len(agent.spool) == 0
     assert not agent.paths.current_job_file.exists()

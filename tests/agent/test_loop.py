@@ -48,8 +48,9 @@ async def test_each_result_asks_for_the_next_job_in_the_same_request(coord, phot
     await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
     agent.request_stop()
     assert await asyncio.wait_for(task, 10) == 0
-    # One lease asked for alone, then every result brings the next (the last: none left).
-    assert calls == {"lease": 1, "result": 0, "result+next": jobs}
+    # Two leases asked for alone (the first job, and the one held ahead while it ran), then
+    # every result brings the next (the last two: none left).
+    assert calls == {"lease": 2, "result": 0, "result+next": jobs}
     assert agent.leases_taken == jobs
     assert [r.state for r in (await db_counts(coord))["results"]] == ["pending"] * jobs
 
@@ -70,7 +71,8 @@ async def test_a_next_job_taken_just_before_a_stop_is_given_back_not_left_to_lap
     await request_sweep(coord)
     jobs = len((await db_counts(coord))["jobs"])
     assert jobs >= 2
-    agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
+    # Without working ahead, the next job comes only with the result (with it, test_faults).
+    agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine(), work_ahead=False)
     assert await asyncio.wait_for(agent.run(), 60) == 0
     assert agent.contribution.read()["jobs"] == 1 and agent.leases_taken == 1
     async with coord.services.db.read() as s:
@@ -79,6 +81,72 @@ async def test_a_next_job_taken_just_before_a_stop_is_given_back_not_left_to_lap
     counts = await db_counts(coord)
     # every job waits in the queue again (the first for its other replicas), none counted as failed
     assert [(state, failures) for _, state, failures in counts["jobs"]] == [("queued", 0)] * jobs
+
+
+async def test_the_next_jobs_photos_are_fetched_while_the_engine_runs(coord, photos, tmp_path):
+    await request_sweep(coord)
+    jobs = len((await db_counts(coord))["jobs"])
+    assert jobs >= 2
+    engine = FakeEngine(hold=True)
+    agent = make_agent(tmp_path / "a", coord.base_url, engine)
+    task = asyncio.create_task(agent.run())
+    await asyncio.to_thread(engine.started.wait, 20)
+    await agent.wait_until(lambda: agent._ahead is not None, 20)
+    ahead = agent._ahead
+    fetched = await asyncio.wait_for(asyncio.shield(ahead.photos), 20)
+    # every photo of the next job is in hand while the engine still holds the first
+    assert len(engine.jobs) == 1 and ahead.job.job_id != engine.jobs[0]
+    assert sorted(fetched.images) == sorted(p.id for p in ahead.job.photos) and not fetched.skipped
+    assert agent.status.doc["ahead"] == {"jobId": ahead.job.job_id, "photos": len(ahead.job.photos)}
+    engine.gate.set()
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
+    agent.request_stop()
+    assert await asyncio.wait_for(task, 10) == 0
+    assert engine.jobs[1] == ahead.job.job_id and engine.images_seen[1] == len(ahead.job.photos)
+    assert sum(engine.images_seen) == len(photos.photos)
+    assert [r.state for r in (await db_counts(coord))["results"]] == ["pending"] * jobs
+
+
+async def test_a_job_held_ahead_whose_lease_ends_is_dropped_and_leased_again(coord, photos, tmp_path):
+    from sqlalchemy import select
+
+    from coordinator.core.db.models import SweepLease
+    await request_sweep(coord)
+    jobs = len((await db_counts(coord))["jobs"])
+    engine = FakeEngine(hold=True)
+    agent = make_agent(tmp_path / "a", coord.base_url, engine)
+    task = asyncio.create_task(agent.run())
+    await asyncio.to_thread(engine.started.wait, 20)
+    await agent.wait_until(lambda: agent._ahead is not None, 20)
+    ahead = agent._ahead
+    await agent.client.release(ahead.lease.lease_id, "ended by the test")   # as the coordinator may end it
+    await asyncio.wait_for(ahead.lost.wait(), 20)                           # its heartbeats learn it
+    engine.gate.set()
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
+    agent.request_stop()
+    assert await asyncio.wait_for(task, 10) == 0
+    assert agent.leases_lost == 1
+    async with coord.services.db.read() as s:
+        states = (await s.execute(select(SweepLease.id, SweepLease.state))).all()
+    assert dict(states)[ahead.lease.lease_id] == "cancelled"
+    assert engine.jobs.count(ahead.job.job_id) == 1        # worked once, on the lease it was given again
+    assert [r.state for r in (await db_counts(coord))["results"]] == ["pending"] * jobs
+
+
+async def test_without_working_ahead_nothing_is_leased_while_the_engine_runs(coord, photos, tmp_path):
+    await request_sweep(coord)
+    assert len((await db_counts(coord))["jobs"]) >= 2
+    engine = FakeEngine(hold=True)
+    agent = make_agent(tmp_path / "a", coord.base_url, engine, work_ahead=False)
+    task = asyncio.create_task(agent.run())
+    await asyncio.to_thread(engine.started.wait, 20)
+    beats = agent.heartbeat_failures
+    await asyncio.sleep(1.0)             # five heartbeat intervals with the engine held
+    assert (await db_counts(coord))["leases"] == 1 and agent._ahead is None and agent.heartbeat_failures == beats
+    engine.gate.set()
+    agent.request_stop()
+    assert await asyncio.wait_for(task, 10) == 0
+    assert (await db_counts(coord))["leases"] == 1 and agent.contribution.read()["jobs"] == 1
 
 
 async def test_max_jobs_stops_the_agent_after_that_many_jobs(coord, photos, tmp_path):

@@ -1,11 +1,14 @@
 """A paused agent leases nothing: by `sis-node pause`, while the user is active, on battery,
-or while other programs load the CPU. A job already running finishes; nothing new starts."""
+or while other programs load the CPU. A job already running finishes; nothing new starts (a job
+held ahead is given back)."""
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from sqlalchemy import select
 
+from coordinator.core.db.models import SweepLease
 from node_agent import cli
 from node_agent.config import Paths
 from node_agent.policy import Policy
@@ -64,11 +67,15 @@ async def test_pause_during_a_job_lets_it_finish_then_leases_nothing(coord, tmp_
     agent = make_agent(home, coord.base_url, engine)
     task = asyncio.create_task(agent.run())
     await asyncio.to_thread(engine.started.wait, 20)
+    await agent.wait_until(lambda: agent._ahead is not None, 20)    # the next job, leased as this one runs
     assert cli.main(["pause"]) == 0
     engine.gate.set()
     await agent.wait_until(lambda: agent.contribution.read()["jobs"] == 1 and agent.paused_turns >= 20, 60)
     counts = await db_counts(coord)
-    assert counts["leases"] == 1 and len(counts["results"]) == 1
+    async with coord.services.db.read() as s:
+        leases = (await s.execute(select(SweepLease.state).order_by(SweepLease.leased_at))).scalars().all()
+    assert leases == ["submitted", "cancelled"] and len(counts["results"]) == 1   # the job ahead, given back
+    assert len(engine.jobs) == 1
     agent.request_stop()
     await asyncio.wait_for(task, 10)
 
