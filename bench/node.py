@@ -8,7 +8,8 @@ per photo and the fetch, over the internet, is often the longer.
 
 One agent, in this process, against a real coordinator on loopback (SQLite) and the
 fake photo provider, which answers each photo after ``--latency`` seconds (a
-provider's round trip and transfer; the agent fetches four photos of a job at once).
+provider's round trip and transfer; the agent fetches ``--photo-concurrency`` photos
+of a job at once, 4 by default as the agent's own default).
 Each round is a fresh sweep of ``--jobs`` jobs of ``--photos-per-job`` photos; rounds
 alternate working ahead off and on. Engines:
 
@@ -20,7 +21,7 @@ alternate working ahead off and on. Engines:
 Each line gives jobs/s, photos/s, and the mean fetch and engine seconds per job the
 results report, and the run ends with the ratio of working ahead to not.
 
-    .venv/bin/python bench/node.py [--jobs 12] [--photos-per-job 8] [--latency 0.25]
+    .venv/bin/python bench/node.py [--jobs 12] [--photos-per-job 8] [--latency 0.25] [--photo-concurrency 4]
                                    [--engine sleep:0.05 | real] [--rounds 2]
 """
 from __future__ import annotations
@@ -83,9 +84,10 @@ def real_engine():
     return load_engine(CPU, "", cpu_threads=os.cpu_count() or 1)
 
 
-def make_agent(home: Path, url: str, engine, work_ahead: bool, jobs: int) -> Agent:
-    config = Config(coordinator=url, work_ahead=work_ahead, pause_when_user_active=False, pause_on_battery=False,
-                    cpu_busy_percent=0.0, check_updates=False, idle_poll_s=0.2).check()
+def make_agent(home: Path, url: str, engine, work_ahead: bool, jobs: int, concurrency: int) -> Agent:
+    config = Config(coordinator=url, work_ahead=work_ahead, photo_concurrency=concurrency,
+                    pause_when_user_active=False, pause_on_battery=False, cpu_busy_percent=0.0, check_updates=False,
+                    idle_poll_s=0.2).check()
     paths = Paths(home, home).ensure()
     policy = Policy(config, paths.pause_file, idle=lambda: None, battery=lambda: None, other_cpu=lambda: None)
     return Agent(config, paths, engine, CPU, policy=policy, progress=Progress(io.StringIO(), tty=False),
@@ -95,8 +97,10 @@ def make_agent(home: Path, url: str, engine, work_ahead: bool, jobs: int) -> Age
 class Bench:
     """One coordinator, provider and engine; one node (one home), which takes every round's jobs."""
 
-    def __init__(self, services, url: str, photos: FakePhotoProvider, engine, home: Path, truth: dict):
+    def __init__(self, services, url: str, photos: FakePhotoProvider, engine, home: Path, truth: dict,
+                 concurrency: int):
         self.services, self.url, self.photos, self.engine, self.home = services, url, photos, engine, home
+        self.concurrency = concurrency
         self.truth = truth                # the photos' ground truth, for the sleep engine's answers
         self.rounds = 0
         self.seen: set[str] = set()       # jobs of earlier rounds
@@ -116,7 +120,7 @@ class Bench:
 
     async def round(self, work_ahead: bool, jobs: int, ppj: int) -> dict:
         queued = await self.sweep(jobs * ppj)
-        agent = make_agent(self.home, self.url, self.engine, work_ahead, queued)
+        agent = make_agent(self.home, self.url, self.engine, work_ahead, queued, self.concurrency)
         t0 = time.perf_counter()
         code = await agent.run()            # stops by itself after the round's jobs (max_jobs)
         seconds = time.perf_counter() - t0
@@ -136,6 +140,7 @@ async def main() -> int:
     ap.add_argument("--jobs", type=int, default=12, help="jobs per round")
     ap.add_argument("--photos-per-job", type=int, default=8)
     ap.add_argument("--latency", type=float, default=0.25, help="seconds before the provider answers each photo")
+    ap.add_argument("--photo-concurrency", type=int, default=4, help="the agent's photo_concurrency")
     ap.add_argument("--engine", default="sleep:0.05", help="sleep:S (S seconds per photo) or real (this CPU)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of each mode, alternating")
     args = ap.parse_args()
@@ -158,9 +163,10 @@ async def main() -> int:
     sockets = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
     server = HTTPServer(make_app(services))
     server.add_sockets(sockets)
-    bench = Bench(services, f"http://127.0.0.1:{sockets[0].getsockname()[1]}", photos, engine, tmp / "node", truth)
-    print(f"machine: {machine_speed():.2f} s for the 5 M-addition loop; photo latency {args.latency:g} s; "
-          f"{args.jobs} jobs of {args.photos_per_job} photos a round; engine {args.engine}", flush=True)
+    bench = Bench(services, f"http://127.0.0.1:{sockets[0].getsockname()[1]}", photos, engine, tmp / "node", truth,
+                  args.photo_concurrency)
+    print(f"machine: {machine_speed():.2f} s for the 5 M-addition loop; photo latency {args.latency:g} s, "
+          f"{args.photo_concurrency} at once; {args.jobs} jobs of {args.photos_per_job} photos a round; engine {args.engine}", flush=True)
     try:
         if args.engine == "real":           # loads, enrols and warms up outside the timed rounds
             await bench.round(True, 1, args.photos_per_job)

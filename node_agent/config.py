@@ -112,6 +112,8 @@ class Config:
     pause_poll_s: float = _meta(5.0, "Seconds between checks of the pause conditions while paused.")
     request_timeout_s: float = _meta(30.0, "Timeout of one request to the coordinator.")
     photo_timeout_s: float = _meta(30.0, "Timeout of one photo download from the street-photo provider.")
+    photo_concurrency: int = _meta(4, "Photos of a job fetched at once from the street-photo provider (1-16): more "
+                                      "keeps a fast GPU fed over a slow link; the provider serves every volunteer.")
     photo_max_bytes: int = _meta(25_000_000, "Largest photo the agent downloads; larger ones are skipped with their reason.")
     engine_weights: str = _meta("", "Path of the sweep engine's weights manifest (JSON naming each weight file with its sha256); empty means the weights shipped inside the engine.")
     check_updates: bool = _meta(True, "Read the coordinator's signed node-app manifest and tell the volunteer when a newer version exists (never downloads it).")
@@ -139,6 +141,8 @@ class Config:
             problems.append(f"gpu_memory_fraction: {self.gpu_memory_fraction} is outside 0.05-1.0")
         if self.cpu_threads < 1:
             problems.append("cpu_threads: must be at least 1")
+        if not 1 <= self.photo_concurrency <= 16:
+            problems.append(f"photo_concurrency: {self.photo_concurrency} is outside 1-16")
         for name in ("heartbeat_interval_s", "backoff_base_s", "backoff_max_s", "request_timeout_s",
                      "photo_timeout_s", "pause_poll_s"):
             if getattr(self, name) <= 0:

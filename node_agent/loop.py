@@ -334,8 +334,7 @@ class Agent:
             self._refuse_job(lease, exc)
             return
         lost = asyncio.Event()
-        photos = asyncio.ensure_future(fetch_photos(job, timeout_s=self.config.photo_timeout_s,
-                                                    max_bytes=self.config.photo_max_bytes))
+        photos = asyncio.ensure_future(self._fetch(job))
         photos.add_done_callback(lambda t: t.cancelled() or t.exception())  # awaited later, or dropped
         self._ahead = Ahead(lease, job, photos, asyncio.ensure_future(self._heartbeats(lease, lost)), lost)
         self.status.update(ahead={"jobId": job.job_id, "photos": len(job.photos)})
@@ -481,8 +480,7 @@ class Agent:
             fetched = await photos
             photo_done(len(job.photos), len(job.photos))
         else:
-            fetched = await fetch_photos(job, timeout_s=self.config.photo_timeout_s,
-                                         max_bytes=self.config.photo_max_bytes, on_photo=photo_done)
+            fetched = await self._fetch(job, photo_done)
         if lost.is_set() or self.now_event.is_set():
             return self._drop(job, lost)
         self.progress.step("running the engine", len(job.photos))
@@ -526,6 +524,10 @@ class Agent:
         self.spool.put(lease.lease_id, job.job_id, result.to_dict(), stats)
         remove(self.paths.current_job_file)
         return "spooled"
+
+    def _fetch(self, job: Job, on_photo: Callable[[int, int], None] | None = None):
+        return fetch_photos(job, timeout_s=self.config.photo_timeout_s, max_bytes=self.config.photo_max_bytes,
+                            concurrency=self.config.photo_concurrency, on_photo=on_photo)
 
     async def _meanwhile(self) -> None:
         """While the engine runs (``work_ahead``): submit the last job's result, asking for the

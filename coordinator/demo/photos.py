@@ -120,10 +120,15 @@ class _Image(tornado.web.RequestHandler):
         photo = self.fake.by_id.get(photo_id)
         if photo is None:
             raise tornado.web.HTTPError(404)
-        if self.fake.delay_s:
-            await asyncio.sleep(self.fake.delay_s)
-        self.set_header("Content-Type", "image/jpeg")
-        self.finish(self.fake.jpeg(photo))
+        self.fake.in_flight += 1
+        self.fake.most_in_flight = max(self.fake.most_in_flight, self.fake.in_flight)
+        try:
+            if self.fake.delay_s:
+                await asyncio.sleep(self.fake.delay_s)
+            self.set_header("Content-Type", "image/jpeg")
+            self.finish(self.fake.jpeg(photo))
+        finally:
+            self.fake.in_flight -= 1
 
 
 def render_jpeg(photo: FakePhoto) -> bytes:
@@ -154,6 +159,7 @@ class FakePhotoProvider(LoopbackServer):
         self.fail_status = 0
         self.searches = 0
         self.delay_s = 0.0
+        self.in_flight = self.most_in_flight = 0     # image requests being answered now, and at most
         self._jpegs: dict[str, bytes] = {}
 
     @property

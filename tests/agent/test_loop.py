@@ -5,6 +5,8 @@ import asyncio
 import io
 import logging
 
+import pytest
+
 from node_agent.progress import Progress, bar
 
 from .support import FakeEngine, db_counts, make_agent, request_sweep
@@ -205,6 +207,20 @@ def test_progress_bar_redraws_in_place_on_a_terminal_and_logs_phases_elsewhere(c
     q.finish("spooled")
     assert quiet.getvalue() == ""
     assert "job job-8: running the engine" in caplog.text
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+async def test_a_jobs_photos_are_fetched_as_many_at_once_as_photo_concurrency_says(coord, photos, tmp_path,
+                                                                                   concurrency):
+    await request_sweep(coord)
+    jobs = len((await db_counts(coord))["jobs"])
+    photos.delay_s = 0.1                 # every request of a job's fetch is in flight together
+    agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine(), photo_concurrency=concurrency)
+    task = asyncio.create_task(agent.run())
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
+    agent.request_stop()
+    await asyncio.wait_for(task, 10)
+    assert photos.most_in_flight == concurrency       # jobs of 3 photos here
 
 
 async def test_a_photo_over_the_size_limit_is_not_downloaded_whole_and_is_skipped(coord, photos, tmp_path):
