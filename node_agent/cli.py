@@ -188,6 +188,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if running and status.get("progress"):
         p = status["progress"]
         lines.append(f"current job:  {p['jobId']} {bar(p['done'], p['total'])} {p['phase']}")
+    if running and status.get("ahead"):
+        a = status["ahead"]
+        lines.append(f"next job:     {a['jobId']} ({a['photos']} photos), its photos fetched while the current one runs")
     lines.append(f"contribution: {summary(contrib)}")
     lines.append(f"spooled:      {spooled} results waiting to be acknowledged")
     if status.get("lastError") and running:

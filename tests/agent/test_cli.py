@@ -63,6 +63,24 @@ async def test_status_summarises_the_contribution(coord, photos, tmp_path, monke
     assert "CPU hours in development mode" in out and "agent:        not running" in out
 
 
+async def test_status_names_the_job_held_ahead(coord, photos, tmp_path, monkeypatch, capsys):
+    await request_sweep(coord)
+    home = tmp_path / "a"
+    monkeypatch.setenv("SIS_NODE_HOME", str(home))
+    engine = FakeEngine(hold=True)
+    agent = make_agent(home, coord.base_url, engine)
+    task = asyncio.create_task(agent.run())
+    await asyncio.to_thread(engine.started.wait, 20)
+    await agent.wait_until(lambda: agent._ahead is not None, 20)
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    job = agent._ahead.job
+    assert f"next job:     {job.job_id} ({len(job.photos)} photos)" in out and "current job:  " in out
+    engine.gate.set()
+    agent.request_stop()
+    await asyncio.wait_for(task, 20)
+
+
 def test_settings_lists_every_setting_with_its_default(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SIS_NODE_HOME", str(tmp_path))
     assert cli.main(["settings"]) == 0
