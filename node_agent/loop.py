@@ -50,6 +50,7 @@ from .spool import Spool, Spooled
 
 log = logging.getLogger("sis.node.loop")
 UPDATE_CHECK_S = 24 * 3600.0
+RELEASE_NOW_S = 2.0     # how long a second stop signal waits to give back the job held ahead
 
 
 class EngineLike(Protocol):
@@ -243,7 +244,8 @@ class Agent:
                     log.exception("unexpected fault in the job loop; going on after a pause")
                     self.status.update(lastError="unexpected fault in the job loop (see the log)")
                     await self._sleep(self.backoff.next())
-            await self._give_back_ahead("the node agent is stopping")
+            await self._give_back_ahead("the node agent is stopping",
+                                        timeout_s=RELEASE_NOW_S if self.now_event.is_set() else None)
             if not self.now_event.is_set():     # the last job's result, if the coordinator answers
                 await self._flush_spool()
         except Fatal as exc:
@@ -275,16 +277,24 @@ class Agent:
         """One turn: unless a job is held ahead, resend spooled results (the last asking for the
         next job) and recover a journalled job; then, if not paused, work the job held ahead,
         or lease one. A job held ahead is given back when the agent stops or pauses."""
-        verdict = self.policy.check()
-        if self._ahead is not None and (self.stopping or verdict.paused):
+        if self._ahead is not None and (self.stopping or self.policy.check().paused):
             await self._give_back_ahead("the node agent is stopping" if self.stopping else "the node is paused")
         if self._ahead is None:
             self._next = None
-            if not await self._flush_spool(ask_next=self._may_take_more(0, verdict)):
+            # No job is asked for before a journalled one is resumed: it would take the journal's place.
+            ask = self._recovered and self._may_take_more(0, self.policy.check())
+            if not await self._flush_spool(ask_next=ask):
                 await self._unreachable("submitting spooled results", self._last_unreachable)
                 return
-            if not self._recovered and not await self._recover():
+            if not self._recovered:
+                await self._recover()     # the next turn submits what it spooled, and goes on
                 return
+        if self._ahead is not None and self._ahead.lost.is_set():
+            ahead, self._ahead = self._ahead, None
+            ahead.drop()
+            self.status.update(ahead=None)
+            log.warning("job %s, held ahead, dropped: the coordinator ended its lease", ahead.job.job_id)
+        verdict = self.policy.check()
         if self._ahead is not None and not self.stopping and not verdict.paused:
             ahead, self._ahead = self._ahead, None
             self.leases_taken += 1
@@ -340,10 +350,10 @@ class Agent:
         self.status.update(ahead={"jobId": job.job_id, "photos": len(job.photos)})
         log.debug("job %s held ahead (lease %s); fetching its photos", job.job_id, lease.lease_id)
 
-    async def _give_back_ahead(self, why: str) -> None:
+    async def _give_back_ahead(self, why: str, timeout_s: float | None = None) -> None:
         """Hand back the job held ahead, not started, so it goes back to the queue now and no
-        failure is counted on it. If the coordinator cannot be told, the lease lapses after
-        its TTL instead."""
+        failure is counted on it. If the coordinator cannot be told (within ``timeout_s``, when
+        stopping at once), the lease lapses after its TTL instead."""
         ahead, self._ahead = self._ahead, None
         if ahead is None:
             return
@@ -351,9 +361,9 @@ class Agent:
         self.status.update(ahead=None)
         lease = ahead.lease
         try:
-            await self.client.release(lease.lease_id, why)
+            await asyncio.wait_for(self.client.release(lease.lease_id, why), timeout_s)
             log.info("%s: job %s, held ahead (lease %s), is given back", why, ahead.job.job_id, lease.lease_id)
-        except (Unreachable, Refused) as exc:
+        except (Unreachable, Refused, asyncio.TimeoutError) as exc:
             log.warning("%s: job %s, held ahead (lease %s), could not be given back (%s); it lapses after its TTL",
                         why, ahead.job.job_id, lease.lease_id, exc)
 
@@ -442,16 +452,18 @@ class Agent:
                 return
             lost = asyncio.Event()
             beats = asyncio.create_task(self._heartbeats(lease, lost))
-        if not resumed:
-            write_json(self.paths.current_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
-                                                     "job": lease.job, "heartbeatS": lease.heartbeat_s,
-                                                     "leasedAt": time.time()})
-        self.status.update(state="working", job={"jobId": job.job_id, "leaseId": lease.lease_id,
-                                                 "photos": len(job.photos)}, ahead=None)
         outcome = "abandoned"
         try:
+            if not resumed:
+                write_json(self.paths.current_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
+                                                         "job": lease.job, "heartbeatS": lease.heartbeat_s,
+                                                         "leasedAt": time.time()})
+            self.status.update(state="working", job={"jobId": job.job_id, "leaseId": lease.lease_id,
+                                                     "photos": len(job.photos)}, ahead=None)
             outcome = await self._compute(job, lease, lost, ahead.photos if ahead else None)
         finally:
+            if ahead is not None:
+                ahead.photos.cancel()    # done by now, unless the job ended before them
             beats.cancel()
             # Whatever the heartbeat task ended with (cancelled, or a fault of its own) must not
             # replace how the job ended; a cancel of this task still propagates from here.
@@ -485,19 +497,28 @@ class Agent:
             return self._drop(job, lost)
         self.progress.step("running the engine", len(job.photos))
         self.status.update(progress=self.progress.snapshot())
-        engine_t0 = time.monotonic()
         run = asyncio.ensure_future(in_thread(self.engine.run_job, job, fetched.images))
         meanwhile = asyncio.ensure_future(self._meanwhile())
+        try:
+            outcome = await self._finish(job, lease, lost, fetched, run, t0)
+        except BaseException:
+            meanwhile.cancel()
+            raise
+        await self._settle(meanwhile)
+        return outcome
+
+    async def _finish(self, job: Job, lease: Lease, lost: asyncio.Event, fetched: Fetched, run: asyncio.Future,
+                      t0: float) -> str:
+        """The engine's run of the job, to its result in the spool."""
+        engine_t0 = time.monotonic()
         stop_now = asyncio.ensure_future(self.now_event.wait())
         try:
             await asyncio.wait({run, stop_now}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop_now.cancel()
         if not run.done():
-            meanwhile.cancel()
             run.add_done_callback(lambda f: f.exception())  # retrieved, so never "never retrieved"
             return self._drop(job, lost)
-        await meanwhile
         try:
             result = run.result()
         except Exception:
@@ -539,8 +560,8 @@ class Agent:
         self._next = None
         more = self._may_take_more(1, self.policy.check())
         try:
-            if self.spool.pending():
-                await self._flush_spool(ask_next=more and self._ahead is None)
+            if self.spool.pending() and not await self._flush_spool(ask_next=more and self._ahead is None):
+                return      # not reachable: the next turn tries again, with its backoff
             if self._ahead is not None or self._next is not None or not more:
                 return
             try:
@@ -556,6 +577,21 @@ class Agent:
             raise
         except Exception:   # the job the engine runs must not be lost to a fault here
             log.exception("unexpected fault while working ahead; the next turn goes on without")
+
+    async def _settle(self, meanwhile: asyncio.Future) -> None:
+        """Wait for ``_meanwhile`` once the job's result is spooled, unless the agent is to stop at
+        once: then it is cut off (a result it was sending is resent at the next start; a lease it
+        was taking lapses after its TTL)."""
+        if not meanwhile.done():
+            stop_now = asyncio.ensure_future(self.now_event.wait())
+            try:
+                await asyncio.wait({meanwhile, stop_now}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop_now.cancel()
+            meanwhile.cancel()
+        await asyncio.gather(meanwhile, return_exceptions=True)
+        if not meanwhile.cancelled() and meanwhile.exception() is not None:
+            raise meanwhile.exception()       # only Fatal gets out of _meanwhile
 
     def _drop(self, job: Job, lost: asyncio.Event) -> str:
         if lost.is_set():

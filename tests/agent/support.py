@@ -150,10 +150,11 @@ async def db_counts(c: Coordinator) -> dict[str, Any]:
 
 class MalformingProxy:
     """A loopback proxy in front of the coordinator that spoils the job of the first ``spoil``
-    leases it passes on (a buggy or tampered coordinator, as the agent must expect)."""
+    leases it passes on after the first ``skip`` (a buggy or tampered coordinator, as the agent
+    must expect)."""
 
-    def __init__(self, target: str, spoil: int = 1):
-        self.target, self.spoil, self.spoiled = target, spoil, 0
+    def __init__(self, target: str, spoil: int = 1, skip: int = 0):
+        self.target, self.spoil, self.skip, self.spoiled, self.passed = target, spoil, skip, 0, 0
         self.port = free_port()
         self.server = None
 
@@ -174,7 +175,9 @@ class MalformingProxy:
                                   body=self.request.body if self.request.method == "POST" else None)
                 resp = await AsyncHTTPClient().fetch(req, raise_error=False)
                 body = resp.body or b""
-                if self.request.path.endswith("/lease") and resp.code == 200 and proxy.spoiled < proxy.spoil:
+                if self.request.path.endswith("/lease") and resp.code == 200 and proxy.passed < proxy.skip:
+                    proxy.passed += 1
+                elif self.request.path.endswith("/lease") and resp.code == 200 and proxy.spoiled < proxy.spoil:
                     doc = json.loads(body)
                     doc["job"]["photos"][0]["url"] = "file:///etc/passwd"
                     doc["job"]["radiusM"] = -5

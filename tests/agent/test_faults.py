@@ -21,7 +21,8 @@ async def test_result_arrives_once_the_coordinator_is_back_after_an_outage_mid_j
     caplog.set_level(logging.INFO, logger="sis.node")
     await request_sweep(coord)
     engine = FakeEngine(hold=True)
-    agent = make_agent(tmp_path / "a", coord.base_url, engine)
+    # One job at a time: a job leased ahead before the outage would be worked and spooled too.
+    agent = make_agent(tmp_path / "a", coord.base_url, engine, work_ahead=False)
     task = asyncio.create_task(agent.run())
     try:
         await asyncio.to_thread(engine.started.wait, 20)
@@ -112,12 +113,17 @@ async def test_second_stop_leaves_the_job_journalled_for_a_restart(coord, tmp_pa
     agent = make_agent(home, coord.base_url, engine)
     task = asyncio.create_task(agent.run())
     await asyncio.to_thread(engine.started.wait, 20)
+    await agent.wait_until(lambda: agent._ahead is not None, 20)
+    held = agent._ahead.lease.lease_id
     agent.request_stop()
     agent.request_stop()
     assert await asyncio.wait_for(task, 5) == 0
     journal = read_json(agent.paths.current_job_file)
     assert journal["jobId"] == engine.jobs[0]
     assert (await db_counts(coord))["results"] == []
+    async with coord.services.db.read() as s:
+        states = dict((await s.execute(select(SweepLease.id, SweepLease.state))).all())
+    assert states == {journal["leaseId"]: "active", held: "cancelled"}   # the job held ahead, given back
 
     # The restarted agent resumes the job on the same lease, which still holds.
     engine.gate.set()
@@ -128,6 +134,74 @@ async def test_second_stop_leaves_the_job_journalled_for_a_restart(coord, tmp_pa
     await asyncio.wait_for(task, 20)
     counts = await db_counts(coord)
     assert any(r.body["jobId"] == journal["jobId"] for r in counts["results"])
+
+
+async def test_a_result_is_spooled_while_the_last_ones_submission_hangs_and_a_second_stop_is_at_once(
+        coord, tmp_path):
+    await request_sweep(coord)
+    assert len((await db_counts(coord))["jobs"]) >= 2
+    engine = FakeEngine(hold=True)
+    agent = make_agent(tmp_path / "a", coord.base_url, engine)
+    hung = asyncio.Event()
+
+    async def never_answered(lease_id, result):
+        hung.set()
+        await asyncio.Event().wait()
+    agent.client.submit_and_lease = never_answered
+    task = asyncio.create_task(agent.run())
+    await asyncio.to_thread(engine.started.wait, 20)
+    await agent.wait_until(lambda: agent._ahead is not None, 20)
+    engine.gate.set()                       # the first job ends; the second runs while its result is sent
+    await asyncio.wait_for(hung.wait(), 20)
+    await agent.wait_until(lambda: len(agent.spool) == 2, 20)    # the second's result is not held up by it
+    assert [i.job_id for i in agent.spool.pending()] == engine.jobs[:2]
+    agent.request_stop()
+    agent.request_stop()
+    assert await asyncio.wait_for(task, 5) == 0
+    assert len(agent.spool) == 2 and (await db_counts(coord))["results"] == []   # resent at the next start
+
+
+async def test_a_failed_journal_write_leaves_no_heartbeats_behind(coord, tmp_path, monkeypatch):
+    from node_agent import loop
+    await request_sweep(coord)
+    agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
+    real, failed = loop.write_json, []
+
+    def disk_full(path, doc):
+        if not failed:
+            failed.append(path)
+            raise OSError(28, "No space left on device")
+        real(path, doc)
+    monkeypatch.setattr(loop, "write_json", disk_full)
+    task = asyncio.create_task(agent.run())
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] >= 1, 60)   # it goes on after the fault
+    agent.request_stop()
+    assert await asyncio.wait_for(task, 20) == 0
+    assert failed
+    beating = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "Agent._heartbeats" and not t.done()]
+    assert beating == []
+
+
+async def test_a_malformed_job_held_ahead_is_refused_and_never_worked(sqlite_url, photos, tmp_path):
+    coord = await start_sweep_coordinator(sqlite_url, photos)
+    proxy = MalformingProxy(coord.base_url, spoil=1, skip=1).start()    # the second lease: the one held ahead
+    try:
+        await request_sweep(coord)
+        jobs = len((await db_counts(coord))["jobs"])
+        assert jobs >= 2
+        engine = FakeEngine()
+        agent = make_agent(tmp_path / "a", proxy.url, engine)
+        task = asyncio.create_task(agent.run())
+        await agent.wait_until(lambda: agent.contribution.read()["refusedJobs"] == 1
+                               and agent.contribution.read()["jobs"] == jobs - 1, 60)
+        agent.request_stop()
+        assert await asyncio.wait_for(task, 20) == 0
+        refused = agent.status.doc["lastRefusedJob"]
+        assert refused["jobId"] not in engine.jobs and len(engine.jobs) == jobs - 1
+        assert "runThis: unknown field" in " | ".join(refused["reasons"])
+    finally:
+        await proxy.stop()
+        await stop_sweep_coordinator(coord)
 
 
 async def test_engine_failure_leaves_the_job_to_its_lease_and_the_agent_goes_on(coord, tmp_path, caplog):

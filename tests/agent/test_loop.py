@@ -142,9 +142,8 @@ async def test_without_working_ahead_nothing_is_leased_while_the_engine_runs(coo
     agent = make_agent(tmp_path / "a", coord.base_url, engine, work_ahead=False)
     task = asyncio.create_task(agent.run())
     await asyncio.to_thread(engine.started.wait, 20)
-    beats = agent.heartbeat_failures
     await asyncio.sleep(1.0)             # five heartbeat intervals with the engine held
-    assert (await db_counts(coord))["leases"] == 1 and agent._ahead is None and agent.heartbeat_failures == beats
+    assert (await db_counts(coord))["leases"] == 1 and agent._ahead is None
     engine.gate.set()
     agent.request_stop()
     assert await asyncio.wait_for(task, 10) == 0
@@ -158,6 +157,7 @@ async def test_max_jobs_stops_the_agent_after_that_many_jobs(coord, photos, tmp_
     agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine(), max_jobs=1)
     assert await asyncio.wait_for(agent.run(), 60) == 0      # stops by itself
     assert agent.contribution.read()["jobs"] == 1
+    assert (await db_counts(coord))["leases"] == 1            # the last job allowed: nothing leased ahead
     assert [r.state for r in (await db_counts(coord))["results"]] == ["pending"]
 
 
@@ -209,7 +209,7 @@ def test_progress_bar_redraws_in_place_on_a_terminal_and_logs_phases_elsewhere(c
     assert "job job-8: running the engine" in caplog.text
 
 
-@pytest.mark.parametrize("concurrency", [1, 3])
+@pytest.mark.parametrize("concurrency", [1, 2])
 async def test_a_jobs_photos_are_fetched_as_many_at_once_as_photo_concurrency_says(coord, photos, tmp_path,
                                                                                    concurrency):
     await request_sweep(coord)
@@ -220,7 +220,7 @@ async def test_a_jobs_photos_are_fetched_as_many_at_once_as_photo_concurrency_sa
     await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
     agent.request_stop()
     await asyncio.wait_for(task, 10)
-    assert photos.most_in_flight == concurrency       # jobs of 3 photos here
+    assert photos.most_in_flight == concurrency       # jobs of 3 photos here; the default would be 3
 
 
 async def test_a_photo_over_the_size_limit_is_not_downloaded_whole_and_is_skipped(coord, photos, tmp_path):
