@@ -80,6 +80,15 @@ def make_agent(home: Path, url: str, engine: Any, *, idle=None, battery=None, ot
                  max_jobs=max_jobs)
 
 
+async def run_holding_ahead(agent: Agent, engine: FakeEngine) -> asyncio.Task:
+    """Start ``agent``, whose ``engine`` holds its jobs, and return its task once the first job is in
+    the engine and the next one is held ahead (leased, its photos being fetched)."""
+    task = asyncio.create_task(agent.run())
+    await asyncio.to_thread(engine.started.wait, 20)
+    await agent.wait_until(lambda: agent._ahead is not None, 20)
+    return task
+
+
 async def start_photos(n: int = 6, radius_m: float = 250, seed: int = 3) -> FakePhotoProvider:
     fake = FakePhotoProvider()
     fake.scatter(*CENTRE, radius_m=radius_m, n=n, seed=seed)

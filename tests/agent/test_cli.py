@@ -8,7 +8,7 @@ import sys
 
 from node_agent import __version__, cli
 
-from .support import FakeEngine, make_agent, request_sweep
+from .support import FakeEngine, make_agent, request_sweep, run_holding_ahead
 
 
 def test_version_and_help(capsys):
@@ -69,9 +69,7 @@ async def test_status_names_the_job_held_ahead(coord, photos, tmp_path, monkeypa
     monkeypatch.setenv("SIS_NODE_HOME", str(home))
     engine = FakeEngine(hold=True)
     agent = make_agent(home, coord.base_url, engine)
-    task = asyncio.create_task(agent.run())
-    await asyncio.to_thread(engine.started.wait, 20)
-    await agent.wait_until(lambda: agent._ahead is not None, 20)
+    task = await run_holding_ahead(agent, engine)
     assert cli.main(["status"]) == 0
     out = capsys.readouterr().out
     job = agent._ahead.job

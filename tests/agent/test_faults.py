@@ -11,7 +11,7 @@ from coordinator.core.db.models import SweepLease
 from node_agent.files import read_json
 
 from .support import (FakeEngine, MalformingProxy, bring_up, db_counts, make_agent, request_sweep,
-                      start_sweep_coordinator, stop_sweep_coordinator, take_down)
+                      run_holding_ahead, start_sweep_coordinator, stop_sweep_coordinator, take_down)
 
 # "The coordinator down for 30 s", scaled down so the suite stays fast; SIS_TEST_OUTAGE_S=30 runs it in full.
 OUTAGE_S = float(os.environ.get("SIS_TEST_OUTAGE_S", "3"))
@@ -90,9 +90,7 @@ async def test_first_stop_finishes_and_submits_the_current_job_and_leases_nothin
     await request_sweep(coord)
     engine = FakeEngine(hold=True)
     agent = make_agent(tmp_path / "a", coord.base_url, engine)
-    task = asyncio.create_task(agent.run())
-    await asyncio.to_thread(engine.started.wait, 20)
-    await agent.wait_until(lambda: agent._ahead is not None, 20)    # the next job, leased as this one runs
+    task = await run_holding_ahead(agent, engine)
     agent.request_stop()
     engine.gate.set()
     assert await asyncio.wait_for(task, 20) == 0
@@ -111,9 +109,7 @@ async def test_second_stop_leaves_the_job_journalled_for_a_restart(coord, tmp_pa
     engine = FakeEngine(hold=True)
     home = tmp_path / "a"
     agent = make_agent(home, coord.base_url, engine)
-    task = asyncio.create_task(agent.run())
-    await asyncio.to_thread(engine.started.wait, 20)
-    await agent.wait_until(lambda: agent._ahead is not None, 20)
+    task = await run_holding_ahead(agent, engine)
     held = agent._ahead.lease.lease_id
     agent.request_stop()
     agent.request_stop()
@@ -148,9 +144,7 @@ async def test_a_result_is_spooled_while_the_last_ones_submission_hangs_and_a_se
         hung.set()
         await asyncio.Event().wait()
     agent.client.submit_and_lease = never_answered
-    task = asyncio.create_task(agent.run())
-    await asyncio.to_thread(engine.started.wait, 20)
-    await agent.wait_until(lambda: agent._ahead is not None, 20)
+    task = await run_holding_ahead(agent, engine)
     engine.gate.set()                       # the first job ends; the second runs while its result is sent
     await asyncio.wait_for(hung.wait(), 20)
     await agent.wait_until(lambda: len(agent.spool) == 2, 20)    # the second's result is not held up by it

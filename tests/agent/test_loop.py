@@ -9,7 +9,7 @@ import pytest
 
 from node_agent.progress import Progress, bar
 
-from .support import FakeEngine, db_counts, make_agent, request_sweep
+from .support import FakeEngine, db_counts, make_agent, request_sweep, run_holding_ahead
 
 
 async def test_agent_leases_computes_and_submits_every_job(coord, photos, tmp_path):
@@ -91,9 +91,7 @@ async def test_the_next_jobs_photos_are_fetched_while_the_engine_runs(coord, pho
     assert jobs >= 2
     engine = FakeEngine(hold=True)
     agent = make_agent(tmp_path / "a", coord.base_url, engine)
-    task = asyncio.create_task(agent.run())
-    await asyncio.to_thread(engine.started.wait, 20)
-    await agent.wait_until(lambda: agent._ahead is not None, 20)
+    task = await run_holding_ahead(agent, engine)
     ahead = agent._ahead
     fetched = await asyncio.wait_for(asyncio.shield(ahead.photos), 20)
     # every photo of the next job is in hand while the engine still holds the first
@@ -117,9 +115,7 @@ async def test_a_job_held_ahead_whose_lease_ends_is_dropped_and_leased_again(coo
     jobs = len((await db_counts(coord))["jobs"])
     engine = FakeEngine(hold=True)
     agent = make_agent(tmp_path / "a", coord.base_url, engine)
-    task = asyncio.create_task(agent.run())
-    await asyncio.to_thread(engine.started.wait, 20)
-    await agent.wait_until(lambda: agent._ahead is not None, 20)
+    task = await run_holding_ahead(agent, engine)
     ahead = agent._ahead
     await agent.client.release(ahead.lease.lease_id, "ended by the test")   # as the coordinator may end it
     await asyncio.wait_for(ahead.lost.wait(), 20)                           # its heartbeats learn it

@@ -13,7 +13,7 @@ from node_agent import cli
 from node_agent.config import Paths
 from node_agent.policy import Policy
 
-from .support import FakeEngine, agent_config, db_counts, make_agent, request_sweep
+from .support import FakeEngine, agent_config, db_counts, make_agent, request_sweep, run_holding_ahead
 
 
 async def _leases_nothing_while(agent, coord, turns: int = 20) -> None:
@@ -65,9 +65,7 @@ async def test_pause_during_a_job_lets_it_finish_then_leases_nothing(coord, tmp_
     monkeypatch.setenv("SIS_NODE_HOME", str(home))
     engine = FakeEngine(hold=True)
     agent = make_agent(home, coord.base_url, engine)
-    task = asyncio.create_task(agent.run())
-    await asyncio.to_thread(engine.started.wait, 20)
-    await agent.wait_until(lambda: agent._ahead is not None, 20)    # the next job, leased as this one runs
+    task = await run_holding_ahead(agent, engine)
     assert cli.main(["pause"]) == 0
     engine.gate.set()
     await agent.wait_until(lambda: agent.contribution.read()["jobs"] == 1 and agent.paused_turns >= 20, 60)
