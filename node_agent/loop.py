@@ -338,15 +338,13 @@ class Agent:
     def _hold_ahead(self, lease: Lease) -> None:
         """Hold a job leased before the running one ends: fetch its photos and keep its lease
         alive from now on. A job that does not fit the schema is refused at once."""
-        try:
-            job = Job.from_dict(lease.job)
-        except SchemaError as exc:
-            self._refuse_job(lease, exc)
+        job = self._job_of(lease)
+        if job is None:
             return
-        lost = asyncio.Event()
         photos = asyncio.ensure_future(self._fetch(job))
         photos.add_done_callback(lambda t: t.cancelled() or t.exception())  # awaited later, or dropped
-        self._ahead = Ahead(lease, job, photos, asyncio.ensure_future(self._heartbeats(lease, lost)), lost)
+        lost, beats = self._keep_alive(lease)
+        self._ahead = Ahead(lease, job, photos, beats, lost)
         self.status.update(ahead={"jobId": job.job_id, "photos": len(job.photos)})
         log.debug("job %s held ahead (lease %s); fetching its photos", job.job_id, lease.lease_id)
 
@@ -445,13 +443,10 @@ class Agent:
         if ahead is not None:
             job, lost, beats = ahead.job, ahead.lost, ahead.beats
         else:
-            try:
-                job = Job.from_dict(lease.job)
-            except SchemaError as exc:
-                self._refuse_job(lease, exc)
+            job = self._job_of(lease)
+            if job is None:
                 return
-            lost = asyncio.Event()
-            beats = asyncio.create_task(self._heartbeats(lease, lost))
+            lost, beats = self._keep_alive(lease)
         outcome = "abandoned"
         try:
             if not resumed:
@@ -619,6 +614,19 @@ class Agent:
             raise SchemaError([f"jobId: the engine answered {result.job_id!r} for job {job.job_id!r}"])
         validate(result)
         return result
+
+    def _job_of(self, lease: Lease) -> Job | None:
+        """The lease's job; None when it does not fit the schema (refused, ``_refuse_job``)."""
+        try:
+            return Job.from_dict(lease.job)
+        except SchemaError as exc:
+            self._refuse_job(lease, exc)
+            return None
+
+    def _keep_alive(self, lease: Lease) -> tuple[asyncio.Event, asyncio.Task]:
+        """Heartbeats for ``lease`` from now on, and the event they set if the coordinator ends it."""
+        lost = asyncio.Event()
+        return lost, asyncio.ensure_future(self._heartbeats(lease, lost))
 
     def _refuse_job(self, lease: Lease, exc: SchemaError) -> None:
         """A job that does not fit the schema is never used. It is reported in the log and the
