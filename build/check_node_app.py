@@ -10,7 +10,10 @@ centre; run `BINARY run --allow-cpu --max-jobs 1` with a throwaway node home; th
 read what the agent says it contributed (`BINARY status --json`) and what the
 coordinator recorded (`sis nodes list`). Exits non-zero unless the binary enrolled,
 leased a job, ran the engine compiled into it and the coordinator validated the
-result. Prints a JSON record of the figures.
+result. The second node measures its photos' geometry in a worker process
+(``SIS_ENGINE_GEOMETRY_WORKERS=1``, as a GPU node with ``cpu_threads`` 2 does), which
+the compiled binary must start (spawn) and keep alive: its log must say the worker
+started and none died. Prints a JSON record of the figures.
 """
 from __future__ import annotations
 
@@ -26,6 +29,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# What sweep_engine.geometry_pool logs when its workers start, and when one dies.
+WORKER_STARTED = "measuring photos' geometry in 1 worker process"
+WORKER_DIED = "a geometry worker process died"
 sys.path.insert(0, str(ROOT / "build"))
 from node_app import artefact_name  # noqa: E402
 
@@ -113,6 +119,8 @@ def main() -> int:
             # the job reaches review only when the two binaries' results agree.
             for n, name in enumerate(("check-a", "check-b")):
                 node_env = {**env, "SIS_NODE_HOME": f"{tmp}/{name}"}
+                if name == "check-b":
+                    node_env["SIS_ENGINE_GEOMETRY_WORKERS"] = "1"
                 step(f"{name}: sis-node run --allow-cpu --max-jobs 1")
                 t0 = time.time()
                 run = subprocess.run([binary, "run", "--allow-cpu", "--coordinator", base, "--max-jobs", "1",
@@ -121,9 +129,11 @@ def main() -> int:
                 status = subprocess.run([binary, "status", "--json"], capture_output=True, text=True,
                                         env=node_env, timeout=120)
                 doc = json.loads(status.stdout) if status.returncode == 0 else {}
+                said = run.stdout + run.stderr
                 record[name] = {"exit": run.returncode, "seconds": round(time.time() - t0, 1),
                                 "contribution": doc.get("contribution"), "nodeId": doc.get("nodeId"),
-                                "logTail": (run.stdout + run.stderr).strip().splitlines()[-4:]}
+                                "geometryWorker": {"started": WORKER_STARTED in said, "died": WORKER_DIED in said},
+                                "logTail": said.strip().splitlines()[-4:]}
             record["queue"] = http("GET", f"{base}/earth/sweep-queue?state=all").get("requests")
             nodes = subprocess.run([sis, "nodes", "list", "--database", db], capture_output=True, text=True,
                                    cwd=ROOT, timeout=120)
@@ -136,7 +146,8 @@ def main() -> int:
     ok = (says_what_it_carries(record["version"], binary)
           and all(record[n]["exit"] == 0 and (record[n]["contribution"] or {}).get("jobs") == 1
                   for n in ("check-a", "check-b"))
-          and len(nodes) == 2 and all(line.split()[3] == "1" for line in nodes))     # valid results: 1 each
+          and len(nodes) == 2 and all(line.split()[3] == "1" for line in nodes)      # valid results: 1 each
+          and record["check-b"]["geometryWorker"] == {"started": True, "died": False})
     print("node app check:", "passed" if ok else "FAILED", file=sys.stderr)
     return 0 if ok else 1
 

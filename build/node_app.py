@@ -120,7 +120,11 @@ def main() -> int:
     engine_build = info["engine"]["build"]
     cache_tag = f"{__version__}-{engine_build[:12]}-{payload_hash()[:8]}"
     launcher = out / "sis_node_launcher.py"
-    launcher.write_text("import sys\nfrom node_agent.cli import main\nsys.exit(main())\n")
+    # Guarded: Nuitka runs a copy of this module as __parents_main__ in each process that
+    # multiprocessing spawns (the engine's geometry workers), ending in its own spawn_main; an
+    # unguarded main() would parse the worker's emptied argv as the agent's command line and exit.
+    launcher.write_text('import sys\nif __name__ == "__main__":\n    from node_agent.cli import main\n'
+                        '    sys.exit(main())\n')
     cmd = [
         sys.executable, "-m", "nuitka", "--standalone", "--onefile", f"--jobs={args.jobs}",
         f"--output-dir={out}", f"--output-filename={name}", "--remove-output",
