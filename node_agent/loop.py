@@ -244,15 +244,18 @@ class Agent:
                     log.exception("unexpected fault in the job loop; going on after a pause")
                     self.status.update(lastError="unexpected fault in the job loop (see the log)")
                     await self._sleep(self.backoff.next())
-            await self._give_back_ahead("the node agent is stopping",
-                                        timeout_s=RELEASE_NOW_S if self.now_event.is_set() else None)
-            if not self.now_event.is_set():     # the last job's result, if the coordinator answers
-                await self._flush_spool()
+            await self._give_back_ahead("the node agent is stopping")
+            # The last job's result, if the coordinator answers before a second stop signal.
+            await self._unless_now(asyncio.ensure_future(self._flush_spool()))
         except Fatal as exc:
             log.error("%s", exc)
             self.status.update(state="stopped", lastError=str(exc))
             return 2
         finally:
+            if self._ahead is not None:     # ended by a fault or a cancel: its heartbeats must end with it
+                self._ahead.drop()
+                self._ahead = None
+                self.status.update(ahead=None)
             await self.client.close()
         return self._stopped(0)
 
@@ -280,7 +283,6 @@ class Agent:
         if self._ahead is not None and (self.stopping or self.policy.check().paused):
             await self._give_back_ahead("the node agent is stopping" if self.stopping else "the node is paused")
         if self._ahead is None:
-            self._next = None
             # No job is asked for before a journalled one is resumed: it would take the journal's place.
             ask = self._recovered and self._may_take_more(0, self.policy.check())
             if not await self._flush_spool(ask_next=ask):
@@ -348,22 +350,25 @@ class Agent:
         self.status.update(ahead={"jobId": job.job_id, "photos": len(job.photos)})
         log.debug("job %s held ahead (lease %s); fetching its photos", job.job_id, lease.lease_id)
 
-    async def _give_back_ahead(self, why: str, timeout_s: float | None = None) -> None:
+    async def _give_back_ahead(self, why: str) -> None:
         """Hand back the job held ahead, not started, so it goes back to the queue now and no
-        failure is counted on it. If the coordinator cannot be told (within ``timeout_s``, when
-        stopping at once), the lease lapses after its TTL instead."""
+        failure is counted on it. If the coordinator cannot be told (or not within
+        ``RELEASE_NOW_S`` of a second stop signal), the lease lapses after its TTL instead."""
         ahead, self._ahead = self._ahead, None
         if ahead is None:
             return
         ahead.drop()
         self.status.update(ahead=None)
-        lease = ahead.lease
+        lease, problem = ahead.lease, "no answer in time to a second stop signal"
         try:
-            await asyncio.wait_for(self.client.release(lease.lease_id, why), timeout_s)
-            log.info("%s: job %s, held ahead (lease %s), is given back", why, ahead.job.job_id, lease.lease_id)
-        except (Unreachable, Refused, asyncio.TimeoutError) as exc:
-            log.warning("%s: job %s, held ahead (lease %s), could not be given back (%s); it lapses after its TTL",
-                        why, ahead.job.job_id, lease.lease_id, exc)
+            if await self._unless_now(asyncio.ensure_future(self.client.release(lease.lease_id, why)),
+                                      RELEASE_NOW_S):
+                log.info("%s: job %s, held ahead (lease %s), is given back", why, ahead.job.job_id, lease.lease_id)
+                return
+        except (Unreachable, Refused) as exc:
+            problem = str(exc)
+        log.warning("%s: job %s, held ahead (lease %s), could not be given back (%s); it lapses after its TTL",
+                    why, ahead.job.job_id, lease.lease_id, problem)
 
     async def _refused(self, what: str, exc: Refused) -> None:
         if exc.status == 401:
@@ -449,12 +454,12 @@ class Agent:
             lost, beats = self._keep_alive(lease)
         outcome = "abandoned"
         try:
+            self.status.update(state="working", job={"jobId": job.job_id, "leaseId": lease.lease_id,
+                                                     "photos": len(job.photos)}, ahead=None)
             if not resumed:
                 write_json(self.paths.current_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
                                                          "job": lease.job, "heartbeatS": lease.heartbeat_s,
                                                          "leasedAt": time.time()})
-            self.status.update(state="working", job={"jobId": job.job_id, "leaseId": lease.lease_id,
-                                                     "photos": len(job.photos)}, ahead=None)
             outcome = await self._compute(job, lease, lost, ahead.photos if ahead else None)
         finally:
             if ahead is not None:
@@ -494,12 +499,14 @@ class Agent:
         self.status.update(progress=self.progress.snapshot())
         run = asyncio.ensure_future(in_thread(self.engine.run_job, job, fetched.images))
         meanwhile = asyncio.ensure_future(self._meanwhile())
+        meanwhile.add_done_callback(lambda t: t.cancelled() or t.exception())   # retrieved, whatever ends first
         try:
             outcome = await self._finish(job, lease, lost, fetched, run, t0)
+            # Once the result is spooled: what runs beside it ends, unless the agent stops at once.
+            await self._unless_now(meanwhile)
         except BaseException:
             meanwhile.cancel()
             raise
-        await self._settle(meanwhile)
         return outcome
 
     async def _finish(self, job: Job, lease: Lease, lost: asyncio.Event, fetched: Fetched, run: asyncio.Future,
@@ -553,11 +560,11 @@ class Agent:
         if not self.config.work_ahead:
             return
         self._next = None
-        more = self._may_take_more(1, self.policy.check())
         try:
+            more = self._may_take_more(1, self.policy.check())
             if self.spool.pending() and not await self._flush_spool(ask_next=more and self._ahead is None):
                 return      # not reachable: the next turn tries again, with its backoff
-            if self._ahead is not None or self._next is not None or not more:
+            if self._ahead is not None or self._next is not None or not self._may_take_more(1, self.policy.check()):
                 return
             try:
                 got = await self.client.lease()
@@ -573,20 +580,25 @@ class Agent:
         except Exception:   # the job the engine runs must not be lost to a fault here
             log.exception("unexpected fault while working ahead; the next turn goes on without")
 
-    async def _settle(self, meanwhile: asyncio.Future) -> None:
-        """Wait for ``_meanwhile`` once the job's result is spooled, unless the agent is to stop at
-        once: then it is cut off (a result it was sending is resent at the next start; a lease it
-        was taking lapses after its TTL)."""
-        if not meanwhile.done():
-            stop_now = asyncio.ensure_future(self.now_event.wait())
-            try:
-                await asyncio.wait({meanwhile, stop_now}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stop_now.cancel()
-            meanwhile.cancel()
-        await asyncio.gather(meanwhile, return_exceptions=True)
-        if not meanwhile.cancelled() and meanwhile.exception() is not None:
-            raise meanwhile.exception()       # only Fatal gets out of _meanwhile
+    async def _unless_now(self, task: asyncio.Future, grace_s: float = 0.0) -> bool:
+        """Wait for ``task``, unless the agent is told to stop at once: then it has ``grace_s`` more
+        and is cut off (a result it was sending is resent at the next start; a lease it was taking
+        lapses after its TTL). True when it ended by itself; its exception, if any, is raised here."""
+        stop_now = asyncio.ensure_future(self.now_event.wait())
+        try:
+            await asyncio.wait({task, stop_now}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                await asyncio.wait({task}, timeout=grace_s)
+        finally:
+            stop_now.cancel()
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():
+            return False
+        if task.exception() is not None:
+            raise task.exception()
+        return True
 
     def _drop(self, job: Job, lost: asyncio.Event) -> str:
         if lost.is_set():

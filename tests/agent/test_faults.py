@@ -155,6 +155,38 @@ async def test_a_result_is_spooled_while_the_last_ones_submission_hangs_and_a_se
     assert len(agent.spool) == 2 and (await db_counts(coord))["results"] == []   # resent at the next start
 
 
+async def test_a_second_stop_cuts_short_the_release_of_the_job_held_ahead(coord, tmp_path):
+    await request_sweep(coord)
+    engine = FakeEngine(hold=True)
+    agent = make_agent(tmp_path / "a", coord.base_url, engine)
+    releasing = asyncio.Event()
+
+    async def slow_release(lease_id, reason):
+        releasing.set()
+        await asyncio.sleep(60)               # a coordinator that does not answer
+    agent.client.release = slow_release
+    task = await run_holding_ahead(agent, engine)
+    agent.request_stop()
+    engine.gate.set()
+    await asyncio.wait_for(releasing.wait(), 20)
+    t0 = asyncio.get_running_loop().time()
+    agent.request_stop()
+    assert await asyncio.wait_for(task, 10) == 0
+    assert asyncio.get_running_loop().time() - t0 < 4     # RELEASE_NOW_S (2 s), not the release's own time
+
+
+async def test_an_agent_cancelled_while_holding_a_job_ahead_leaves_no_heartbeats(coord, tmp_path):
+    await request_sweep(coord)
+    engine = FakeEngine(hold=True)
+    agent = make_agent(tmp_path / "a", coord.base_url, engine)
+    task = await run_holding_ahead(agent, engine)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    engine.gate.set()
+    beating = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "Agent._heartbeats" and not t.done()]
+    assert beating == [] and agent._ahead is None and agent.status.doc["ahead"] is None
+
+
 async def test_a_failed_journal_write_leaves_no_heartbeats_behind(coord, tmp_path, monkeypatch):
     from node_agent import loop
     await request_sweep(coord)
