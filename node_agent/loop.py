@@ -252,10 +252,7 @@ class Agent:
             self.status.update(state="stopped", lastError=str(exc))
             return 2
         finally:
-            if self._ahead is not None:     # ended by a fault or a cancel: its heartbeats must end with it
-                self._ahead.drop()
-                self._ahead = None
-                self.status.update(ahead=None)
+            self._let_go_ahead()     # ended by a fault or a cancel: its heartbeats must end with it
             await self.client.close()
         return self._stopped(0)
 
@@ -292,9 +289,7 @@ class Agent:
                 await self._recover()     # the next turn submits what it spooled, and goes on
                 return
         if self._ahead is not None and self._ahead.lost.is_set():
-            ahead, self._ahead = self._ahead, None
-            ahead.drop()
-            self.status.update(ahead=None)
+            ahead = self._let_go_ahead()
             log.warning("job %s, held ahead, dropped: the coordinator ended its lease", ahead.job.job_id)
         verdict = self.policy.check()
         if self._ahead is not None and not self.stopping and not verdict.paused:
@@ -350,15 +345,21 @@ class Agent:
         self.status.update(ahead={"jobId": job.job_id, "photos": len(job.photos)})
         log.debug("job %s held ahead (lease %s); fetching its photos", job.job_id, lease.lease_id)
 
+    def _let_go_ahead(self) -> Ahead | None:
+        """The job held ahead, if any, no longer held: its photos' fetch and heartbeats stopped."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.drop()
+            self.status.update(ahead=None)
+        return ahead
+
     async def _give_back_ahead(self, why: str) -> None:
         """Hand back the job held ahead, not started, so it goes back to the queue now and no
         failure is counted on it. If the coordinator cannot be told (or not within
         ``RELEASE_NOW_S`` of a second stop signal), the lease lapses after its TTL instead."""
-        ahead, self._ahead = self._ahead, None
+        ahead = self._let_go_ahead()
         if ahead is None:
             return
-        ahead.drop()
-        self.status.update(ahead=None)
         lease, problem = ahead.lease, "no answer in time to a second stop signal"
         try:
             if await self._unless_now(asyncio.ensure_future(self.client.release(lease.lease_id, why)),

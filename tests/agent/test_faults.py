@@ -10,8 +10,8 @@ from sqlalchemy import select
 from coordinator.core.db.models import SweepLease
 from node_agent.files import read_json
 
-from .support import (FakeEngine, MalformingProxy, bring_up, db_counts, make_agent, request_sweep,
-                      run_holding_ahead, start_sweep_coordinator, stop_sweep_coordinator, take_down)
+from .support import (FakeEngine, MalformingProxy, bring_up, db_counts, heartbeats_running, make_agent,
+                      request_sweep, run_holding_ahead, start_sweep_coordinator, stop_sweep_coordinator, take_down)
 
 # "The coordinator down for 30 s", scaled down so the suite stays fast; SIS_TEST_OUTAGE_S=30 runs it in full.
 OUTAGE_S = float(os.environ.get("SIS_TEST_OUTAGE_S", "3"))
@@ -183,8 +183,7 @@ async def test_an_agent_cancelled_while_holding_a_job_ahead_leaves_no_heartbeats
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     engine.gate.set()
-    beating = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "Agent._heartbeats" and not t.done()]
-    assert beating == [] and agent._ahead is None and agent.status.doc["ahead"] is None
+    assert heartbeats_running() == [] and agent._ahead is None and agent.status.doc["ahead"] is None
 
 
 async def test_a_failed_journal_write_leaves_no_heartbeats_behind(coord, tmp_path, monkeypatch):
@@ -204,8 +203,7 @@ async def test_a_failed_journal_write_leaves_no_heartbeats_behind(coord, tmp_pat
     agent.request_stop()
     assert await asyncio.wait_for(task, 20) == 0
     assert failed
-    beating = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "Agent._heartbeats" and not t.done()]
-    assert beating == []
+    assert heartbeats_running() == []
 
 
 async def test_a_malformed_job_held_ahead_is_refused_and_never_worked(sqlite_url, photos, tmp_path):
