@@ -59,15 +59,16 @@ class Proc:
         return await asyncio.wait_for(self.proc.wait(), 30)
 
 
-async def _exists(p: Path) -> bool:
-    return p.exists()
+async def _written(p: Path) -> bool:
+    """The file is there with its text: the engine writes the job's id after creating it."""
+    return p.exists() and bool(p.read_text())
 
 
 async def test_killed_mid_job_a_restarted_agent_resumes_the_job_on_its_lease(coord, tmp_path):
     await request_sweep(coord)
     home = tmp_path / "home"
     a = await Proc(home, coord.base_url, tmp_path).start(hold=True)
-    await a.until(lambda: _exists(a.started))
+    await a.until(lambda: _written(a.started))
     await a.kill()
     journal = read_json(home / "current-job.json")
     assert journal["jobId"] == a.started.read_text()
@@ -90,7 +91,7 @@ async def test_killed_with_a_spooled_result_a_restarted_agent_resends_it(coord, 
     await request_sweep(coord)
     home = tmp_path / "home"
     a = await Proc(home, coord.base_url, tmp_path).start(hold=True)
-    await a.until(lambda: _exists(a.started))
+    await a.until(lambda: _written(a.started))
     first_job = a.started.read_text()
     await take_down(coord)
     a.hold.unlink()  # the job finishes (and the one held ahead, if leased in time); no result can be submitted
@@ -120,7 +121,7 @@ async def test_killed_and_restarted_after_its_lease_lapsed_the_job_is_re_leased(
         assert len((await db_counts(coord))["jobs"]) == 1
         home = tmp_path / "home"
         a = await Proc(home, coord.base_url, tmp_path).start(hold=True)
-        await a.until(lambda: _exists(a.started))
+        await a.until(lambda: _written(a.started))
         await a.kill()
         journal = read_json(home / "current-job.json")
         lapsed_lease = journal["leaseId"]
