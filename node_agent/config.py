@@ -43,6 +43,10 @@ class Paths:
         return self.data_dir / "current-job.json"
 
     @property
+    def ahead_job_file(self) -> Path:
+        return self.data_dir / "ahead-job.json"
+
+    @property
     def stats_file(self) -> Path:
         return self.data_dir / "contribution.json"
 

@@ -12,6 +12,9 @@ Never lose work:
   the coordinator acknowledges it (or refuses it for good, when it is kept aside);
 - the leased job is journalled (``current-job.json``); an agent restarted
   while its lease still holds resumes the job, else the coordinator re-leases it;
+- so is a job held ahead (``ahead-job.json``) until it starts or is given
+  back; an agent restarted with one journalled gives it back first, so a crash
+  costs that job no failure;
 - while the coordinator cannot be reached the agent retries with exponential
   backoff and jitter, logging each delay.
 
@@ -290,6 +293,7 @@ class Agent:
                 return
         if self._ahead is not None and self._ahead.lost.is_set():
             ahead = self._let_go_ahead()
+            self._forget_ahead()
             log.warning("job %s, held ahead, dropped: the coordinator ended its lease", ahead.job.job_id)
         verdict = self.policy.check()
         if self._ahead is not None and not self.stopping and not verdict.paused:
@@ -338,6 +342,12 @@ class Agent:
         job = self._job_of(lease)
         if job is None:
             return
+        try:
+            write_json(self.paths.ahead_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
+                                                   "leasedAt": time.time()})
+        except OSError as exc:   # the journal only spares the job a failure after a crash; hold it anyway
+            log.warning("job %s, held ahead, could not be journalled (%s); after a crash its lease lapses",
+                        job.job_id, exc)
         photos = asyncio.ensure_future(self._fetch(job))
         photos.add_done_callback(lambda t: t.cancelled() or t.exception())  # awaited later, or dropped
         lost, beats = self._keep_alive(lease)
@@ -346,7 +356,8 @@ class Agent:
         log.debug("job %s held ahead (lease %s); fetching its photos", job.job_id, lease.lease_id)
 
     def _let_go_ahead(self) -> Ahead | None:
-        """The job held ahead, if any, no longer held: its photos' fetch and heartbeats stopped."""
+        """The job held ahead, if any, no longer held: its photos' fetch and heartbeats stopped.
+        Its journal stays until the lease is known to be ended or given back (``_forget_ahead``)."""
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             ahead.drop()
@@ -365,11 +376,36 @@ class Agent:
             if await self._unless_now(asyncio.ensure_future(self.client.release(lease.lease_id, why)),
                                       RELEASE_NOW_S):
                 log.info("%s: job %s, held ahead (lease %s), is given back", why, ahead.job.job_id, lease.lease_id)
+                self._forget_ahead()
                 return
         except (Unreachable, Refused) as exc:
             problem = str(exc)
-        log.warning("%s: job %s, held ahead (lease %s), could not be given back (%s); it lapses after its TTL",
-                    why, ahead.job.job_id, lease.lease_id, problem)
+        log.warning("%s: job %s, held ahead (lease %s), could not be given back (%s); the next start gives it "
+                    "back, or it lapses after its TTL", why, ahead.job.job_id, lease.lease_id, problem)
+
+    def _forget_ahead(self) -> None:
+        remove(self.paths.ahead_job_file)
+
+    async def _give_back_journalled_ahead(self) -> bool:
+        """After a restart: give back the job the last run held ahead and never started, if it
+        journalled one, so the coordinator queues it again now with no failure counted; a lease
+        already ended stays as it was. False when the coordinator is unreachable."""
+        doc = read_json(self.paths.ahead_job_file)
+        lease_id = str(doc.get("leaseId") or "") if isinstance(doc, dict) else ""
+        if lease_id:
+            try:
+                answer = await self.client.release(lease_id, "held ahead when the node agent stopped; given back "
+                                                             "at its restart")
+                log.info("job %s, held ahead before a restart (lease %s), is given back (the lease is %s)",
+                         doc.get("jobId"), lease_id, answer.get("state") or "ended")
+            except Unreachable as exc:
+                await self._unreachable("giving back the job held ahead before a restart", exc)
+                return False
+            except Refused as exc:
+                log.info("job %s, held ahead before a restart (lease %s), is no longer ours (%s)",
+                         doc.get("jobId"), lease_id, exc.message)
+        self._forget_ahead()
+        return True
 
     async def _refused(self, what: str, exc: Refused) -> None:
         if exc.status == 401:
@@ -413,7 +449,10 @@ class Agent:
     # ---- recovery after a restart -----------------------------------------------------
 
     async def _recover(self) -> bool:
-        """Resume the journalled job if its lease still holds; False when the coordinator is unreachable."""
+        """Give back the job held ahead before a restart, then resume the journalled job if its
+        lease still holds; False when the coordinator is unreachable."""
+        if not await self._give_back_journalled_ahead():
+            return False
         doc = read_json(self.paths.current_job_file)
         if not doc:
             self._recovered = True
@@ -461,6 +500,8 @@ class Agent:
                 write_json(self.paths.current_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
                                                          "job": lease.job, "heartbeatS": lease.heartbeat_s,
                                                          "leasedAt": time.time()})
+            if ahead is not None:
+                self._forget_ahead()    # journalled as the current job now
             outcome = await self._compute(job, lease, lost, ahead.photos if ahead else None)
         finally:
             if ahead is not None:

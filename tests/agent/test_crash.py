@@ -8,6 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
+from coordinator.core.db.models import SweepLease
 from node_agent.files import read_json
 from node_agent.spool import Spool
 
@@ -85,6 +86,30 @@ async def test_killed_mid_job_a_restarted_agent_resumes_the_job_on_its_lease(coo
     counts = await db_counts(coord)
     assert len({r.node_id for r in counts["results"]}) == 1  # one node, enrolled once
     assert not (home / "current-job.json").exists()
+
+
+async def test_killed_holding_a_job_ahead_a_restarted_agent_gives_it_back_with_no_failure(coord, tmp_path):
+    await request_sweep(coord)
+    jobs = len((await db_counts(coord))["jobs"])
+    assert jobs >= 2
+    home = tmp_path / "home"
+    a = await Proc(home, coord.base_url, tmp_path).start(hold=True)
+    await a.until(lambda: _written(home / "ahead-job.json"))    # leased while the engine holds the first
+    await a.kill()
+    held = read_json(home / "ahead-job.json")["leaseId"]
+
+    a.hold.unlink()
+    b = await Proc(home, coord.base_url, tmp_path).start(hold=False)
+
+    async def done() -> bool:
+        return len((await db_counts(coord))["results"]) == jobs
+    await b.until(done)
+    assert await b.term() == 0
+    assert f"(lease {held}), is given back" in b.log.read_text()
+    async with coord.services.db.read() as s:
+        assert (await s.get(SweepLease, held)).state == "cancelled"
+    assert [failures for _, _, failures in (await db_counts(coord))["jobs"]] == [0] * jobs
+    assert not (home / "ahead-job.json").exists()
 
 
 async def test_killed_with_a_spooled_result_a_restarted_agent_resends_it(coord, tmp_path):

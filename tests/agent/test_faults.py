@@ -101,7 +101,7 @@ async def test_first_stop_finishes_and_submits_the_current_job_and_leases_nothin
     assert engine.jobs == [counts["results"][0].body["jobId"]]
     assert [r.state for r in counts["results"]] == ["pending"]
     assert len(agent.spool) == 0
-    assert not agent.paths.current_job_file.exists()
+    assert not agent.paths.current_job_file.exists() and not agent.paths.ahead_job_file.exists()
 
 
 async def test_second_stop_leaves_the_job_journalled_for_a_restart(coord, tmp_path):
@@ -166,6 +166,7 @@ async def test_a_second_stop_cuts_short_the_release_of_the_job_held_ahead(coord,
         await asyncio.sleep(60)               # a coordinator that does not answer
     agent.client.release = slow_release
     task = await run_holding_ahead(agent, engine)
+    held = agent._ahead.lease.lease_id
     agent.request_stop()
     engine.gate.set()
     await asyncio.wait_for(releasing.wait(), 20)
@@ -173,6 +174,21 @@ async def test_a_second_stop_cuts_short_the_release_of_the_job_held_ahead(coord,
     agent.request_stop()
     assert await asyncio.wait_for(task, 10) == 0
     assert asyncio.get_running_loop().time() - t0 < 4     # RELEASE_NOW_S (2 s), not the release's own time
+    assert read_json(agent.paths.ahead_job_file)["leaseId"] == held     # not given back: still journalled
+
+    # The next start gives it back first: queued again at once, no failure counted on the job.
+    again = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
+    task = asyncio.create_task(again.run())
+    await again.wait_until(lambda: again._recovered, 20)
+    async with coord.services.db.read() as s:
+        assert (await s.get(SweepLease, held)).state == "cancelled"
+    assert (read_json(again.paths.ahead_job_file) or {}).get("leaseId") != held
+    jobs = len((await db_counts(coord))["jobs"])
+    await again.wait_until(lambda: again.contribution.read()["jobs"] == jobs, 60)
+    again.request_stop()
+    assert await asyncio.wait_for(task, 10) == 0
+    assert [failures for _, _, failures in (await db_counts(coord))["jobs"]] == [0] * jobs
+    assert not again.paths.ahead_job_file.exists()
 
 
 async def test_an_agent_cancelled_while_holding_a_job_ahead_leaves_no_heartbeats(coord, tmp_path):

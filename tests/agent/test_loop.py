@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from node_agent.files import read_json
 from node_agent.progress import Progress, bar
 
 from .support import FakeEngine, db_counts, make_agent, request_sweep, run_holding_ahead
@@ -98,11 +99,21 @@ async def test_the_next_jobs_photos_are_fetched_while_the_engine_runs(coord, pho
     assert len(engine.jobs) == 1 and ahead.job.job_id != engine.jobs[0]
     assert sorted(fetched.images) == sorted(p.id for p in ahead.job.photos) and not fetched.skipped
     assert agent.status.doc["ahead"] == {"jobId": ahead.job.job_id, "photos": len(ahead.job.photos)}
+    assert read_json(agent.paths.ahead_job_file)["leaseId"] == ahead.lease.lease_id
+    journals, run_job = {}, engine.run_job
+
+    def journalled_then_run(job, images):
+        journals[job.job_id] = read_json(agent.paths.current_job_file), read_json(agent.paths.ahead_job_file)
+        return run_job(job, images)
+    engine.run_job = journalled_then_run
     engine.gate.set()
     await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
     agent.request_stop()
     assert await asyncio.wait_for(task, 10) == 0
     assert engine.jobs[1] == ahead.job.job_id and engine.images_seen[1] == len(ahead.job.photos)
+    # Once it started, it was journalled as the current job, no longer as the one held ahead.
+    current, held = journals[ahead.job.job_id]
+    assert current["leaseId"] == ahead.lease.lease_id and (held or {}).get("leaseId") != ahead.lease.lease_id
     assert sum(engine.images_seen) == len(photos.photos)
     assert [r.state for r in (await db_counts(coord))["results"]] == ["pending"] * jobs
 
@@ -128,6 +139,7 @@ async def test_a_job_held_ahead_whose_lease_ends_is_dropped_and_leased_again(coo
         states = (await s.execute(select(SweepLease.id, SweepLease.state))).all()
     assert dict(states)[ahead.lease.lease_id] == "cancelled"
     assert engine.jobs.count(ahead.job.job_id) == 1        # worked once, on the lease it was given again
+    assert not agent.paths.ahead_job_file.exists()
     assert [r.state for r in (await db_counts(coord))["results"]] == ["pending"] * jobs
 
 
