@@ -332,6 +332,29 @@ async def test_caps_per_plan_bind_the_credentialed_routes(loaded):
     assert (await loaded.get(f"/public/v1/anon/places?bbox={TOWN}")).status == 200
 
 
+async def test_a_cached_answer_follows_the_callers_plan(loaded, monkeypatch):
+    """An answer cut to a plan's caps is cached for that plan alone: a Pro caller never gets
+    the sample drawn for anon, and anon never gets an answer its caps refuse."""
+    import dataclasses
+
+    from coordinator.core.access import plans
+    from tests.test_access_support import key
+    monkeypatch.setitem(plans.CAPS, "anon", dataclasses.replace(plans.CAPS["anon"], rows=50))
+    pro, _ = await key(loaded, "Pro")
+    small = (await loaded.get(f"/public/v1/anon/places?bbox={TOWN}")).json()
+    full = (await loaded.get(f"/public/v1/{pro}/places?bbox={TOWN}")).json()
+    assert small["sampling"]["limit"] == 50 and small["count"] == 50
+    assert full["sampling"]["limit"] == plans.CAPS["Pro"].rows and full["count"] == full["matched"] > 50
+    again = (await loaded.get(f"/public/v1/anon/places?bbox={TOWN}")).json()
+    assert again["sampling"]["limit"] == 50 and again["count"] == 50
+
+    wide = f"{LON - 0.2},{LAT - 0.2};{LON + 0.2},{LAT - 0.2};{LON + 0.2},{LAT + 0.2};{LON - 0.2},{LAT + 0.2}"
+    assert plans.CAPS["anon"].bbox_deg < 0.4 <= plans.CAPS["Pro"].bbox_deg
+    assert (await loaded.get(f"/public/v1/{pro}/brand-exposure?brand=Q99999901&poly={wide}")).status == 200
+    r = await loaded.get(f"/public/v1/anon/brand-exposure?brand=Q99999901&poly={wide}")
+    assert r.status == 400 and r.json()["error"]["details"]["cap"] == "bboxDeg"
+
+
 async def test_brand_exposure_counts_and_never_serves_rows(loaded):
     ring = f"{LON - 0.0095},{LAT - 0.0095};{LON + 0.0095},{LAT - 0.0095};{LON + 0.0095},{LAT + 0.0095};" \
            f"{LON - 0.0095},{LAT + 0.0095}"

@@ -35,9 +35,11 @@ log = logging.getLogger("sis.cache")
 Compute = Callable[[], Awaitable[Answer]]
 
 
-def cache_key(tool: str, family: str, params: dict[str, Any]) -> str:
-    """Tool, family and the validated parameters, keys sorted: equal requests, equal keys."""
-    return f"{tool}|{family}|" + orjson.dumps(params, option=orjson.OPT_SORT_KEYS, default=str).decode()
+def cache_key(tool: str, family: str, params: dict[str, Any], plan: str | None = None) -> str:
+    """Tool, family, the caller's plan where the answer depends on it, and the validated
+    parameters, keys sorted: equal requests, equal keys."""
+    head = f"{tool}|{family}|" if plan is None else f"{tool}|{family}|plan={plan}|"
+    return head + orjson.dumps(params, option=orjson.OPT_SORT_KEYS, default=str).decode()
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,10 @@ Faces differ only in how raw parameters and the request's facts reach
 tool cannot drift between its REST route and its MCP face. Access runs before
 the cache: a revoked caller never reaches a cached answer. No tool touches the
 cache itself; a tool that declares a TTL computes from its family and
-parameters alone (the cache key), never from who is calling.
+parameters alone (the cache key), never from who is calling: its handler is
+handed no caller (``NoCaller``), so one that reads it fails in every test
+that calls it. A tool whose answer follows the caller's plan (a rows or bbox
+cap) declares ``per_plan``: the plan joins the key and is all its handler sees.
 
 ``services`` is ``coordinator.services.Services``, built above the core, typed
 loosely here so that no import runs back up.
@@ -20,7 +23,7 @@ from typing import Any, Mapping
 from coordinator.core.access import caps
 from coordinator.core.access.policy import embed_headers
 from coordinator.core.cache import Pending, cache_key
-from coordinator.core.context import RequestFacts, ToolContext
+from coordinator.core.context import Caller, RequestFacts, ToolContext
 from coordinator.core.errors import ServiceError
 from coordinator.core.families import FAMILIES
 from coordinator.core.honesty import Answer, Health, SourceReport
@@ -52,11 +55,27 @@ async def run_cached(services: Any, tool: Tool, ctx: ToolContext, params: dict[s
     key, met as the tool's cold behaviour says."""
     accepted = tool.cold == COLD_ACCEPTED
     bound = None if accepted else tool.cold_bound_for(ctx.family)
-    outcome = await services.cache.run(cache_key(tool.name, ctx.family, params), tool.ttl_for(services.settings),
-                                       lambda: tool.handler(ctx, params), bound_s=bound, accepted=accepted)
+    plan = ctx.caller.plan if tool.per_plan else None
+    shared = ToolContext(services, ctx.family, Caller(ip="", plan=plan) if tool.per_plan else NoCaller(tool.name),
+                         base_url=ctx.base_url)
+    outcome = await services.cache.run(cache_key(tool.name, ctx.family, params, plan),
+                                       tool.ttl_for(services.settings), lambda: tool.handler(shared, params),
+                                       bound_s=bound, accepted=accepted)
     if isinstance(outcome, Pending):
         return accepted_answer(tool, outcome) if accepted else cut_short_answer(tool, params, bound, outcome)
     return outcome
+
+
+class NoCaller:
+    """The caller as a cached tool's handler sees it: nothing. Its answer is shared by
+    every caller who asks the same, so reading who asked is a bug, said at once."""
+
+    def __init__(self, tool: str):
+        self._tool = tool
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"tool {self._tool} is cached for every caller, so its handler may not read the "
+                           f"caller ({name}); declare per_plan=True if its answer follows the caller's plan")
 
 
 def accepted_answer(tool: Tool, pending: Pending) -> Answer:

@@ -242,6 +242,8 @@ class Tool:
     scopes: tuple[str, ...] = ()              # scopes needed on the credentialed family
     bbox_ceiling_deg: float | None = None     # credentialed bbox ceiling that binds every plan
     cache_ttl_s: float | str = 0              # server cache of a healthy answer, in s or a setting's name; 0: none
+    per_plan: bool = False                    # a cached answer that depends on the caller's plan (its rows or
+                                              # bbox cap): one cache entry per plan, and the handler sees the plan
     cold: str = COLD_WAIT                     # COLD_WAIT or COLD_ACCEPTED
     cold_bound_s: float | None = None         # longest a cold computation is waited for (COLD_WAIT)
     retry_after_s: int = 5                    # Retry-After of a 202 or of an answer the cold bound cut short

@@ -102,7 +102,7 @@ def _answer(found: store.Found, report: SourceReport, features: list[dict], extr
                   "license, commonly CDLA-Permissive-2.0) inside a bbox. The result is sampled: 'sampling' says how, "
                   "'matched' how many matched in all.",
       params=(bbox(max_side=2),), routes={"earth": "/places", "legacy": "/places", "public": "/places"},
-      scopes=("earth.places",), bbox_ceiling_deg=0.6, cache_ttl_s=600, tags=("features",))
+      scopes=("earth.places",), bbox_ceiling_deg=0.6, cache_ttl_s=600, per_plan=True, tags=("features",))
 async def places_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     box, limit = params["bbox"], _limit(ctx)
 
@@ -124,7 +124,7 @@ async def places_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                   "their surveyed positions in OpenStreetMap (ODbL-1.0). Coverage is very incomplete.",
       params=(bbox(max_side=2),), routes={"earth": "/infrastructure", "legacy": "/infrastructure",
                                           "public": "/infrastructure"},
-      scopes=("earth.infrastructure",), bbox_ceiling_deg=2, cache_ttl_s=600, tags=("features",))
+      scopes=("earth.infrastructure",), bbox_ceiling_deg=2, cache_ttl_s=600, per_plan=True, tags=("features",))
 async def infrastructure_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     box, limit = params["bbox"], _limit(ctx)
 
@@ -144,7 +144,7 @@ async def infrastructure_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answe
                   "within radius of a point (OpenStreetMap, ODbL-1.0). Positions only: heights are not mapped; "
                   "each feature names the class prior a renderer should use. health names the source that answered.",
       params=(lat(), lon(), radius(100, 800, 400)), routes={"earth": "/environment"}, cache_ttl_s=600,
-      tags=("features",))
+      per_plan=True, tags=("features",))
 async def environment_features(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     found, report = await _near(ctx, params, ENVIRONMENT)
     return _answer(found, report, [geojson.feature(f, geojson.mapped_properties(f)) for f in found.rows],
@@ -158,7 +158,7 @@ async def environment_features(ctx: ToolContext, params: dict[str, Any]) -> Answ
                   "direction of carriageway from a per-class model (PP 34/2006 minimum road-body widths), a model "
                   "and not a measurement, null where the class is outside the model. Two-way roads are about 2 ruas.",
       params=(lat(), lon(), radius(100, 1000, 400)), routes={"earth": "/road-geometry"}, cache_ttl_s=600,
-      tags=("features",))
+      per_plan=True, tags=("features",))
 async def road_geometry(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     found, report = await _near(ctx, params, ROADS)
     feats = [geojson.feature(f, store.road_props(f)) for f in found.rows]
@@ -221,8 +221,8 @@ def _polygon(points: list[tuple[float, float]]) -> shapely.Polygon:
       params=(Param("brand", STRING, "Wikidata id of the brand, Q followed by digits", required=True,
                     pattern=r"^Q[1-9][0-9]{0,11}$", max_length=13),
               Param("poly", LONLAT_LIST, "Ring of lon,lat pairs separated by ';'", required=True, max_points=500)),
-      routes={"public": "/brand-exposure"}, scopes=("earth.brand-exposure",), cache_ttl_s=600, mcp=True,
-      tags=("features",))
+      routes={"public": "/brand-exposure"}, scopes=("earth.brand-exposure",), cache_ttl_s=600, per_plan=True,
+      mcp=True, tags=("features",))
 async def brand_exposure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     poly = _polygon(params["poly"])
     w, s, e, n = poly.bounds
