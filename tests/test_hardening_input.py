@@ -198,12 +198,13 @@ async def test_a_long_query_is_414_and_large_headers_431_in_the_one_shape(sweeps
 
 
 async def test_405_answers_carry_allow(sweeps_sqlite):
-    for method, path, allow in (("POST", "/earth/events", "GET, OPTIONS"), ("GET", "/node/v1/lease", "POST"),
-                                ("DELETE", "/review/v1/me", "GET"), ("POST", "/healthz", "GET"),
-                                ("GET", "/mcp", "POST")):
+    for method, path, allow in (("POST", "/earth/events", "GET, HEAD, OPTIONS"), ("GET", "/node/v1/lease", "POST"),
+                                ("DELETE", "/review/v1/me", "GET, HEAD"), ("POST", "/healthz", "GET, HEAD"),
+                                ("GET", "/mcp", "POST"), ("HEAD", "/earth/sweep-request", "POST, OPTIONS")):
         r = await sweeps_sqlite.request(method, path, b"{}" if method == "POST" else None)
         assert r.status == 405, (method, path, r.status)
-        assert_error_shape(r.json(), "method_not_allowed")
+        if method != "HEAD":
+            assert_error_shape(r.json(), "method_not_allowed")
         assert r.headers.get("Allow") == allow, (path, r.headers.get("Allow"))
 
 
@@ -230,3 +231,51 @@ async def test_openapi_lists_every_answer_of_tool_routes_too(sweeps_sqlite):
             assert {"400", "401", "404", "429"} <= set(op["responses"]), (path, method)
             if method == "post":
                 assert "413" in op["responses"], path
+
+
+async def test_head_answers_wherever_get_does_with_its_headers_and_no_body(sweeps_sqlite):
+    for path in ("/earth/events", "/healthz", "/openapi.json", "/earth/seen?lat=48.85&lon=2.35", "/legacy/events"):
+        got, head = await sweeps_sqlite.get(path), await sweeps_sqlite.request("HEAD", path)
+        assert head.status == got.status == 200 and head.body == b"", path
+        assert head.headers["Content-Type"] == got.headers["Content-Type"], path
+    r = await sweeps_sqlite.request("HEAD", "/earth/seen?lat=91&lon=2")
+    assert r.status == 400 and r.body == b""        # refused as GET is, its body left out
+
+
+async def test_values_json_cannot_encode_as_is_are_still_answered_in_the_one_shape(sweeps_sqlite):
+    """A client's integer past 64 bits or lone surrogate, echoed in an error's details, once
+    left the answer with no body (the encoder refused it); MCP answered a bare 500."""
+    for body, message in (('{"lat": 12345678901234567890123456789, "lon": 2}', "between -90 and 90"),
+                          ('{"lat": 1' + "0" * 400 + ', "lon": 2}', "finite number"),
+                          ('{"lat": "\\ud800", "lon": 2}', "must be a number"),
+                          ('{"\\ud800": 1}', "unknown parameter")):
+        r = await sweeps_sqlite.post("/earth/sweep-request", body, headers={"Content-Type": "application/json"})
+        assert r.status == 400, (body[:40], r.status)
+        assert_error_shape(r.json(), "bad_parameter")
+        assert message in r.json()["error"]["message"], r.json()
+    mcp = {"Content-Type": "application/json", "Accept": "application/json"}
+    for rid, call, code in ((2 ** 64, "ping", None),
+                            (1, {"name": "seen_layer", "arguments": {"lat": 10 ** 400, "lon": 1}}, -32602),
+                            (1, {"name": "\ud800"}, -32602)):       # a lone surrogate, escaped by json.dumps
+        method, params = (call, {}) if isinstance(call, str) else ("tools/call", call)
+        body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        r = await sweeps_sqlite.post("/mcp", body, headers=mcp)
+        doc = r.json()
+        assert doc["jsonrpc"] == "2.0" and doc["id"] == rid, doc
+        assert (doc["error"]["code"] == code and r.status == 400) if code else (r.status == 200 and "result" in doc)
+
+
+async def test_numbers_are_ascii_decimal_and_unknown_names_are_read_as_utf8(sweeps_sqlite):
+    for query in ("lat=%EF%BC%91&lon=2", "lat=%D9%A3&lon=2", "lat=1_0&lon=2", "lat=0x10&lon=2"):
+        r = await sweeps_sqlite.get(f"/earth/seen?{query}")
+        assert r.status == 400 and r.json()["error"]["message"] == "'lat' must be a number", query
+    assert (await sweeps_sqlite.get("/earth/seen?lat=4.885e1&lon=+2.35")).status == 200
+    r = await sweeps_sqlite.get("/earth/events?caf%C3%A9=1")
+    assert r.status == 400 and r.json()["error"]["details"]["parameter"] == "café"
+
+
+async def test_a_value_in_both_query_and_body_may_be_spelled_differently(sweeps_sqlite):
+    ok = await sweeps_sqlite.post("/earth/sweep-request?lat=48.85", {"lat": 48.850, "lon": 2.35})
+    assert ok.status in (200, 201, 202), ok.body[:200]
+    r = await sweeps_sqlite.post("/earth/sweep-request?lat=48.86", {"lat": 48.85, "lon": 2.35})
+    assert r.status == 400 and "differently" in r.json()["error"]["message"]

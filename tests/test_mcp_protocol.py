@@ -245,3 +245,34 @@ async def test_a_call_without_a_tool_name_is_invalid_params(coordinator):
     r = await coordinator.post("/mcp", rpc("tools/call", {"name": "limits", "arguments": [1]}, meta=None),
                                headers=JSON)
     assert r.status == 400 and r.json()["error"]["message"] == "arguments must be an object"
+
+
+async def test_a_request_refused_after_its_id_was_read_is_answered_with_that_id(coordinator):
+    r = await coordinator.post("/mcp", {"jsonrpc": "2.0", "id": 42, "method": "tools/list", "params": [1]},
+                               headers=JSON)
+    assert r.status == 400 and r.json()["id"] == 42 and r.json()["error"]["code"] == -32602
+    r = await coordinator.post("/mcp", {"jsonrpc": "2.0", "id": 43, "method": 7}, headers=JSON)
+    assert r.status == 400 and r.json()["id"] == 43 and r.json()["error"]["code"] == -32600
+
+
+async def test_a_bbox_is_text_as_its_schema_says_and_the_schema_takes_what_the_server_reads(coordinator):
+    import re
+
+    from coordinator.core.registry import BBOX_PATTERN
+    for bbox in ([106.8, -6.21, 106.81, -6.2], {"106.8": 1, "-6.21": 2, "106.81": 3, "-6.2": 4}):
+        r = await coordinator.post("/mcp", rpc("tools/call", {"name": "places_bbox", "arguments": {"bbox": bbox}},
+                                               meta=None), headers=JSON)
+        assert r.status == 400 and r.json()["error"]["code"] == -32602, bbox
+    for text in ("106.8, -6.21, 106.81, -6.2", "1.068e2,-6.21,106.81,-6.2", "+106.8,-6.21,106.81,-6.2"):
+        assert re.search(BBOX_PATTERN, text)
+        r = await coordinator.post("/mcp", rpc("tools/call", {"name": "places_bbox", "arguments": {"bbox": text}},
+                                               meta=None), headers=JSON)
+        assert r.status == 200 and "result" in r.json(), text
+    assert not re.search(BBOX_PATTERN, "1,2,3") and not re.search(BBOX_PATTERN, "１,2,3,4")
+
+
+async def test_openapi_lists_the_statuses_the_endpoint_answers(coordinator):
+    doc = (await coordinator.get("/openapi.json")).json()
+    for path in ("/mcp", "/legacy/mcp"):
+        assert {"200", "202", "400", "401", "403", "404", "405", "406", "415", "429"} <= \
+            set(doc["paths"][path]["post"]["responses"]), path

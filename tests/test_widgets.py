@@ -136,6 +136,8 @@ async def test_a_feed_widget_serves_the_registered_sources_records(c):
     ("/earth/w/fred-unrate?limit=1001", "limit"),
     ("/earth/w/fred-unrate?units=percent", "units"),
     ("/earth/w/fred-unrate?start=2020-1-1", "start"),
+    ("/earth/w/fred-unrate?start=2020-13-01", "start"),               # the pattern's shape, no such date
+    ("/earth/w/fred-unrate?end=2023-02-29", "end"),
     ("/earth/w/fred-unrate?start=2021-01-01&end=2020-01-01", "start"),
     ("/earth/w/fred-unrate?country=IDN", "country"),                 # a World Bank widget's, not FRED's
     ("/earth/w/wb-ny.gdp.mktp.cd?from_year=1959", "from_year"),
@@ -208,6 +210,9 @@ async def test_mcp_has_one_widget_tool_taking_the_id(c):
     schema = tools["widget"].input_schema
     assert schema["required"] == ["id"] and len(schema["properties"]["id"]["enum"]) == 1679
     assert {"limit", "country", "units", "lat"} <= set(schema["properties"])
+    # Patterns are matched whole by the server; published anchored, a client's validator agrees.
+    assert schema["properties"]["country"]["pattern"] == "^(?:[A-Za-z0-9]{2,3})$"
+    assert schema["properties"]["start"]["pattern"] == r"^(?:\d{4}-\d{2}-\d{2})$"
     assert result.is_error is False
     rest = (await c.get("/earth/w/swpc-noaa-planetary-k-index?limit=2")).json()
     assert result.structured_content == rest and len(rest["data"]) == 2

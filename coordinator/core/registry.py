@@ -9,6 +9,7 @@ validated here, once, with the one error shape.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
@@ -26,6 +27,8 @@ __all__ = ["FAMILIES", "LEGACY_ABSENT_TOOLS", "LEGACY_PATHS", "Param", "Tool", "
 COLD_WAIT, COLD_ACCEPTED = "wait", "accepted"
 
 NUMBER, INTEGER, STRING, BBOX, LONLAT_LIST = "number", "integer", "string", "bbox", "lonlat_list"
+_NUM = r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*"
+BBOX_PATTERN = f"^{_NUM},{_NUM},{_NUM},{_NUM}$"     # what parse_bbox reads, published in the schemas
 BOOLEAN = "boolean"
 _TRUTH = {"true": True, "1": True, "false": False, "0": False}
 
@@ -58,8 +61,7 @@ class Param:
             if self.maximum is not None:
                 s["maximum"] = self.maximum
         elif self.kind == BBOX:
-            s = {"type": "string", "pattern": r"^-?[0-9.]+,-?[0-9.]+,-?[0-9.]+,-?[0-9.]+$",
-                 "description": "w,s,e,n in degrees"}
+            s = {"type": "string", "pattern": BBOX_PATTERN, "description": "w,s,e,n in degrees"}
         elif self.kind == LONLAT_LIST:
             s = {"type": "string", "description": "semicolon-separated lon,lat pairs"}
         elif self.kind == BOOLEAN:
@@ -68,8 +70,9 @@ class Param:
             s = {"type": "string"}
             if self.enum:
                 s["enum"] = list(self.enum)
-            if self.pattern:
-                s["pattern"] = self.pattern
+            if self.pattern:   # matched whole (fullmatch); a JSON Schema pattern matches anywhere unless anchored
+                s["pattern"] = self.pattern if self.pattern.startswith("^") and self.pattern.endswith("$") \
+                    else f"^(?:{self.pattern})$"
             if self.max_length:
                 s["maxLength"] = self.max_length
             if self.min_length:
@@ -135,7 +138,6 @@ class Param:
             raise BadParameter(f"'{self.name}' must be one of {', '.join(self.enum)}",
                                {"parameter": self.name, "value": raw, "allowed": list(self.enum)})
         if self.pattern:
-            import re
             if not re.fullmatch(self.pattern, raw):
                 raise BadParameter(f"'{self.name}' does not match the pattern {self.pattern}",
                                    {"parameter": self.name, "value": raw, "pattern": self.pattern})
@@ -148,15 +150,45 @@ def _fmt(x: float | None) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-def _number(p: Param, raw: Any) -> float | int:
-    if isinstance(raw, bool):
-        raise BadParameter(f"'{p.name}' must be a number", {"parameter": p.name, "value": raw})
+# A number as text: ASCII decimal digits, an optional fraction and exponent, and the
+# words of non-finite values (refused below with their own message). Python's float()
+# alone would also take other scripts' digits ("１", "٣") and underscores ("1_0").
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)\s*",
+                          re.ASCII | re.IGNORECASE)
+
+
+def _to_float(raw: Any) -> float:
+    """A JSON number or a number as text, as a float; ValueError for anything else. An
+    integer too large for a float is infinite here, refused as not finite."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        raise ValueError(raw)
+    if isinstance(raw, str) and not _NUMBER_TEXT.fullmatch(raw):
+        raise ValueError(raw)
     try:
-        value = float(raw) if not isinstance(raw, (int, float)) else raw
-    except (TypeError, ValueError):
+        return float(raw)
+    except OverflowError:
+        return math.inf
+
+
+def same_value(text: str, value: Any) -> bool:
+    """Whether a query's text and a JSON body's value say the same (``1`` and ``1.0`` do)."""
+    if text == str(value) or isinstance(value, bool) and text.lower() == str(value).lower():
+        return True
+    try:
+        return not isinstance(value, bool) and _to_float(text) == _to_float(value)
+    except ValueError:
+        return False
+
+
+def _number(p: Param, raw: Any) -> float | int:
+    try:
+        value = raw if isinstance(raw, float) else _to_float(raw)
+    except ValueError:
         raise BadParameter(f"'{p.name}' must be a number", {"parameter": p.name, "value": raw}) from None
     if not math.isfinite(value):
         raise BadParameter(f"'{p.name}' must be a finite number", {"parameter": p.name, "value": raw})
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
     if p.kind == INTEGER:
         if float(value) != int(value):
             raise BadParameter(f"'{p.name}' must be a whole number", {"parameter": p.name, "value": raw})
@@ -165,10 +197,12 @@ def _number(p: Param, raw: Any) -> float | int:
 
 
 def parse_bbox(p: Param, raw: Any) -> tuple[float, float, float, float]:
-    parts = raw.split(",") if isinstance(raw, str) else raw
+    """Text ``w,s,e,n``, as its schema says (over MCP too: an array is refused, not guessed at)."""
     try:
-        w, s, e, n = (float(x) for x in parts)
-    except (TypeError, ValueError):
+        if not isinstance(raw, str):
+            raise ValueError(raw)
+        w, s, e, n = (_to_float(x) for x in raw.split(","))
+    except ValueError:
         raise BadParameter(f"'{p.name}' must be four numbers w,s,e,n",
                            {"parameter": p.name, "value": raw}) from None
     if not all(math.isfinite(v) for v in (w, s, e, n)):
@@ -191,7 +225,7 @@ def parse_lonlat_list(p: Param, raw: Any) -> list[tuple[float, float]]:
     pts = []
     for pair in raw.strip().strip(";").split(";"):
         try:
-            lon, lat = (float(x) for x in pair.split(","))
+            lon, lat = (_to_float(x) for x in pair.split(","))
         except ValueError:
             raise BadParameter(f"'{p.name}' has a malformed pair '{pair}'", {"parameter": p.name}) from None
         if not (-180 <= lon <= 180 and -90 <= lat <= 90):

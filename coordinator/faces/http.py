@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import os
 import re
 from typing import Any
@@ -54,8 +55,34 @@ _SEQ = itertools.count(1)
 def dumps_bytes(obj: Any) -> bytes:
     """Compact UTF-8 JSON. orjson encodes the large answers (a thousand seen facts, a
     feed of events) several times faster than the standard library. A non-finite float
-    is written as ``null`` (unknown), never as the invalid ``NaN`` token."""
-    return orjson.dumps(obj)
+    is written as ``null`` (unknown), never as the invalid ``NaN`` token.
+
+    orjson refuses two things a client can send and an error may echo back in its
+    details: an integer beyond 64 bits and a lone surrogate (``"\\ud800"``, which JSON
+    parsers accept). Those go through the standard library, every lone surrogate written
+    as U+FFFD, so an answer is never lost to its own encoding."""
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return json.dumps(_encodable(obj), ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode()
+
+
+def _encodable(obj: Any) -> Any:
+    """``obj`` with what orjson would write differently made plain: non-finite floats as None,
+    lone surrogates in text as U+FFFD. Integers of any size the standard library writes."""
+    if isinstance(obj, str):
+        return _SURROGATE.sub("\ufffd", obj)
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {_encodable(k) if isinstance(k, str) else k: _encodable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_encodable(v) for v in obj]
+    return obj
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def dumps(obj: Any) -> str:
@@ -153,10 +180,23 @@ class BaseHandler(tornado.web.RequestHandler):
             raise HeadersTooLarge(f"the request headers are over {MAX_HEADERS} bytes", {"maxBytes": MAX_HEADERS})
 
     def allowed_methods(self) -> list[str]:
-        """The methods this route answers (for ``Allow``): those its handler implements."""
+        """The methods this route answers (for ``Allow``): those its handler implements, and
+        HEAD wherever GET is."""
         base = tornado.web.RequestHandler
-        return [m for m in self.SUPPORTED_METHODS
-                if getattr(type(self), m.lower(), None) is not getattr(base, m.lower(), None)]
+        out = [m for m in self.SUPPORTED_METHODS if m != "HEAD"
+               and getattr(type(self), m.lower(), None) is not getattr(base, m.lower(), None)]
+        if "GET" in out and "HEAD" in self.SUPPORTED_METHODS:
+            out.insert(out.index("GET") + 1, "HEAD")
+        return out
+
+    async def head(self, *args: str) -> None:
+        """HEAD answers wherever GET does (RFC 9110 section 9.3.2: load balancers' health checks
+        use it): GET's status and headers, its work and its counting; Tornado writes no body."""
+        if "GET" not in self.allowed_methods():
+            raise tornado.web.HTTPError(405)
+        answered = self.get(*args)
+        if answered is not None:
+            await answered
 
     def data_received(self, chunk: bytes) -> None:
         self._size += len(chunk)

@@ -221,7 +221,7 @@ class OperationHandler(BaseHandler):
 
     def initialize(self, operation: Operation) -> None:
         self.operation = operation
-        self.SUPPORTED_METHODS = (operation.method,)
+        self.SUPPORTED_METHODS = (operation.method, "HEAD") if operation.method == "GET" else (operation.method,)
 
     def check_xsrf_cookie(self) -> None:  # credentials travel in headers, never cookies
         return None

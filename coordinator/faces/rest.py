@@ -11,7 +11,7 @@ from coordinator.core.errors import BadParameter
 from coordinator.core.families import FAMILIES
 from coordinator.core.honesty import Answer
 from coordinator.core.pipeline import RequestFacts, call_tool
-from coordinator.core.registry import Tool, ToolRegistry
+from coordinator.core.registry import Tool, ToolRegistry, same_value
 from coordinator.faces.http import BaseHandler, read_json_object
 
 
@@ -19,7 +19,7 @@ class ToolHandler(BaseHandler):
     def initialize(self, tool: Tool, family: str) -> None:
         self.tool = tool
         self.family = family
-        self.SUPPORTED_METHODS = (tool.method, "OPTIONS")
+        self.SUPPORTED_METHODS = (tool.method, "HEAD", "OPTIONS") if tool.method == "GET" else (tool.method, "OPTIONS")
 
     def set_default_headers(self) -> None:
         # Binds browsers only (SPEC.md, Authentication 9): an embed token's answers narrow it to the
@@ -39,7 +39,8 @@ class ToolHandler(BaseHandler):
 
     def raw_params(self, path_values: dict[str, str]) -> dict[str, Any]:
         raw: dict[str, Any] = {}
-        for name, values in self.request.query_arguments.items():
+        for latin, values in self.request.query_arguments.items():
+            name = latin.encode("latin-1").decode("utf-8", errors="replace")   # Tornado reads names as latin-1
             if len(values) > 1:
                 raise BadParameter(f"'{name}' is given more than once", {"parameter": name})
             raw[name] = values[0].decode("utf-8", errors="replace")
@@ -49,7 +50,7 @@ class ToolHandler(BaseHandler):
             if "json" in ctype:
                 body = read_json_object(raw_body)
                 for k, v in body.items():
-                    if k in raw and str(raw[k]) != str(v):
+                    if k in raw and not same_value(raw[k], v):
                         raise BadParameter(f"'{k}' is given in both the query and the body, differently",
                                            {"parameter": k})
                     raw[k] = v

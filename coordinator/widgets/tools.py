@@ -15,6 +15,7 @@ parameters; a degraded read is never cached.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from typing import Any, Mapping
 
 from coordinator.core.context import ToolContext
@@ -72,6 +73,13 @@ class WidgetTool(Tool):
             raise NotFound(f"no widget with id '{wid[:100]}'", {"id": wid[:100], "widgets": "/earth/widgets.json"})
         own = Tool(f"widget {wid}", "", "", self.handler, params=w.params)
         params = Tool.validate(own, {k: v for k, v in raw.items() if k != "id"})
+        for name in ("start", "end"):      # the pattern says YYYY-MM-DD; the calendar says whether it exists
+            if params.get(name) is not None:
+                try:
+                    datetime.date.fromisoformat(params[name])
+                except ValueError:
+                    raise BadParameter(f"'{name}' must be a date of the calendar, YYYY-MM-DD",
+                                       {"parameter": name, "value": params[name]}) from None
         for lo, hi in (("from_year", "to_year"), ("start", "end")):
             if params.get(lo) is not None and params.get(hi) is not None and params[lo] > params[hi]:
                 raise BadParameter(f"'{lo}' must not be after '{hi}'", {"parameter": lo, "value": params[lo]})

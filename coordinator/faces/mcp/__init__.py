@@ -38,9 +38,13 @@ def openapi_paths() -> dict[str, Any]:
             "tags": [fam, "mcp"],
             "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}},
             "responses": {"200": _error("JSON-RPC response"), "202": {"description": "Notification accepted"},
-                          "400": _error("JSON-RPC error: parse, invalid request or params, header mismatch, "
-                                        "unsupported protocol version"),
+                          "400": _error("JSON-RPC error: parse (a body over 64 KiB too), invalid request or params, "
+                                        "header mismatch, unsupported protocol version"),
+                          "401": _error("JSON-RPC error: an API key given and not valid"),
+                          "403": _error("JSON-RPC error: the key lacks the tool's scope"),
                           "404": _error("JSON-RPC error: method not found"),
                           "405": _error("Only POST is served"),
+                          "406": _error("JSON-RPC error: the client does not accept application/json"),
+                          "415": _error("JSON-RPC error: the body is not application/json"),
                           "429": _error("JSON-RPC error: rate limited")}}}
     return paths

@@ -119,7 +119,7 @@ class McpHandler(BaseHandler):
             else:
                 await self.serve_handshake(msg)
         except RpcError as err:
-            self.send_rpc(msg.id if msg is not None else None, error=err)
+            self.send_rpc(msg.id if msg is not None else err.request_id, error=err)
 
     def routing_headers(self) -> dict[str, str]:
         """The routing headers, refusing any given twice (first- and last-copy readers would disagree)."""

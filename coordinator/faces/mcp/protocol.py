@@ -61,8 +61,9 @@ class RpcError(Exception):
     (``Retry-After`` of a rate limit)."""
 
     def __init__(self, code: int, message: str, data: Any = None, *, status: int | None = None,
-                 headers: Mapping[str, str] | None = None) -> None:
+                 headers: Mapping[str, str] | None = None, request_id: str | int | None = None) -> None:
         super().__init__(message)
+        self.request_id = request_id    # the id of a request refused before it was read whole
         self.code = code
         self.message = message
         self.data = data
@@ -108,9 +109,9 @@ def parse_message(body: Any) -> Message:
         if method is None and ("result" in body or "error" in body):
             return Message("response", None, rid, {})
         if not isinstance(method, str):
-            raise RpcError(INVALID_REQUEST, "a request must name its method")
+            raise RpcError(INVALID_REQUEST, "a request must name its method", request_id=rid)
         if not isinstance(params, dict):
-            raise RpcError(INVALID_REQUEST, "params must be an object", None)
+            raise RpcError(INVALID_PARAMS, "params must be an object", request_id=rid)
         return Message("request", method, rid, params)
     if not isinstance(method, str) or not isinstance(params, dict):
         raise RpcError(INVALID_REQUEST, "a notification must name its method and carry object params")
