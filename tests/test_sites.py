@@ -90,6 +90,27 @@ async def test_a_site_score_has_signed_contributions_with_evidence(loaded):
     assert legacy["score"] == body["score"] and legacy["contributions"] == body["contributions"]
 
 
+async def test_hazard_is_unknown_until_a_poll_has_had_an_answer_from_a_feed(c, files, upstream):
+    """A poll that reached no feed read no events: a score must not count that as none."""
+    await load_all(c, files)
+    for path in ("/gdacs/events/geteventlist/EVENTS4APP", "/usgs/4.5_week.geojson"):
+        upstream.set_json(path, {"error": "down"}, status=503)
+    await history.poll_once(c.services.db, c.services.sources)
+
+    async def hazard(radius: int = 600) -> dict:     # another radius: not the answer cached before
+        body = (await c.get(f"/earth/site-intel?lat={LAT}&lon={LON}&radius={radius}")).json()
+        return next(cn for cn in body["contributions"] if cn["feature"] == "hazard")
+    h = await hazard()
+    assert h["confidence"] == "unknown" and h["value"] is None and h["contribution"] is None, h
+    upstream.load_recorded()
+    await history.poll_once(c.services.db, c.services.sources)
+    assert (await hazard())["confidence"] == "high"
+    upstream.set_json("/gdacs/events/geteventlist/EVENTS4APP", {"error": "down"}, status=503)
+    await history.poll_once(c.services.db, c.services.sources)
+    h = await hazard(700)   # the events of the poll that was answered, the last one partial
+    assert h["confidence"] == "low" and h["value"] == 0
+
+
 async def test_the_score_is_null_below_the_evidence_threshold(c, files):
     body = (await c.get(f"/earth/site-intel?lat={LAT}&lon={LON}&radius=600")).json()
     assert body["score"] is None and body["confidence"] == "unknown" and "too little is known" in body["declined"]

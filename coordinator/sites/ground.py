@@ -187,14 +187,20 @@ def population_grid(data_dir: str | Path, version) -> population.Grid:  # noqa: 
 
 
 async def active_hazards(db, box, square_deg: float) -> Hazards:  # noqa: ANN001
-    """Active events of the polled history whose modelled square meets the box. Before the
-    first poll nothing is known of them (unknown, not none)."""
+    """Active events of the polled history whose modelled square meets the box. Until a poll
+    has had an answer from a feed nothing is known of them (unknown, not none): a poll that
+    reached no feed lists no events because it read none. The events are those of the last
+    poll a feed answered; complete when the last poll had every feed answer, within a day."""
+    polls = sa.select(EventPoll.started_at, EventPoll.sources_usable, EventPoll.sources_queried)
     async with db.read() as s:
-        poll = (await s.execute(sa.select(EventPoll.started_at, EventPoll.sources_usable,
-                                          EventPoll.sources_queried).order_by(EventPoll.id.desc()).limit(1))).first()
+        last = (await s.execute(polls.order_by(EventPoll.id.desc()).limit(1))).first()
+        poll = (await s.execute(polls.where(EventPoll.sources_usable > 0)
+                                .order_by(EventPoll.id.desc()).limit(1))).first() if last else None
         rows = (await s.scalars(sa.select(HazardEvent).where(HazardEvent.active.is_(True)))).all() if poll else []
     if poll is None:
-        return Hazards([], SourceReport(HISTORY, "n/a", ok=False, error="no poll of the hazard feeds yet"), False)
+        error = "no poll of the hazard feeds yet" if last is None else \
+            "no poll of the hazard feeds has had an answer from them yet"
+        return Hazards([], SourceReport(HISTORY, "n/a", ok=False, error=error), False)
     w, s_, e, n = box
     events = []
     for r in rows:
@@ -208,7 +214,7 @@ async def active_hazards(db, box, square_deg: float) -> Hazards:  # noqa: ANN001
     at = poll.started_at if poll.started_at.tzinfo else poll.started_at.replace(tzinfo=timezone.utc)
     stale = datetime.now(timezone.utc) - at > timedelta(days=1)
     report = SourceReport(HISTORY, "n/a", ok=True, records=len(events))
-    return Hazards(events, report, poll.sources_usable == poll.sources_queried and not stale)
+    return Hazards(events, report, last.sources_usable == last.sources_queried and not stale)
 
 
 async def load(services: Any, box: tuple[float, float, float, float], *, hazards: bool = True) -> Ground:
