@@ -12,6 +12,7 @@ import pytest
 
 from coordinator.datasets import ingest
 from coordinator.features import synthetic
+from coordinator.features.tools import NONE_MAPPED, NOT_ANSWERED
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
 CENTRE = (-6.9147, 107.6098)          # lat, lon: the demo's town
@@ -292,6 +293,9 @@ async def test_nothing_loaded_places_say_so_degraded(c):
     body = (await c.get(f"/earth/places?bbox={TOWN}")).json()
     assert body["health"]["degraded"] is True and body["count"] == 0 and "empty" not in body
     assert "sis ingest places FILE" in body["health"]["sources"][0]["error"]
+    # Nothing was read: the full count is unknown, not zero, and no source answered.
+    assert body["matched"] is None and body["sampling"]["matched"] is None and body["answeredBy"] is None
+    assert NOT_ANSWERED in body["caveats"] and NONE_MAPPED not in body["caveats"]
 
 
 async def test_overpass_answers_where_no_extract_covers(c, upstream):
@@ -315,13 +319,14 @@ async def test_an_overpass_remark_is_a_partial_degraded_answer(c, upstream):
     body = r.json()
     assert body["health"]["degraded"] is True and "timed out" in body["health"]["sources"][0]["error"]
     assert body["count"] == 2 and r.headers["Cache-Control"].startswith("no-store")
+    assert body["answeredBy"] == "overpass" and body["matched"] is None       # some of them, the rest unknown
 
 
 async def test_overpass_down_is_degraded_not_empty(c, upstream):
     upstream.set_json("/overpass/api/interpreter", {"error": "busy"}, status=429)
     body = (await c.get(f"/earth/infrastructure?bbox={TOWN}")).json()
     assert body["health"]["degraded"] is True and "429" in body["health"]["sources"][0]["error"]
-    assert "empty" not in body
+    assert "empty" not in body and body["matched"] is None and body["answeredBy"] is None
 
 
 async def test_caps_per_plan_bind_the_credentialed_routes(loaded):

@@ -88,13 +88,22 @@ def _licenses(rows: list[dict]) -> dict[str, int]:
     return dict(sorted(Counter(r["license"] for r in rows).items()))
 
 
+NOT_ANSWERED = ("The source did not answer in full (health says why): 'matched' is unknown (null), and what is "
+                "listed, if anything, is not all that is mapped; an empty list here means nothing was read, not "
+                "none mapped.")
+
+
 def _answer(found: store.Found, report: SourceReport, features: list[dict], extra: dict[str, Any],
             caveats: list[str]) -> Answer:
-    body = {"answeredBy": report.name, **extra, "matched": found.total, "count": len(features),
+    """The features and their counts; where the source did not answer in full, the full count
+    is unknown (null, never the zero of a list nobody read) and no source is named as the
+    one that answered unless it gave some of them."""
+    body = {"answeredBy": report.name if report.ok or features else None, **extra,
+            "matched": found.total if report.ok else None, "count": len(features),
             "truncated": found.truncated, "licenses": _licenses(found.rows), "features": features}
     if not features and report.ok:
         body["empty"] = "none mapped"
-    return Answer(body, caveats=caveats + [NONE_MAPPED], health=Health([report]))
+    return Answer(body, caveats=caveats + [NONE_MAPPED if report.ok else NOT_ANSWERED], health=Health([report]))
 
 
 @tool(TOOLS, name="places_bbox", title="Places in a bbox (sampled)",
@@ -113,7 +122,8 @@ async def places_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     feats = [geojson.bbox_feature(r) for r in found.rows]
     return _answer(found, report, feats,
                    {"sampled": found.truncated, "matchedEstimated": found.total_estimated,
-                    "sampling": {"method": SAMPLING, "returned": len(feats), "matched": found.total,
+                    "sampling": {"method": SAMPLING, "returned": len(feats),
+                                 "matched": found.total if report.ok else None,
                                  "matchedMargin": found.margin, "limit": limit}},
                    ["Places are a sample of those mapped in the bbox, not all of them; 'matched' is the full count.",
                     "Each place carries the license of its own sources; keep them with the records."] + partly)
