@@ -55,6 +55,9 @@ def test_the_registry_refuses_a_legacy_path_outside_the_ten():
 async def test_legacy_events_carry_extent_bboxes_and_direct_events_fixed_squares(coordinator):
     legacy = (await coordinator.get("/legacy/events")).json()
     direct = (await coordinator.get("/earth/events")).json()
+    # The contract's bbox is the upstream's rectangle; only the direct family's is a fixed square.
+    public = (await coordinator.get("/public/v1/anon/events")).json()
+    assert public["events"] == legacy["events"] and public["caveats"] == legacy["caveats"]
     assert "extent rectangle taken from the upstream alert feed" in legacy["caveats"][0]
     assert "fixed square" in direct["caveats"][0] and "not the hazard's extent" in direct["caveats"][0]
     kinds = {e["id"]: e["bboxKind"] for e in legacy["events"]}

@@ -77,7 +77,7 @@ def square(lon: float, lat: float, side_deg: float) -> list[float]:
 
 def event_json(e: EventRecord, *, square_deg: float, extent_bbox: bool = False) -> dict[str, Any]:
     """An event as served. The direct family serves a fixed square around the
-    event's point; ``extent_bbox`` (the legacy family) serves the upstream's own
+    event's point; ``extent_bbox`` (the legacy and credentialed families) serves the upstream's own
     rectangle where it has one with an extent."""
     bbox = square(e.lon, e.lat, square_deg)
     bbox_kind = "fixed-square"

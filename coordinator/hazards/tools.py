@@ -15,7 +15,7 @@ EVENTS_CAVEATS_DIRECT = (
     "Each event's bbox is a fixed square around the event's point (posQuality 'modeled-bbox'): it is not "
     "the hazard's extent, and no affected-area polygon is served.",
 )
-EVENTS_CAVEATS_LEGACY = (
+EVENTS_CAVEATS_EXTENT = (
     "Each event's bbox is an extent rectangle taken from the upstream alert feed where it has one "
     "(bboxKind 'upstream-extent'), else a fixed square around the event's point (bboxKind 'fixed-square'); "
     "posQuality is 'modeled-bbox' either way: no affected-area polygon is served.",
@@ -27,6 +27,13 @@ EVENTS_CAVEATS = (
     "(green/yellow/orange/red); null means the upstream has not rated the event, not that it is harmless.",
     "An empty list from sources that answered means no active events were listed, not that nothing happened.",
 )
+
+# The contract: an event's bbox is the upstream alert feed's rectangle; in the direct family
+# a fixed square. So the legacy and credentialed families serve the extent.
+EXTENT_DESCRIPTION = ("Active global hazard events (GDACS alerts merged with USGS earthquakes), each with id, type, "
+                      "alert level, an extent bbox taken from the upstream alert feed (posQuality 'modeled-bbox'; "
+                      "bboxKind says whether the upstream gave an extent or a fixed square stands in), provenance "
+                      "and license.")
 
 EVENT_OUTPUT = {
     "type": "object",
@@ -47,20 +54,17 @@ EVENT_OUTPUT = {
                                     "each with id, type, alert level, a modeled bbox (posQuality 'modeled-bbox': "
                                     "a fixed square around the event's point, not the hazard's extent; no "
                                     "affected-area polygon is served), provenance and license.",
-                           "legacy": "Active global hazard events (GDACS alerts merged with USGS earthquakes), "
-                                     "each with id, type, alert level, an extent bbox taken from the upstream "
-                                     "alert feed (posQuality 'modeled-bbox'; bboxKind says whether the upstream "
-                                     "gave an extent or a fixed square stands in), provenance and license."},
+                           "legacy": EXTENT_DESCRIPTION, "public": EXTENT_DESCRIPTION},
       routes={"earth": "/events", "legacy": "/events", "public": "/events"},
       scopes=("earth.events",), cache_ttl_s="events_cache_s", http_max_age_s=60, output_schema=EVENT_OUTPUT,
       tags=("events",))
 async def hazard_events(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     settings = ctx.services.settings
-    legacy = ctx.family == "legacy"
+    extent = ctx.family != "earth"
     feed = await read_feed(ctx.services.sources)
-    events = [event_json(e, square_deg=settings.event_square_deg, extent_bbox=legacy) for e in feed.events]
+    events = [event_json(e, square_deg=settings.event_square_deg, extent_bbox=extent) for e in feed.events]
     events.sort(key=lambda e: (e["from"] or "", e["id"]), reverse=True)
-    caveats = list(EVENTS_CAVEATS_LEGACY if legacy else EVENTS_CAVEATS_DIRECT) + list(EVENTS_CAVEATS)
+    caveats = list(EVENTS_CAVEATS_EXTENT if extent else EVENTS_CAVEATS_DIRECT) + list(EVENTS_CAVEATS)
     return Answer({"count": len(events), "events": events}, caveats=caveats, health=feed.health)
 
 
