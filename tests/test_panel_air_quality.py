@@ -1,14 +1,33 @@
 """GET /public/v1/{cred}/air-quality: WAQI station feeds from the recorded sample: each reading
 with its station, time, pollutant, value and the scale it is on; weather and forecasts left out;
-the token's absence, WAQI's errors-with-200 and an offline station said plainly."""
+the token's absence, WAQI's errors-with-200 and an offline station said plainly. Each reading's
+time is read from ``time.s`` at ``time.tz`` and its age judged against a fixed clock: older than
+3 h is stale, flagged and said."""
 from __future__ import annotations
+
+from datetime import datetime, timezone
 
 import pytest
 
-from coordinator.panels.air_quality import _utc
+from coordinator.panels import air_quality
+from coordinator.panels.air_quality import _utc, station_time
+from coordinator.panels.freshness import age
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
 FEED = "/waqi/feed/jakarta"
+# An hour after the recorded reading (2026-11-25 13:00 +07:00, 06:00 UTC).
+HOUR_LATER = datetime(2026, 11, 25, 7, 0, tzinfo=timezone.utc)
+STATION = {"aqi": 152, "idx": 8294, "attributions": [], "city": {"name": "Jakarta Pusat, Indonesia"},
+           "dominentpol": "pm25", "iaqi": {"pm25": {"v": 152}}}
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch):
+    """The panel's clock fixed at HOUR_LATER (a test moves it with ``clock(t)``), never today."""
+    def at(t: datetime) -> None:
+        monkeypatch.setattr(air_quality, "utc_now", lambda: t)
+    at(HOUR_LATER)
+    return at
 
 
 @pytest.fixture
@@ -27,7 +46,11 @@ async def test_station_readings_with_their_scale(c):
     assert pm == {"station": "Jakarta Pusat, Indonesia", "stationId": 8294, "time": "2026-11-25T13:00:00+07:00",
                   "timeUtc": "2026-11-25T06:00:00Z", "pollutant": "PM2.5", "value": 152,
                   "scale": "US EPA AQI sub-index (0-500), not a concentration", "measured": True,
+                  "ageS": 3600, "stale": False,
                   "attributions": pm["attributions"], "license": "WAQI terms (non-commercial, attribution required)"}
+    assert body["asOf"] == "2026-11-25T07:00:00Z" and body["staleAfterS"] == 10800
+    assert body["stations"][0]["ageS"] == 3600 and body["stations"][0]["stale"] is False
+    assert not any("older than" in cv for cv in body["caveats"])
     assert {a["name"] for a in pm["attributions"]} >= {"World Air Quality Index Project"}
     assert body["stations"][0]["aqi"] == {"value": 152, "scale": "US EPA AQI (0-500)"}
     assert body["stations"][0]["dominantPollutant"] == "PM2.5"
@@ -66,6 +89,61 @@ async def test_without_its_token_the_answer_is_degraded_naming_the_setting(db_ur
         assert FEED not in upstream.hits
     finally:
         await stop_coordinator(c)
+
+
+async def test_two_day_old_readings_are_flagged_stale(c, clock):
+    clock(datetime(2026, 11, 27, 6, 0, tzinfo=timezone.utc))
+    body = (await c.get("/public/v1/anon/air-quality")).json()
+    assert body["count"] == 6 and all(r["stale"] is True and r["ageS"] == 2 * 86400 for r in body["readings"])
+    assert body["stations"][0]["stale"] is True and body["stations"][0]["timeUtc"] == "2026-11-25T06:00:00Z"
+    assert any(cv.startswith("The readings of Jakarta Pusat, Indonesia are older than 3 h at 2026-11-27T06:00:00Z")
+               for cv in body["caveats"])
+
+
+def test_the_stale_edge_is_3_hours():
+    at = datetime(2026, 11, 25, 6, 0, tzinfo=timezone.utc)
+    assert air_quality.STALE_AFTER.total_seconds() == 3 * 3600
+    assert age(at, datetime(2026, 11, 25, 9, 0, tzinfo=timezone.utc), air_quality.STALE_AFTER) == \
+        {"ageS": 10800, "stale": False}
+    assert age(at, datetime(2026, 11, 25, 9, 0, 1, tzinfo=timezone.utc), air_quality.STALE_AFTER) == \
+        {"ageS": 10801, "stale": True}
+    assert age(None, at, air_quality.STALE_AFTER) == {"ageS": None, "stale": None}
+
+
+async def test_the_time_is_read_from_s_at_tz_without_iso(db_url, upstream):
+    # time.v is the local clock counted as UTC (13:00 here, a year off in the sample): never read
+    upstream.set_json(FEED, {"status": "ok", "data": {**STATION, "time": {"s": "2026-11-25 13:00:00", "tz": "+07:00",
+                                                                          "v": 1764075600}}})
+    c = await start_coordinator(make_settings(db_url, upstream, sources={"waqi": {"api_key": "tok"}}))
+    try:
+        body = (await c.get("/public/v1/anon/air-quality")).json()
+        assert body["stations"][0]["time"] == "2026-11-25T13:00:00+07:00"
+        assert body["stations"][0]["timeUtc"] == "2026-11-25T06:00:00Z" and body["readings"][0]["ageS"] == 3600
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_a_reading_of_unknown_time_is_of_unknown_age(db_url, upstream):
+    no_tz = {"s": "2026-11-25 13:00:00", "v": 1764075600}          # no tz and no iso: the time cannot be placed
+    upstream.set_json(FEED, {"status": "ok", "data": {**STATION, "time": no_tz}})
+    c = await start_coordinator(make_settings(db_url, upstream, sources={"waqi": {"api_key": "tok"}}))
+    try:
+        body = (await c.get("/public/v1/anon/air-quality")).json()
+        assert body["readings"][0]["timeUtc"] is None
+        assert body["readings"][0]["ageS"] is None and body["readings"][0]["stale"] is None
+        assert any("could not be read" in cv and "stale: null" in cv for cv in body["caveats"])
+    finally:
+        await stop_coordinator(c)
+
+
+@pytest.mark.parametrize("time, utc", [({"s": "2023-12-25 09:00:00", "tz": "+05:30"}, "2023-12-25T03:30:00Z"),
+                                       ({"s": "2024-09-25 16:00:00", "tz": "-06:00"}, "2024-09-25T22:00:00Z"),
+                                       ({"iso": "2023-12-25T09:00:00+05:30"}, "2023-12-25T03:30:00Z"),
+                                       ({"s": "2023-12-25 09:00:00", "v": 1703494800}, None),
+                                       ({"v": 1703494800}, None), (None, None)])
+def test_station_time_is_local_at_its_offset_never_v(time, utc):
+    t = station_time(time)
+    assert (t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None) == utc
 
 
 def test_times_without_an_offset_are_unknown():

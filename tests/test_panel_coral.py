@@ -1,16 +1,34 @@
 """GET /public/v1/{cred}/coral: Coral Reef Watch griddap JSON from its recorded sample, each cell's
 alert named in its five steps, land as unknown, the bbox filter and cap, and an unreadable
-answer degraded."""
+answer degraded. The product's age is judged against a fixed clock: older than 60 h (a daily
+update missing) it is stale, flagged and said."""
 from __future__ import annotations
+
+from datetime import datetime, timezone
 
 import pytest
 
 from coordinator.demo.upstream import Canned
+from coordinator.panels import coral
 from coordinator.panels.coral import alert
+from coordinator.panels.freshness import age
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
 BBOX = "115,-8.25,115.25,-8"
 PATH = "/crw/griddap/noaacrwbaa7dDaily.json"
+# A day after the recorded product's stamp (2026-11-24 12:00 UTC): the newest there normally is.
+DAY_LATER = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
+# The audit's request time: 2 days 17 h 11 min after the stamp.
+AUDIT = datetime(2026, 11, 27, 5, 11, tzinfo=timezone.utc)
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch):
+    """The panel's clock fixed at DAY_LATER (a test moves it with ``clock(t)``), never today."""
+    def at(t: datetime) -> None:
+        monkeypatch.setattr(coral, "utc_now", lambda: t)
+    at(DAY_LATER)
+    return at
 
 
 @pytest.fixture
@@ -33,6 +51,34 @@ async def test_cells_with_their_step_named(c, upstream):
                      "alert": {"code": 0, "name": "No Stress", "step": 0}, "license": "public-domain"}
     assert body["health"]["sources"][0]["name"] == "NOAA Coral Reef Watch" and body["health"]["sources"][0]["ok"]
     assert upstream.hits[PATH] == 1
+    assert (body["asOf"], body["ageS"], body["stale"], body["staleAfterS"]) == \
+        ("2026-11-25T12:00:00Z", 86400, False, 216000)
+    assert not any("stale" in cv for cv in body["caveats"])
+
+
+async def test_a_product_days_old_is_flagged_stale(c, clock):
+    clock(AUDIT)
+    body = (await c.get(f"/public/v1/anon/coral?bbox={BBOX}")).json()
+    assert body["date"] == "2026-11-24T12:00:00Z" and body["asOf"] == "2026-11-27T05:11:00Z"
+    assert body["stale"] is True and body["ageS"] == 2 * 86400 + 17 * 3600 + 11 * 60
+    assert body["byStep"]["Alert Level 1"] == 4          # the cells are still served, as of their date
+    assert any(cv.startswith("The product is dated 2026-11-24T12:00:00Z, 2.7 days before 2026-11-27T05:11:00Z "
+                             "(stale: true)") for cv in body["caveats"])
+
+
+async def test_a_product_whose_date_cannot_be_read_is_of_unknown_age(c, upstream):
+    upstream.set_json(PATH, {"table": {"columnNames": ["time", "latitude", "longitude", "bleaching_alert_area"],
+                                       "rows": [["2026-11-24", -8.025, 115.025, 1]]}})
+    body = (await c.get(f"/public/v1/anon/coral?bbox={BBOX}")).json()
+    assert body["ageS"] is None and body["stale"] is None
+    assert any("date could not be read" in cv for cv in body["caveats"])
+
+
+def test_the_stale_edge_is_the_end_of_the_second_day_after_the_stamp():
+    stamp = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
+    end_of_d2 = datetime(2026, 11, 27, 0, 0, tzinfo=timezone.utc)
+    assert age(stamp, end_of_d2, coral.STALE_AFTER)["stale"] is False
+    assert age(stamp, end_of_d2.replace(second=1), coral.STALE_AFTER)["stale"] is True
 
 
 async def test_a_smaller_bbox_keeps_only_its_cells(c):

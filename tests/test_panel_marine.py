@@ -1,14 +1,34 @@
 """GET /public/v1/{cred}/marine: BMKG sea-area and port forecasts from the recorded samples,
 high-wave and the agency's own warnings picked out, NIHIL read as none, an area that does not
 answer making the answer degraded, and a port feed that does not answer making the ports unknown
-(degraded, naming the port feed) while the sea areas still answer."""
+(degraded, naming the port feed) while the sea areas still answer. Validity is judged against a
+fixed clock: warnings that have ended are dropped and counted, an area whose every period has
+ended is outdated and its warnings unknown."""
 from __future__ import annotations
+
+from datetime import datetime, timezone
 
 import pytest
 
 from coordinator.demo.upstream import Canned
+from coordinator.panels import marine
 from coordinator.panels.marine import number, utc, wave, wave_of_desc
 from tests.support import make_settings, start_coordinator, stop_coordinator
+
+# An hour after the recorded forecasts were issued (2026-11-25 05:00 UTC): every period of the
+# samples (2026-11-25 00:00 to 2026-11-27 00:00) is in force or still to come.
+ISSUED = datetime(2026, 11, 25, 6, 0, tzinfo=timezone.utc)
+# The audit's request time: every period of the samples has ended.
+AUDIT = datetime(2026, 11, 27, 5, 11, tzinfo=timezone.utc)
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch):
+    """The panel's clock fixed at ISSUED (a test moves it with ``clock(t)``), never today."""
+    def at(t: datetime) -> None:
+        monkeypatch.setattr(marine, "utc_now", lambda: t)
+    at(ISSUED)
+    return at
 
 AREA = {"code": "O.02", "name": "Samudera Hindia selatan Jawa Timur", "issued": "2026-11-25 05:00 UTC",
         "data": [{"valid_from": "2026-11-25 12:00 UTC", "valid_to": "2026-11-26 00:00 UTC", "time_desc": "Hari ini",
@@ -116,6 +136,71 @@ async def test_several_areas_and_one_that_fails(db_url, upstream):
         body = (await c.get("/public/v1/anon/marine")).json()
         assert body["health"]["degraded"] and "sea area O.02: HTTP 503" in body["health"]["sources"][0]["error"]
         assert body["count"] is None
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_while_every_period_is_current_nothing_is_dropped(c):
+    body = (await c.get("/public/v1/anon/marine")).json()
+    assert body["asOf"] == "2026-11-25T06:00:00Z" and body["endedCount"] == 0 and body["portEndedCount"] == 0
+    assert [p["ended"] for p in body["areas"][0]["periods"]] == [False, False, False]
+    assert body["areas"][0]["outdated"] is False and body["ports"][0]["outdated"] is False
+    assert not any("dropped" in cv or "outdated" in cv for cv in body["caveats"])
+
+
+async def test_ended_warnings_are_dropped_and_counted(c, clock):
+    clock(datetime(2026, 11, 26, 6, 0, tzinfo=timezone.utc))
+    body = (await c.get("/public/v1/anon/marine")).json()
+    assert body["asOf"] == "2026-11-26T06:00:00Z" and not body["health"]["degraded"]
+    # sea area: the high-wave period (26 00:00-12:00) is in force, the told one (26 12:00-27 00:00) to come
+    assert body["count"] == 2 and body["endedCount"] == 0
+    assert [p["ended"] for p in body["areas"][0]["periods"]] == [True, False, False]
+    # port: the told period (25 12:00-26 00:00) has ended, the high-wave one (26 00:00-12:00) is in force
+    assert body["portCount"] == 1 and body["portEndedCount"] == 1
+    assert [w["validTo"] for w in body["portWarnings"]] == ["2026-11-26T12:00:00Z"]
+    assert body["portWarnings"][0]["highWave"] and body["ports"][0]["outdated"] is False
+    assert any(cv.startswith("1 port warning whose validity had ended by 2026-11-26T06:00:00Z was dropped")
+               for cv in body["caveats"])
+
+
+async def test_at_the_audited_time_every_warning_has_ended_and_whether_any_holds_is_unknown(c, clock):
+    clock(AUDIT)
+    body = (await c.get("/public/v1/anon/marine")).json()
+    assert body["asOf"] == "2026-11-27T05:11:00Z"
+    assert body["warnings"] == [] and body["endedCount"] == 2 and body["count"] is None
+    assert body["portWarnings"] == [] and body["portEndedCount"] == 2 and body["portCount"] is None
+    assert body["areas"][0]["outdated"] is True and all(p["ended"] for p in body["areas"][0]["periods"])
+    assert body["ports"][0]["outdated"] is True
+    text = " ".join(body["caveats"])
+    assert "2 sea-area warnings whose validity had ended by 2026-11-27T05:11:00Z were dropped" in text
+    assert "2 port warnings whose validity had ended" in text
+    assert "sea-area forecast of O.01 has no period still valid" in text and "unknown, not none" in text
+    assert "port forecast of 0088_Sintete has no period still valid" in text
+
+
+async def test_an_outdated_area_beside_a_current_one(db_url, upstream, clock):
+    clock(datetime(2026, 11, 26, 6, 0, tzinfo=timezone.utc))       # O.02's only period ended at 26 00:00
+    upstream.set_json("/bmkg_marine/public_api/perairan/O.02.json", AREA)
+    c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"areas": "O.01,O.02"}}))
+    try:
+        body = (await c.get("/public/v1/anon/marine")).json()
+        assert [a["outdated"] for a in body["areas"]] == [False, True]
+        assert {w["area"] for w in body["warnings"]} == {"O.01"} and body["count"] == 2
+        assert body["endedCount"] == 1
+        assert any("sea-area forecast of O.02 has no period still valid" in cv for cv in body["caveats"])
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_a_warning_whose_end_cannot_be_read_is_kept_and_said_unknown(db_url, upstream):
+    doc = {**AREA, "data": [{**AREA["data"][0], "valid_to": "besok"}]}
+    upstream.set_json("/bmkg_marine/public_api/perairan/O.02.json", doc)
+    c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"areas": "O.02"}}))
+    try:
+        body = (await c.get("/public/v1/anon/marine")).json()
+        assert body["count"] == 1 and body["warnings"][0]["validTo"] is None
+        assert body["areas"][0]["periods"][0]["ended"] is None and body["areas"][0]["outdated"] is False
+        assert any("no readable end (validTo null)" in cv for cv in body["caveats"])
     finally:
         await stop_coordinator(c)
 

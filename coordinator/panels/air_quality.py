@@ -8,8 +8,21 @@ A feed is ``/feed/{city or @uid}?token=`` and answers ``{"status": "ok", "data":
 
 The values in ``iaqi`` are US-EPA AQI sub-indices, not concentrations: each reading says so
 (``scale``) instead of giving a unit it does not have. ``t``, ``h``, ``p``, ``w`` and ``dew``
-are weather, not air quality, and are left out. The time is the station's own (``time.iso``,
-with its UTC offset) and is also given in UTC.
+are weather, not air quality, and are left out.
+
+The time is the station's own: ``time.s`` is its local clock time and ``time.tz`` that clock's
+UTC offset (UPSTREAMS.md §2.2), served as ``time`` with its offset and as ``timeUtc``; where
+``s`` or ``tz`` is missing, ``time.iso`` (local, with its offset) is read instead, and a time
+with no offset is unknown. ``time.v`` is never read: in WAQI's feeds it is the local clock
+time counted as if it were UTC (Kolkata's ``09:00 +05:30`` has ``v`` 09:00 UTC), so taking it
+for an instant would put every station east of Greenwich hours in the future.
+
+A station that stops reporting keeps serving its last reading, so a reading is never passed on
+as current on WAQI's word alone: each station and reading carries ``ageS`` (seconds from its
+time to the answer's ``asOf``) and ``stale``, true when older than ``STALE_AFTER`` (null when
+its time is unknown), and a caveat names the stations whose readings are stale or of unknown
+age. A stale reading is still ``measured: true`` (it was measured, then): ``stale`` says it is
+not now.
 
 WAQI needs a token (``SIS_SOURCES__WAQI__API_KEY``), sent as the ``token`` query parameter;
 without it the answer is degraded naming that setting. Its terms: non-commercial use, show the
@@ -21,12 +34,13 @@ recorded WAQI feed format, made for this project, not a real recording.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer, Health
 from coordinator.core.registry import Tool, tool
+from coordinator.panels.freshness import age, iso, parse_utc, utc_now
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
 
@@ -35,18 +49,31 @@ TOOLS: list[Tool] = []
 LICENSE = "WAQI terms (non-commercial, attribution required)"
 POLLUTANTS = {"pm25": "PM2.5", "pm10": "PM10", "o3": "O3", "no2": "NO2", "so2": "SO2", "co": "CO"}
 SCALE = "US EPA AQI sub-index (0-500), not a concentration"
+# WAQI station readings are hourly. Allowing an hour for a reading to reach WAQI (the lag is not
+# documented) and one late update, a reading older than 3 h has missed at least two hourly
+# updates: it says what the air was, not what it is, and is flagged stale.
+STALE_AFTER = timedelta(hours=3)
+STALE_AFTER_TEXT = f"{STALE_AFTER.total_seconds() / 3600:g} h"
 
 
-def _utc(iso: str | None) -> str | None:
-    if not iso:
+def _utc(text: str | None) -> str | None:
+    """An ISO 8601 time with its offset in UTC; None without an offset (it cannot be placed)."""
+    t = parse_utc(text)
+    return iso(t) if t is not None else None
+
+
+def station_time(t: Any) -> datetime | None:
+    """A feed's ``time`` as an aware local time: ``s`` (local clock, ``"2026-11-25 13:00:00"``)
+    at ``tz`` (its offset, ``"+07:00"``), else ``iso``; None when neither places it. Never
+    ``v`` (the local clock counted as UTC, see the module's docstring)."""
+    if not isinstance(t, dict):
         return None
-    try:
-        t = datetime.fromisoformat(iso)
-    except ValueError:
-        return None
-    if t.tzinfo is None:
-        return None          # a time without its offset cannot be placed: unknown
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    s, tz = str(t.get("s") or "").strip(), str(t.get("tz") or "").strip()
+    if s and tz:
+        local = parse_utc(s.replace(" ", "T", 1) + tz)
+        if local is not None:
+            return local
+    return parse_utc(t.get("iso"))
 
 
 def _index(v: Any) -> int | float | None:
@@ -67,10 +94,11 @@ def parse_feed(doc: Any, feed: str) -> dict[str, Any]:
         raise SourceError(f"feed {feed}: WAQI said {doc.get('status') if isinstance(doc, dict) else '?'}"
                           + (f" ({why})" if isinstance(why, str) else ""))
     d = doc["data"]
-    t = d.get("time") or {}
+    local = station_time(d.get("time"))
     attributions = [{"name": a.get("name"), "url": a.get("url")} for a in d.get("attributions") or []]
     station = {"station": d["city"]["name"], "stationId": d.get("idx"), "feed": feed,
-               "time": t.get("iso"), "timeUtc": _utc(t.get("iso")),
+               "time": local.isoformat() if local is not None else None,
+               "timeUtc": iso(local) if local is not None else None,
                "aqi": {"value": _index(d.get("aqi")), "scale": "US EPA AQI (0-500)"},
                "dominantPollutant": POLLUTANTS.get(str(d.get("dominentpol") or "").lower()),
                "attributions": attributions, "license": LICENSE}
@@ -110,13 +138,16 @@ class Waqi(Source[dict]):
 
 @tool(TOOLS, name="air_quality", title="Air quality (measured)", routes={"public": "/air-quality"},
       description="Measured air quality at monitoring stations: for each station its name, the time it "
-                  "reported (its own and UTC), and each pollutant's value on the scale it is given in (US EPA "
-                  "AQI sub-indices, not concentrations). Station readings only, never interpolated.",
+                  f"reported (its own and UTC) and its age, flagged stale past {STALE_AFTER_TEXT}, and each "
+                  "pollutant's value on the scale it is given in (US EPA AQI sub-indices, not concentrations). "
+                  "Station readings only, never interpolated.",
       params=(), scopes=("earth.air-quality",), cache_ttl_s=600, tags=("panels",))
 async def air_quality(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     read = await ctx.services.sources["waqi"].read(Query())
-    readings = [r for s in read.records for r in s["readings"]]
-    stations = [{k: v for k, v in s.items() if k != "readings"} for s in read.records]
+    now = utc_now()
+    aged = [{**s, **age(parse_utc(s["timeUtc"]), now, STALE_AFTER)} for s in read.records]
+    readings = [{**r, "ageS": s["ageS"], "stale": s["stale"]} for s in aged for r in s["readings"]]
+    stations = [{k: v for k, v in s.items() if k != "readings"} for s in aged]
     caveats = ["Readings are what each station measured, at its place and time; nothing is interpolated, so "
                "air between stations is unknown.",
                "Values are US EPA AQI sub-indices (0-500), not concentrations in µg/m³ or ppm.",
@@ -124,5 +155,15 @@ async def air_quality(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     offline = [s["station"] for s in stations if s["aqi"]["value"] is None]
     if offline:
         caveats.append(f"No current index from {', '.join(offline)} (offline): unknown, not clean air.")
+    stale = [s["station"] for s in stations if s["stale"]]
+    if stale:
+        caveats.append(f"The readings of {', '.join(stale)} are older than {STALE_AFTER_TEXT} at {iso(now)} "
+                       "(stale: true, their age in ageS): they say what the air was at their time, not what it "
+                       "is now.")
+    untimed = [s["station"] for s in stations if s["stale"] is None]
+    if untimed:
+        caveats.append(f"The time of {', '.join(untimed)} could not be read: how old its readings are is unknown "
+                       "(stale: null), so they may not be current.")
     return Answer({"count": len(readings) if read.report.ok else None, "readings": readings,
-                   "stations": stations}, caveats=caveats, health=Health([read.report]))
+                   "stations": stations, "asOf": iso(now), "staleAfterS": int(STALE_AFTER.total_seconds())},
+                  caveats=caveats, health=Health([read.report]))

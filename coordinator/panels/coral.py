@@ -9,6 +9,11 @@ Bleaching Warning, 3 Alert Level 1, 4 Alert Level 2. Codes 5-7 of the ``baa5`` p
 Levels 3-5) are named as such with a caveat that the mapping is unverified; a null or the fill
 value 251 (land, no data) is unknown, never "No Stress".
 
+The product is daily and dated on the last day of its 7-day window; ERDDAP keeps serving its
+newest day when updates stop, so the answer names the product's ``date``, its age (``ageS``, to
+the answer's ``asOf``) and ``stale``, true past ``STALE_AFTER`` (null when the date cannot be
+read), with a caveat saying the alerts are of that window, not now.
+
 The recorded sample (``samples/crw/griddap/noaacrwbaa7dDaily.json``) is a constructed sample in
 ERDDAP's griddap JSON format, made for this project, not a real recording: 25 cells off north
 Bali (115-115.25 E, 8.25-8 S), one of them land (null). The fake serves it whatever the query.
@@ -16,12 +21,14 @@ Bali (115-115.25 E, 8.25-8 S), one of them land (null). The fake serves it whate
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer, Health, License
 from coordinator.core.registry import Tool, bbox, tool
+from coordinator.panels.freshness import age, iso, parse_utc, utc_now
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
 
@@ -32,6 +39,11 @@ STEPS = {0: "No Stress", 1: "Bleaching Watch", 2: "Bleaching Warning", 3: "Alert
 BAA5_EXTRA = {5: "Alert Level 3", 6: "Alert Level 4", 7: "Alert Level 5"}     # mapping UNVERIFIED
 FILL = 251
 VARIABLE = "bleaching_alert_area"
+# The product is daily (NOAA: "updated daily and dated on the last day of the 7-day period"): day
+# D's is stamped D 12:00 UTC on ERDDAP and posted during D+1 (that lag is assumed, not documented),
+# so until D+1's is posted (during D+2) D's is the newest there is, up to the end of D+2, 60 h
+# after its stamp. Older than that, at least one daily update is missing: not the current alerts.
+STALE_AFTER = timedelta(hours=60)
 
 
 def alert(code: Any) -> dict[str, Any]:
@@ -75,11 +87,15 @@ class CoralReefWatch(Source[dict]):
 
 @tool(TOOLS, name="coral", title="Coral bleaching alert", routes={"public": "/coral"},
       description="NOAA Coral Reef Watch bleaching alert (7-day maximum) for each 0.05 deg cell inside a bbox, "
-                  "in its five steps: No Stress, Bleaching Watch, Bleaching Warning, Alert Level 1, Alert Level 2.",
+                  "in its five steps: No Stress, Bleaching Watch, Bleaching Warning, Alert Level 1, Alert Level 2; "
+                  "with the product's date and age, flagged stale when a daily update is missing.",
       params=(bbox(),), scopes=("earth.coral",), cache_ttl_s=3600, tags=("panels",))
 async def coral(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     read = await ctx.services.sources["crw"].read(Query(bbox=params["bbox"]))
+    now = utc_now()
     cells = read.records
+    date = cells[0]["date"] if cells else None
+    fresh = age(parse_utc(date), now, STALE_AFTER) if cells else {"ageS": None, "stale": None}
     known = [c for c in cells if c["alert"]["code"] is not None]
     highest = max(known, key=lambda c: c["alert"]["code"])["alert"] if known else None
     counts = Counter(c["alert"]["name"] for c in cells)
@@ -90,6 +106,14 @@ async def coral(ctx: ToolContext, params: dict[str, Any]) -> Answer:
         caveats.append("Codes 5-7 (Alert Levels 3-5 of the baa5 product) are named by an unverified mapping.")
     if read.report.ok and not known:
         caveats.append("No cell in this bbox has a known alert: unknown, not No Stress.")
-    return Answer({"date": cells[0]["date"] if cells else None,
+    if fresh["stale"]:
+        caveats.append(f"The product is dated {date}, {fresh['ageS'] / 86400:.1f} days before {iso(now)} "
+                       "(stale: true): Coral Reef Watch updates it daily, so at least one update is missing here "
+                       "and these alerts are of the 7 days ending on its date, not current.")
+    elif cells and fresh["stale"] is None:
+        caveats.append("The product's date could not be read: how old these alerts are is unknown (stale: null).")
+    return Answer({"date": date,
                    "highest": highest, "byStep": dict(counts) if read.report.ok else None,
-                   "cells": cells}, caveats=caveats, health=Health([read.report]))
+                   "cells": cells, "asOf": iso(now), **fresh,
+                   "staleAfterS": int(STALE_AFTER.total_seconds())},
+                  caveats=caveats, health=Health([read.report]))

@@ -25,6 +25,9 @@ from typing import Any
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer, Health, License
 from coordinator.core.registry import Tool, bbox, tool
+# The clock the 24 h window is computed from: the panels' one clock, imported by name so that a
+# test (and briefs, which reads fires.utc_now) fixes it here.
+from coordinator.panels.freshness import utc_now
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
 
@@ -35,11 +38,6 @@ LICENSE = License.PUBLIC_DOMAIN.value          # NASA open data; FIRMS asks to b
 ATTRIBUTION = "NASA FIRMS (LANCE), https://firms.modaps.eosdis.nasa.gov"
 VIIRS_CONFIDENCE = {"l": "low", "n": "nominal", "h": "high", "low": "low", "nominal": "nominal", "high": "high"}
 REQUIRED = ("latitude", "longitude", "acq_date", "acq_time")
-
-
-def utc_now() -> datetime:
-    """The clock the 24 h window is computed from (a module function, so a test can fix it)."""
-    return datetime.now(timezone.utc)
 
 
 def acquired_at(acq_date: str, acq_time: str) -> datetime:

@@ -29,9 +29,20 @@ comma-separated; a port's code is its file name without ``.json``); the area pat
 The port feed is read apart from the sea areas: a port that does not answer makes ``ports`` null
 (unknown) and the answer degraded naming "BMKG port forecasts", while the sea areas still answer.
 
+A forecast keeps being served after its periods end (a feed that stops updating, an area read
+late), so validity is judged against the clock (``freshness.utc_now``, named in the answer as
+``asOf``): a warning whose ``validTo`` has passed is over, so it is dropped from ``warnings`` /
+``portWarnings`` and left out of ``count`` / ``portCount`` (which count warnings in force or still
+to come), and a caveat says how many were dropped (``endedCount`` / ``portEndedCount``). Every
+forecast period carries ``ended``, and an area or port whose every period has ended is
+``outdated``: whether it has a warning now is unknown, so where every area (or port) read is
+outdated ``count`` (or ``portCount``) is null, not 0. A warning whose end cannot be read is kept,
+and a caveat says its validity is unknown.
+
 The recorded samples (``samples/bmkg_marine/public_api/perairan/O.01.json`` and
 ``.../public_api/pelabuhan/0088_Sintete.json``) are constructed samples in the recorded shapes
-above, made for this project, not real recordings.
+above, made for this project, not real recordings; their periods run 2026-11-25 00:00 to
+2026-11-27 00:00 UTC, so read later they are all ended (tests fix the clock).
 """
 from __future__ import annotations
 
@@ -46,6 +57,7 @@ from urllib.parse import quote
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer, Health
 from coordinator.core.registry import Tool, tool
+from coordinator.panels.freshness import ended, iso, parse_utc, utc_now
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
 
@@ -173,23 +185,63 @@ class BmkgMarine(Source[dict]):
         return list(await asyncio.gather(*(one(c) for c in self.codes("ports"))))
 
 
-def warnings_of(records: list[dict], place: str) -> list[dict]:
-    """The periods of sea areas or ports that carry a high-wave or the agency's own warning."""
-    out = []
+def with_validity(rec: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """An area or port as served at ``now``: each period with ``ended`` (null when its end is
+    unreadable), and ``outdated`` when it has periods and every one of them has ended (its
+    forecast says nothing of now). A copy: the source's record is left as read."""
+    periods = [{**p, "ended": ended(parse_utc(p["validTo"]), now)} for p in rec["periods"]]
+    return {**rec, "periods": periods, "outdated": bool(periods) and all(p["ended"] is True for p in periods)}
+
+
+def warnings_of(records: list[dict], place: str, now: datetime) -> tuple[list[dict], int]:
+    """The periods of sea areas or ports that carry a high-wave or the agency's own warning and
+    have not ended at ``now``, and how many warnings had ended (left out: an ended warning is
+    not a current one). A warning whose end cannot be read is kept (``validTo`` null)."""
+    out, gone = [], 0
     for rec in records:
         for p in rec["periods"]:
             high = (p["wave"]["rank"] or 0) >= HIGH_WAVE_RANK
-            if high or p["warning"]:
-                out.append({place: rec["code"], f"{place}Name": rec["name"], "validFrom": p["validFrom"],
-                            "validTo": p["validTo"], "highWave": high, "wave": p["wave"],
-                            "waveDesc": p["waveDesc"], "warning": p["warning"], "license": LICENSE})
-    return out
+            if not (high or p["warning"]):
+                continue
+            if ended(parse_utc(p["validTo"]), now):
+                gone += 1
+                continue
+            out.append({place: rec["code"], f"{place}Name": rec["name"], "validFrom": p["validFrom"],
+                        "validTo": p["validTo"], "highWave": high, "wave": p["wave"],
+                        "waveDesc": p["waveDesc"], "warning": p["warning"], "license": LICENSE})
+    return out, gone
+
+
+def validity_caveats(records: list[dict], warnings: list[dict], gone: int, what: str, as_of: str) -> list[str]:
+    """What the validity check left out or could not judge, for sea areas or ports (``what``)."""
+    caveats = []
+    if gone:
+        caveats.append(f"{gone} {what} warning{'s' if gone != 1 else ''} whose validity had ended by {as_of} "
+                       f"{'were' if gone != 1 else 'was'} dropped: an ended warning is not current, and the "
+                       "count leaves it out (its period is still listed, with ended: true).")
+    old = [r["code"] for r in records if r["outdated"]]
+    if old:
+        caveats.append(f"The {what} forecast of {', '.join(old)} has no period still valid at {as_of} "
+                       "(outdated: true): no newer one was read, so whether there is a warning there now is "
+                       "unknown, not none.")
+    unknown = sum(1 for w in warnings if parse_utc(w["validTo"]) is None)
+    if unknown:
+        caveats.append(f"{unknown} {what} warning{'s' if unknown != 1 else ''} {'have' if unknown != 1 else 'has'} "
+                       "no readable end (validTo null): whether still in force is unknown.")
+    return caveats
+
+
+def count_of(records: list[dict], warnings: list[dict]) -> int | None:
+    """How many warnings are in force or to come; null when every area or port read is outdated
+    (none of their forecasts speaks of now: unknown, not 0)."""
+    return None if records and all(r["outdated"] for r in records) else len(warnings)
 
 
 @tool(TOOLS, name="marine", title="Marine warnings", routes={"public": "/marine"},
-      description="BMKG high-wave and weather warnings of Indonesian sea areas and ports: each warning with "
-                  "its area or port, validity (UTC), wave category (Tenang to Sangat Ekstrem, with its height "
-                  "range) and the agency's own warning text; and every area's and port's forecast periods.",
+      description="BMKG high-wave and weather warnings of Indonesian sea areas and ports that have not ended: "
+                  "each warning with its area or port, validity (UTC), wave category (Tenang to Sangat Ekstrem, "
+                  "with its height range) and the agency's own warning text; ended warnings are dropped and "
+                  "counted; and every area's and port's forecast periods, each marked ended or not.",
       params=(), scopes=("earth.marine",), cache_ttl_s=900, tags=("panels",))
 async def marine(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     source = ctx.services.sources["bmkg_marine"]
@@ -212,9 +264,20 @@ async def marine(ctx: ToolContext, params: dict[str, Any]) -> Answer:
         reports = [area_read.report]
         caveats.append("No ports are set to be read (SIS_SOURCES__BMKG_MARINE__PORTS), so whether any port has "
                        "a warning is unknown (ports: null), not none.")
-    warnings = warnings_of(area_read.records, "area")
-    port_warnings = warnings_of(ports, "port") if ports is not None else None
-    return Answer({"count": len(warnings) if area_read.report.ok else None, "warnings": warnings,
-                   "portCount": len(port_warnings) if port_warnings is not None else None,
-                   "portWarnings": port_warnings, "ports": ports, "areas": area_read.records},
+    now = utc_now()
+    as_of = iso(now)
+    areas = [with_validity(a, now) for a in area_read.records]
+    warnings, area_gone = warnings_of(areas, "area", now)
+    caveats += validity_caveats(areas, warnings, area_gone, "sea-area", as_of)
+    if ports is not None:
+        ports = [with_validity(p, now) for p in ports]
+        port_warnings, port_gone = warnings_of(ports, "port", now)
+        caveats += validity_caveats(ports, port_warnings, port_gone, "port", as_of)
+    else:
+        port_warnings, port_gone = None, None
+    return Answer({"count": count_of(areas, warnings) if area_read.report.ok else None, "warnings": warnings,
+                   "portCount": count_of(ports, port_warnings) if port_warnings is not None else None,
+                   "portWarnings": port_warnings, "ports": ports, "areas": areas,
+                   "asOf": as_of, "endedCount": area_gone if area_read.report.ok else None,
+                   "portEndedCount": port_gone},
                   caveats=caveats, health=Health(reports))
