@@ -41,3 +41,21 @@ async def test_a_demo_sweep_request_labels_the_photo_providers_health_demo(sqlit
         assert body["caveats"][0] == DEMO_CAVEAT
     finally:
         await stop_coordinator(c)
+
+
+async def test_demo_keyed_panels_answer_from_their_samples_and_never_send_a_real_key(sqlite_url, monkeypatch):
+    """make demo answers every source it has a recorded sample of: the keyed ones too, with the
+    sample's own key; a key the operator set is never sent to the demo upstream."""
+    monkeypatch.setenv("SIS_SOURCES__WAQI__API_KEY", "real-secret")
+    c = await start_coordinator(make_settings(sqlite_url, None, demo=True))
+    try:
+        assert c.services.sources["waqi"].api_key == "demo"
+        assert c.services.sources["firms"].api_key == "DEMO_MAP_KEY"
+        assert c.services.sources["tomtom_traffic"].api_key is None     # no sample: says the key is missing
+        for path in ("/public/v1/anon/fires?bbox=113.75,-2.5,114,-2.25", "/public/v1/anon/air-quality",
+                     "/public/v1/anon/volcano-alerts", "/earth/w/fred-unrate"):
+            body = (await c.get(path)).json()
+            assert body["health"]["degraded"] is False, (path, body["health"])
+            assert all(s.get("demo") for s in body["health"]["sources"]), path
+    finally:
+        await stop_coordinator(c)

@@ -121,6 +121,7 @@ class Waqi(Source[dict]):
     default_base_url = "https://api.waqi.info"
     description = "World Air Quality Index station feeds (JSON, needs a token)"
     needs_key = True
+    demo_api_key = "demo"        # --demo: its recorded sample answers
     options = {"stations": "jakarta"}           # feeds: city names or @uid, comma-separated
 
     async def fetch(self, query: Query) -> list[dict]:

@@ -108,6 +108,7 @@ class Firms(Source[dict]):
     default_base_url = "https://firms.modaps.eosdis.nasa.gov/api/area/csv"
     description = "NASA FIRMS active fire detections (CSV, needs a MAP_KEY)"
     needs_key = True
+    demo_api_key = "DEMO_MAP_KEY"        # --demo: its recorded sample answers
     options = {"product": "VIIRS_SNPP_NRT"}      # VIIRS_NOAA20_NRT, VIIRS_NOAA21_NRT, MODIS_NRT, ...
 
     async def fetch(self, query: Query) -> list[dict]:

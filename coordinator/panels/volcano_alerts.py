@@ -73,6 +73,7 @@ class Magma(Source[dict]):
     default_base_url = "https://magma.esdm.go.id"
     description = "MAGMA Indonesia volcano activity levels (JSON, bearer token)"
     needs_key = True
+    demo_api_key = "demo"        # --demo: its recorded sample answers
     options = {"path": "/api/v1/gunung-api/tingkat-aktivitas"}     # UNVERIFIED path
 
     async def fetch(self, query: Query) -> list[dict]:

@@ -100,13 +100,17 @@ class Source(abc.ABC, Generic[T]):
     default_timeout_s: ClassVar[float | None] = None     # None: SIS_SOURCE_TIMEOUT_S
     options: ClassVar[Mapping[str, Any]] = {}            # the adapter's own settings and their defaults
     needs_key: ClassVar[bool] = False
+    # The key a keyed adapter sends in --demo, where its recorded sample answers (FIRMS's sits in
+    # the path); None where no sample is recorded, so the demo says the key is missing. A real
+    # key is never sent to the demo upstream.
+    demo_api_key: ClassVar[str | None] = None
     description: ClassVar[str] = ""
 
     def __init__(self, config: SourceConfig, *, demo: bool = False) -> None:
         self.config = config
         self.base_url = config.base_url.rstrip("/")
         self.timeout_s = config.timeout_s
-        self.api_key = config.api_key
+        self.api_key = (self.demo_api_key if self.needs_key else None) if demo else config.api_key
         self.demo = demo
 
     @classmethod

@@ -43,6 +43,7 @@ class WaqiMap(Source[dict]):
     default_base_url = "https://api.waqi.info"
     description = "World Air Quality Index stations in a box (JSON, needs a token)"
     needs_key = True
+    demo_api_key = "demo"        # --demo: its recorded sample answers
 
     async def fetch(self, query: Query) -> list[dict]:
         doc = await self.get_json("/map/bounds", {"latlng": WORLD, "token": self.api_key})

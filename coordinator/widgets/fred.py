@@ -30,6 +30,7 @@ class Fred(Source[dict]):
     default_base_url = "https://api.stlouisfed.org/fred"
     description = "FRED series observations (JSON)"
     needs_key = True
+    demo_api_key = "demo"        # --demo: its recorded sample answers
     cache_ttl_s = 3600.0
 
     async def fetch(self, query: Query) -> list[dict]:
