@@ -88,6 +88,43 @@ async def test_a_hostile_result_is_rejected_with_reasons_and_nothing_reaches_rev
     assert again is not None and again["job"]["jobId"] == doc["job"]["jobId"]
 
 
+def unread(doc: dict, job: dict) -> dict:
+    """Every photo skipped: the node could not fetch one (a provider's outage)."""
+    doc.update(facts=[], measurements=[],
+               skipped=[{"photoId": p["id"], "reason": "fetch failed: Cannot connect to host 127.0.0.1:41433"}
+                        for p in job["photos"]])
+    doc["timings"]["inferS"] = 0.0
+    return doc
+
+
+async def test_a_result_that_read_no_photo_goes_no_further_and_blames_no_node(sweeps_db, photos):
+    """It says nothing of the ground: approved, it would have covered the job's cells as swept
+    with imagery and no facts. Counted against the job as an invalid result is (by trust)."""
+    photos.scatter(*CENTRE, radius_m=300, n=5, seed=1)
+    await request_sweep(sweeps_db, radius=300)
+    (node,) = await enrolled(sweeps_db, trusted=True)
+    doc = await node.lease()
+    r = await node.submit(doc["lease"]["leaseId"], unread(node.honest(doc), doc["job"]))
+    assert r.status == 422, r.body
+    details = r.json()["error"]["details"]
+    assert details["accepted"] is False and details["resultState"] == "unread"
+    assert "none of the job's 5 photos was read (the first: fetch failed" in details["reasons"][0]
+    async with sweeps_db.services.db.read() as s:
+        result = (await s.execute(select(SweepResult))).scalar_one()
+        job = (await s.execute(select(SweepJob))).scalar_one()
+    assert result.state == "unread" and job.state == "queued" and job.failures == 1
+    row = await node_row(sweeps_db, node.node_id)
+    assert row.trusted is True and row.invalid_total == 0          # a provider's outage is not the node's
+
+    (fresh,) = await enrolled(sweeps_db)          # untrusted: its empty results do not park the job
+    doc = await fresh.lease()
+    r = await fresh.submit(doc["lease"]["leaseId"], unread(fresh.honest(doc), doc["job"]))
+    assert r.status == 422 and r.json()["error"]["details"]["resultState"] == "unread"
+    async with sweeps_db.services.db.read() as s:
+        job = (await s.execute(select(SweepJob))).scalar_one()
+    assert job.state == "queued" and job.failures == 1
+
+
 async def test_an_oversized_body_is_refused_unkept_and_recorded(db_url, photos):
     photos.scatter(*CENTRE, radius_m=300, n=5, seed=1)
     c = await start(db_url, photos, result_max_bytes=4096)

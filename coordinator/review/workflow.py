@@ -79,7 +79,8 @@ async def pending(db, *, bbox: tuple[float, float, float, float] | None = None, 
                       "centre": {"lat": j.center_lat, "lon": j.center_lon}, "radiusM": j.radius_m,
                       "photos": len(j.photos), "cells": len(j.cells), "facts": facts.get(j.canonical_lease_id, 0),
                       "replicas": {"accepted": c.get(tr.RESULT_ACCEPTED, 0), "outvoted": c.get(tr.RESULT_OUTVOTED, 0),
-                                   "invalid": c.get(tr.RESULT_INVALID, 0), "quorum": j.quorum},
+                                   "invalid": c.get(tr.RESULT_INVALID, 0), "unread": c.get(tr.RESULT_UNREAD, 0),
+                                   "quorum": j.quorum},
                       "unanimous": c.get(tr.RESULT_OUTVOTED, 0) == 0, "waitingSince": tr.iso(j.updated_at)})
     return {"count": len(items), "total": total, "pending": items}
 

@@ -237,7 +237,7 @@ class _Batch:
             if prior.body_sha256 != digest:
                 return Conflict("a different result was already submitted on this lease",
                                 {"leaseId": lease.id, "resultState": prior.state})
-            return SubmitOutcome(prior.state != tr.RESULT_INVALID, prior.state, job.state,
+            return SubmitOutcome(prior.state not in tr.RESULT_REFUSED, prior.state, job.state,
                                  list(prior.reasons), duplicate=True)
         if lease.state != tr.LEASE_ACTIVE:
             return Conflict(f"the lease is {lease.state}: its job went back to the queue; lease a job again",
@@ -255,6 +255,12 @@ class _Batch:
                 parsed, reasons = None, ["body: the JSON nests too deeply to read"]
             except Exception as exc:      # a fault in validation fails this submission alone
                 return exc
+
+        unread = not reasons and parsed is not None and not parsed.measurements
+        if unread:
+            first = f" (the first: {parsed.skipped[0].reason[:200]})" if parsed.skipped else ""
+            reasons = [f"photos: none of the job's {len(job.photos)} photos was read{first}; a result that read "
+                       "no photo says nothing of the ground"]
 
         # From here on every change is in memory; ``write`` puts the batch's changes in the database.
         actor = f"node:{node.id}"
@@ -277,14 +283,20 @@ class _Batch:
                                 now))
         this = f"the result on lease {lease.id}"
         if reasons:
+            # Counted against the job as an invalid result is (trust-weighted: five fresh nodes
+            # must not park a job by sending empty results); an unread one does not blame the node.
             counted = trust.counts_against_job(me)      # asked before penalise takes the trust away
-            self.log_result(result, None, tr.RESULT_INVALID, actor, "rejected: " + "; ".join(reasons[:20])
+            if unread:
+                result.state = tr.RESULT_UNREAD
+            self.log_result(result, None, result.state, actor, "rejected: " + "; ".join(reasons[:20])
                             + ("" if counted else " (not counted against the job: the node is not trusted)"))
-            if trust.penalise(me):
+            if not unread and trust.penalise(me):
                 self.logs.append(tr.row("node", me.id, "trusted", "untrusted", "coordinator",
                                         f"{this} is invalid", now))
             if job.state in (tr.JOB_QUEUED, tr.JOB_LEASED):
-                fail_job(job, f"{this} from node {node.id} is invalid", settings.job_max_failures, counted)
+                fail_job(job, f"{this} from node {node.id} " + ("read none of the job's photos" if unread
+                                                                else "is invalid"),
+                         settings.job_max_failures, counted)
         else:
             result.state, result.body = tr.RESULT_PENDING, parsed.to_dict()
             self.facts[id(result)] = parsed.facts
@@ -302,7 +314,7 @@ class _Batch:
                                     job.reason if job.reason and (job.reason != reason_before
                                                                   or job.state == tr.JOB_FAILED)
                                     else this, now))
-        return SubmitOutcome(result.state != tr.RESULT_INVALID, result.state, job.state, list(reasons))
+        return SubmitOutcome(result.state not in tr.RESULT_REFUSED, result.state, job.state, list(reasons))
 
     def log_result(self, r: Record, from_state: str | None, to_state: str, actor: str, why: str) -> None:
         row = tr.row("result", THIS if r.id is None else r.id, from_state, to_state, actor, why, self.now)

@@ -34,9 +34,12 @@ LEASE_ACTIVE, LEASE_SUBMITTED, LEASE_LAPSED, LEASE_CANCELLED = "active", "submit
 # Results: pending (valid, awaits its quorum), accepted (part of the quorum that went to
 # review), outvoted (valid but a quorum of replicas disagreed with it), disagreed (no two
 # replicas agreed and the quorum could not grow: nobody is blamed), invalid (failed
-# validation: reasons recorded, nothing goes forward).
+# validation: reasons recorded, nothing goes forward), unread (valid, but it read none of the
+# job's photos, every one skipped: it says nothing of the ground, so it goes no further and
+# the replica goes back to the queue; the node is not blamed, as a provider's outage does it).
 RESULT_PENDING, RESULT_ACCEPTED, RESULT_OUTVOTED = "pending", "accepted", "outvoted"
-RESULT_DISAGREED, RESULT_INVALID = "disagreed", "invalid"
+RESULT_DISAGREED, RESULT_INVALID, RESULT_UNREAD = "disagreed", "invalid", "unread"
+RESULT_REFUSED = (RESULT_INVALID, RESULT_UNREAD)     # nothing of these goes forward
 
 # Coverage of one H3 cell: queued for a sweep; covered (approved results from its photos); or
 # swept with no imagery (a covered request asked the provider, which listed no usable photo
