@@ -59,3 +59,22 @@ async def test_demo_keyed_panels_answer_from_their_samples_and_never_send_a_real
             assert all(s.get("demo") for s in body["health"]["sources"]), path
     finally:
         await stop_coordinator(c)
+
+
+async def test_every_demo_answer_says_it_is_demo_data(sqlite_url):
+    """The sweep layer's facts come from the fake provider's synthetic photos, though no
+    source's health names it: under --demo its answers say it too."""
+    c = await start_coordinator(make_settings(sqlite_url, None, demo=True))
+    try:
+        lat, lon = DEMO_CENTRE
+        for path in (f"/earth/seen?lat={lat}&lon={lon}", "/earth/sweep-queue", "/public/v1/anon/seen-areas",
+                     "/earth/events", "/earth/limits"):
+            body = (await c.get(path)).json()
+            assert body["caveats"][0] == DEMO_CAVEAT and body["caveats"].count(DEMO_CAVEAT) == 1, path
+    finally:
+        await stop_coordinator(c)
+    plain = await start_coordinator(make_settings(sqlite_url, None))
+    try:
+        assert DEMO_CAVEAT not in (await plain.get("/earth/sweep-queue")).json()["caveats"]
+    finally:
+        await stop_coordinator(plain)

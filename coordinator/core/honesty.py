@@ -120,6 +120,7 @@ class Answer:
     cacheable: bool = True
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
+    demo: bool = False        # served by a --demo coordinator: its first caveat says so, whatever the sources
     # Shared by copies made with dataclasses.replace (which only add headers), so a
     # cached answer's body is encoded once however often it is served.
     _memo: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
@@ -132,7 +133,7 @@ class Answer:
         """A copy with these headers first and its own after, sharing the encoded body (a
         cached answer is served to many callers, each with their own rate-limit headers)."""
         return Answer(self.data, self.caveats, self.health, self.cacheable, self.status,
-                      {**headers, **self.headers}, self._memo)
+                      {**headers, **self.headers}, self.demo, self._memo)
 
     @property
     def may_cache(self) -> bool:
@@ -163,8 +164,8 @@ class Answer:
                 bad = [s.name for s in self.health.sources if not s.ok]
                 caveats.insert(0, DEGRADED_CAVEAT.format(
                     bad=len(bad), total=self.health.queried, names=", ".join(bad)))
-            if self.health.demo:
-                caveats.insert(0, DEMO_CAVEAT)
+        if self.demo or self.health is not None and self.health.demo:
+            caveats.insert(0, DEMO_CAVEAT)
         out: dict[str, Any] = {"caveats": caveats}
         out.update(self.data)
         if self.health is not None:

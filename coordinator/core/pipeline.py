@@ -18,6 +18,7 @@ loosely here so that no import runs back up.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from coordinator.core.access import caps
@@ -47,6 +48,10 @@ async def call_tool(services: Any, tool: Tool, family: str, raw: Mapping[str, An
         raise
     if capped:
         answer = caps.cap_rows(answer, caller, caveats)
+    if services.settings.demo and not answer.demo:
+        # Under --demo every answer says so: the sweep layer's facts come from the fake
+        # provider's synthetic photos, though no source's health names it.
+        answer = dataclasses.replace(answer, demo=True, _memo={})
     return answer.with_headers({**limit_headers, **browser}), ctx
 
 
