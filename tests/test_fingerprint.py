@@ -275,7 +275,8 @@ async def test_demo_mode_asks_no_model_and_says_so(sqlite_url):
     c = await start_coordinator(make_settings(sqlite_url, demo=True))
     try:
         body = (await c.get("/earth/fingerprint?lat=-6.9147&lon=107.6098")).json()
-        assert body["status"] == "no-model" and "demo mode runs no vision-language model" in body["caveats"][1]
+        assert body["status"] == "no-model" and body["caveats"][0].startswith("Demo data")
+        assert any("demo mode runs no vision-language model" in c for c in body["caveats"])
         assert all(f["value"] is None for f in body["figures"].values())
     finally:
         await stop_coordinator(c)
