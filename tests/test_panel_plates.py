@@ -8,7 +8,7 @@ import pytest
 
 from coordinator.datasets import ingest
 from coordinator.datasets.kinds import KINDS
-from coordinator.panels.plates import parse_step
+from coordinator.panels.plates import parse_step, split_at_antimeridian
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
 STEPS = """\
@@ -97,3 +97,50 @@ TAIL = "32.1  53  13.2  48  1.2  13.1 -1584 2"
 def test_bad_lines_say_why(line, why):
     with pytest.raises(ValueError, match=why):
         parse_step(line)
+
+
+CROSSING = """\
+   1  PA-KE  179.900 -20.000  180.100 -20.200  30.7 137  70.0 270  -10.0   69.0  -6000  90  SUB
+   2 :PA-KE  180.100 -20.200  180.300 -20.400  30.7 137  70.0 270  -10.0   69.0  -6000  90 :SUB
+"""
+
+
+async def test_a_boundary_crossing_the_antimeridian_is_cut_there_not_drawn_round_the_globe(c, tmp_path):
+    f = tmp_path / "PB2002_steps.dat"
+    f.write_text(CROSSING)
+    v = await ingest.run(c.services.db, "pb2002", f)
+    assert v.records == 2 and v.bad_records == 0
+    body = (await c.get("/public/v1/anon/plates")).json()
+    (b,) = body["boundaries"]
+    assert b["geometry"] == {"type": "MultiLineString", "coordinates": [
+        [[179.9, -20.0], [180.0, -20.1]],
+        [[-180.0, -20.1], [-179.9, -20.2], [-179.7, -20.4]]]}
+    assert b["lengthKm"] == 61.4
+
+
+def _segments(parts):
+    return [(a, b) for part in parts for a, b in zip(part, part[1:])]
+
+
+@pytest.mark.parametrize("line, parts", [
+    # east across 180, and west across it
+    ([[179.9, -20.0], [-179.9, -20.2]], [[[179.9, -20.0], [180.0, -20.1]], [[-180.0, -20.1], [-179.9, -20.2]]]),
+    ([[-179.5, 10.0], [179.5, 12.0]], [[[-179.5, 10.0], [-180.0, 11.0]], [[180.0, 11.0], [179.5, 12.0]]]),
+    # a step ending on the meridian, and the next one leaving it from the other side
+    ([[179.0, 0.0], [180.0, 1.0], [-179.0, 2.0]], [[[179.0, 0.0], [180.0, 1.0]], [[-180.0, 1.0], [-179.0, 2.0]]]),
+    ([[179.0, 0.0], [-180.0, 1.0], [-179.0, 2.0]], [[[179.0, 0.0], [180.0, 1.0]], [[-180.0, 1.0], [-179.0, 2.0]]]),
+    # a line that stays on one side is left whole
+    ([[170.0, 0.0], [179.9, 1.0], [175.0, 2.0]], [[[170.0, 0.0], [179.9, 1.0], [175.0, 2.0]]]),
+    # crossing twice gives three parts
+    ([[179.0, 0.0], [-179.0, 0.0], [179.0, 2.0]],
+     [[[179.0, 0.0], [180.0, 0.0]], [[-180.0, 0.0], [-179.0, 0.0], [-180.0, 1.0]], [[180.0, 1.0], [179.0, 2.0]]]),
+])
+def test_lines_are_split_at_the_antimeridian(line, parts):
+    got = split_at_antimeridian(line)
+    assert got == parts
+    assert all(abs(a[0] - b[0]) <= 180 for a, b in _segments(got))
+
+
+def test_longitudes_past_180_come_back_without_float_noise():
+    step = parse_step(f"   1  PA-KE  359.999 -20.0  180.100 -20.2  {TAIL} SUB")
+    assert (step.lon1, step.lon2) == (-0.001, -179.9)

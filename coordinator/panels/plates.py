@@ -15,7 +15,8 @@ oceanic spreading ridge, OTF oceanic transform, OCB oceanic convergent, SUB subd
 
 It is loaded by ``sis ingest pb2002 PB2002_steps.dat`` (the kind is declared in
 ``dataset_kinds.py``) into ``plate_steps`` (``PlateStep``, migration 0010), one row per step tagged with its
-dataset version. The answer joins each boundary's steps into lines and names the dataset
+dataset version. The answer joins each boundary's steps into lines, cut where they cross 180 degrees
+(RFC 7946 §3.1.9; Tonga-Kermadec does), and names the dataset
 version it read (``versions.current``); with none loaded it says so, degraded. The model's
 files are published under ODC-By 1.0 in their GeoJSON form; the kind records that license
 unless ``--license`` says otherwise.
@@ -85,7 +86,44 @@ def parse_step(line: str) -> Step | None:
 
 
 def _lon(x: float) -> float:
-    return x - 360 if x > 180 else x
+    """A longitude of the file (some files count east to 360) in [-180, 180], without the float
+    noise of the subtraction (``359.999 - 360`` is not ``-0.001``)."""
+    return round(x - 360, 6) if x > 180 else x
+
+
+def _same_point(p: list[float], q: list[float]) -> bool:
+    """Equal positions, counting 180 and -180 as the one meridian they are."""
+    return p[1] == q[1] and (p[0] == q[0] or abs(p[0] - q[0]) == 360)
+
+
+def split_at_antimeridian(line: list[list[float]]) -> list[list[list[float]]]:
+    """A line of [lon, lat] positions cut where a segment crosses 180 degrees (RFC 7946 §3.1.9).
+
+    A segment whose longitudes differ by more than 180 degrees is read as the short way across the
+    antimeridian, not the long way round the globe: it ends at the meridian (180 or -180, at the
+    latitude interpolated along it) and the next part starts on the other side of it.
+    """
+    parts: list[list[list[float]]] = []
+    current = [line[0]]
+    prev = line[0]
+    for q in line[1:]:
+        d = q[0] - prev[0]
+        if abs(d) <= 180:
+            current.append(q)
+        else:
+            edge, q_lon = (180.0, q[0] + 360) if d < 0 else (-180.0, q[0] - 360)
+            span = q_lon - prev[0]
+            t = (edge - prev[0]) / span if span else 0.0
+            lat = round(prev[1] + t * (q[1] - prev[1]), 6)
+            if current[-1] != [edge, lat]:
+                current.append([edge, lat])
+            parts.append(current)
+            current = [[-edge, lat]]
+            if q != current[0]:
+                current.append(q)
+        prev = q
+    parts.append(current)
+    return [p for p in parts if len(p) >= 2]
 
 
 def plates_of(boundary: str) -> list[str]:
@@ -94,7 +132,8 @@ def plates_of(boundary: str) -> list[str]:
 
 
 def boundaries_from(rows: list[Any]) -> list[dict[str, Any]]:
-    """Steps (in file order) grouped by boundary: consecutive steps that meet are one line."""
+    """Steps (in file order) grouped by boundary: consecutive steps that meet are one line, cut
+    where it crosses the antimeridian so that no segment is drawn the long way round the globe."""
     out: "OrderedDict[str, dict[str, Any]]" = OrderedDict()
     for r in rows:
         b = out.get(r.boundary)
@@ -107,12 +146,13 @@ def boundaries_from(rows: list[Any]) -> list[dict[str, Any]]:
         t["steps"] += 1
         b["lengthKm"] += r.length_km
         lines = b["_lines"]
-        if lines and lines[-1][-1] == [r.lon1, r.lat1]:
+        if lines and _same_point(lines[-1][-1], [r.lon1, r.lat1]):
             lines[-1].append([r.lon2, r.lat2])
         else:
             lines.append([[r.lon1, r.lat1], [r.lon2, r.lat2]])
     served = []
     for b in out.values():
+        b["_lines"] = [part for line in b["_lines"] for part in split_at_antimeridian(line)]
         types = sorted(b.pop("_types").values(), key=lambda t: -t["lengthKm"])
         for t in types:
             t["lengthKm"] = round(t["lengthKm"], 1)
