@@ -158,6 +158,73 @@ async def test_stats_under_a_ring_and_the_plan_caps_its_area(c, pair):
     assert pro.status == 200 and pro.json()["measuredShare"]["value"] == pytest.approx(1)
 
 
+def holed_elevation(lon, lat):
+    """North of -2 land, west of 12 (south of -2) the grid's fill value, east of it sea."""
+    return np.where(lat > -2, 120, np.where(lon < 12, FILL, -4000))
+
+
+FILL = -32768
+
+
+@pytest.fixture
+def holed(tmp_path):
+    return synthetic.write_pair(tmp_path / "holed", BOX, 1 / 60, holed_elevation, tid, fill=FILL,
+                                name="gebco_2025_holed")
+
+
+async def test_stats_under_fill_cells_say_no_data_not_no_sea_floor(c, holed):
+    await load(c, holed)
+    body = (await c.get("/public/v1/anon/bathymetry/stats?ring=11,-3;11.1,-3;11.1,-2.9")).json()
+    assert body["health"]["degraded"] is False and body["coveredShare"] == 0
+    assert body["deepest"] is None and body["bands"] == [] and body["byClass"] == []
+    for name in ("meanDepthM", "volumeKm3", "waterAreaKm2", "measuredShare", "estimatedShare"):
+        assert body[name] == {"value": None, "confidence": "unknown"}, name
+    assert not any("below sea level" in cv or "land" in cv.replace("or land is unknown", "")
+                   for cv in body["caveats"]), body["caveats"]
+    assert any("No cell under the ring has a value in the grid" in cv and "fill value" in cv
+               and "unknown" in cv for cv in body["caveats"]), body["caveats"]
+
+
+async def test_stats_over_land_say_land_with_no_water(c, holed):
+    await load(c, holed)
+    body = (await c.get("/public/v1/anon/bathymetry/stats?ring=13,-1.9;13.1,-1.9;13.1,-1.8")).json()
+    assert body["coveredShare"] == pytest.approx(1) and body["deepest"] is None
+    assert body["volumeKm3"] == {"value": 0.0, "confidence": "high"}
+    assert body["waterAreaKm2"] == {"value": 0.0, "confidence": "high"}
+    assert body["meanDepthM"]["confidence"] == "unknown"
+    assert any("No cell under the ring lies below sea level: the ground read is land" in cv
+               for cv in body["caveats"])
+    assert not any("fill value" in cv for cv in body["caveats"])
+
+
+async def test_stats_half_on_fill_half_land_name_both(c, holed):
+    await load(c, holed)
+    body = (await c.get("/public/v1/anon/bathymetry/stats?ring=11.8,-1.95;11.95,-1.95;11.95,-2.05;11.8,-2.05")).json()
+    assert body["coveredShare"] == pytest.approx(0.5, abs=0.01)
+    assert any(cv.startswith("Only ") and "fill value" in cv for cv in body["caveats"])
+    assert any(cv.startswith("No cell with a value under the ring lies below sea level") for cv in body["caveats"])
+    assert body["volumeKm3"] == {"value": 0.0, "confidence": "low"}
+
+
+async def test_points_and_profiles_on_fill_cells_are_unknown_not_land(c, holed):
+    await load(c, holed)
+    fill = (await c.get("/public/v1/anon/bathymetry?lat=-3&lon=11")).json()
+    assert fill["elevationM"] == fill["depthM"] == {"value": None, "confidence": "unknown"}
+    assert fill["basis"] == "unknown" and fill["measured"] is None
+    assert any("fill value" in cv and "not land" in cv for cv in fill["caveats"])
+    land = (await c.get("/public/v1/anon/bathymetry?lat=-1.5&lon=11")).json()
+    assert land["basis"] == "land" and land["elevationM"] == {"value": 120.0, "confidence": "high"}
+    prof = (await c.get("/public/v1/anon/bathymetry/profile?path=11,-3;11.1,-3&spacingM=5000")).json()
+    assert prof["unknownSamples"] == prof["count"] == 4
+    assert all(s["elevationM"] is None and s["depthM"] is None for s in prof["samples"])
+    assert any(cv == "4 of 4 samples are unknown (null, not zero, and not land): 4 on cells with the grid's "
+               "fill value." for cv in prof["caveats"]), prof["caveats"]
+    assert not any("at or above sea level" in cv for cv in prof["caveats"])
+    ashore = (await c.get("/public/v1/anon/bathymetry/profile?path=11,-1.5;11.1,-1.5&spacingM=5000")).json()
+    assert ashore["unknownSamples"] == 0 and all(s["elevationM"] == 120 for s in ashore["samples"])
+    assert any(cv.startswith("4 of 4 samples lie at or above sea level (land)") for cv in ashore["caveats"])
+
+
 @pytest.mark.parametrize("path", [
     "/bathymetry/profile?path=11,-3",
     "/bathymetry/profile?path=11,-3;x,y",

@@ -80,7 +80,8 @@ async def bathymetry_point(ctx: ToolContext, params: dict[str, Any]) -> Answer:
             caveats.append(f"The point lies outside the loaded grid ({w:g},{s:g},{e:g},{n:g}), so its depth is "
                            "unknown (not zero).")
         else:
-            caveats.append("The grid has no value in this cell (its fill value), so the depth is unknown.")
+            caveats.append("The grid has no value in this cell (its fill value), so the depth is unknown "
+                           "(not zero, and not land).")
         unknown = figure(None, Confidence.UNKNOWN)
         return Answer({"lon": lon_, "lat": lat_, "elevationM": unknown, "depthM": unknown, "basis": classes.UNKNOWN,
                        "measured": None, "tid": _tid_json(cell["tid"]) if cell else None,
@@ -160,8 +161,15 @@ async def bathymetry_profile(ctx: ToolContext, params: dict[str, Any]) -> Answer
                         "measured": bool(measured[k]) if known and t >= 0 else None, "tid": t if t >= 0 else None})
     unknown = int(np.count_nonzero(np.isnan(value)))
     if loaded.grid is not None and unknown:
-        caveats.append(f"{unknown} of {d.size} samples are unknown (null, not zero): "
-                       f"{int(np.count_nonzero(~inside))} lie outside the loaded grid, the rest on cells without a value.")
+        outside = int(np.count_nonzero(~inside))
+        why = [f"{outside} outside the loaded grid"] if outside else []
+        why += [f"{unknown - outside} on cells with the grid's fill value"] if unknown - outside else []
+        caveats.append(f"{unknown} of {d.size} samples are unknown (null, not zero, and not land): "
+                       f"{' and '.join(why)}.")
+    land = int(np.count_nonzero(value >= 0))     # NaN compares false: unknown samples are not land
+    if land:
+        caveats.append(f"{land} of {d.size} samples lie at or above sea level (land): they have an elevation and "
+                       "no sea-floor depth, so their depthM is null while their elevationM is known.")
     return Answer({"lengthM": round(length, 1), "spacingM": round(spacing, 1), "count": d.size,
                    "unknownSamples": unknown, "measuredSamples": int(np.count_nonzero(measured)),
                    "interpolation": "bilinear between the four surrounding cell centres; great circle legs",
@@ -209,11 +217,24 @@ async def bathymetry_stats(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     st = bathymetry.stats(cov)
     covered = st["knownM2"] / st["ringM2"] if st["ringM2"] else 0.0
     conf = Confidence.HIGH if covered > 0.999 else Confidence.LOW
-    if covered <= 0.999:
-        caveats.append(f"Only {covered:.1%} of the ring's area has grid values (the rest lies outside the grid or "
-                       "on cells without a value): the figures describe that part only.")
     water = st["waterM2"]
     has_water = water > 0
+    if st["knownM2"] <= 0:
+        # Nothing read: every cell under the ring is the grid's fill (or off the grid). That is
+        # no data, not land: there is no "no sea floor" to report, only an unknown depth.
+        outside = _share(st["ringM2"] - st["insideM2"], st["ringM2"])
+        where = (f"{outside:.1%} of it lies outside the loaded grid and the rest on cells with the grid's fill value"
+                 if outside > 0.001 else "every cell under it has the grid's fill value")
+        caveats.append(f"No cell under the ring has a value in the grid ({where}): the depth there is unknown, "
+                       "not zero, and whether it is sea or land is unknown too.")
+    elif covered <= 0.999:
+        caveats.append(f"Only {covered:.1%} of the ring's area has grid values (the rest lies outside the grid or "
+                       "on cells with the grid's fill value): the figures describe that part only.")
+    if st["knownM2"] > 0 and not has_water:
+        caveats.append(("No cell under the ring lies below sea level" if covered > 0.999 else
+                        "No cell with a value under the ring lies below sea level")
+                       + ": the ground read is land, with no sea floor to describe, so the depths are null and the "
+                         "water area and volume zero.")
     return Answer({
         "areaKm2": round(st["ringM2"] / 1e6, 3), "coveredShare": round(covered, 6),
         "deepest": {**st["deepest"], "confidence": conf.value} if st["deepest"] else None,
@@ -222,7 +243,9 @@ async def bathymetry_stats(ctx: ToolContext, params: dict[str, Any]) -> Answer:
         "waterAreaKm2": figure(round(water / 1e6, 3), conf) if st["knownM2"] > 0 else unknown,
         "measuredShare": figure(round(st["measuredM2"] / water, 6), conf) if has_water else unknown,
         "estimatedShare": figure(round(st["estimatedM2"] / water, 6), conf) if has_water else unknown,
-        "bands": st["bands"], "byClass": st["byClass"], "cells": st["cells"], **_source(loaded)},
-        caveats=caveats + ([] if has_water else ["No cell under the ring lies below sea level: there is no sea "
-                                                  "floor here to describe, so depths are unknown."]),
-        health=Health([loaded.report]))
+        "bands": st["bands"] if st["knownM2"] > 0 else [], "byClass": st["byClass"], "cells": st["cells"],
+        **_source(loaded)}, caveats=caveats, health=Health([loaded.report]))
+
+
+def _share(part: float, whole: float) -> float:
+    return max(part, 0.0) / whole if whole else 0.0
