@@ -315,7 +315,9 @@ async def _keys(args: argparse.Namespace) -> int:
     async def work(db) -> int:  # noqa: ANN001
         try:
             if args.keys_command == "create":
-                scopes = [s for s in args.scopes.split(",") if s] if args.scopes is not None else None
+                # "--scopes ''" (or only commas) is an empty list, which create_key refuses naming the
+                # valid scopes; only leaving --scopes out means the default set.
+                scopes = [s.strip() for s in args.scopes.split(",") if s.strip()] if args.scopes is not None else None
                 secret, rec = await creds.create_key(db, args.name, args.plan, scopes)
                 print(f"{rec.id}\t{rec.plan}\t{secret}")
                 print("The key is shown once; only its sha256 is stored.", file=sys.stderr)
@@ -400,7 +402,7 @@ def parser() -> argparse.ArgumentParser:
     kc = ksub.add_parser("create", help="create a key and print it once: ID PLAN KEY")
     kc.add_argument("--name", default="", help="a label for the key")
     kc.add_argument("--plan", default="Free", choices=["Free", "Basic", "Pro", "Enterprise"], help="plan (default Free)")
-    kc.add_argument("--scopes", help="comma-separated scopes (default: every public scope, site-intel and embed included; the review scope only when named: see sis reviewers)")
+    kc.add_argument("--scopes", help="comma-separated scopes, at least one (default: every public scope, site-intel and embed included; the review scope only when named: see sis reviewers)")
     kl = ksub.add_parser("list", help="list keys (id, prefix, plan, state, name, scopes)")
     kr = ksub.add_parser("revoke", help="revoke a key and its embed tokens; effective on the next request")
     kr.add_argument("key_id")

@@ -43,17 +43,22 @@ async def test_an_embed_budget_is_per_visitor_and_carried_across_renewals(sqlite
         assert renewed["chain"] == minted["chain"] and renewed["token"] != token
         assert renewed["usedByThisVisitor"] == 3 and r.headers["Cache-Control"] == "no-store"
         new = renewed["token"]
-        r = await c.get(f"/public/v1/{new}/limits", headers=VISITOR_A)           # the 4th: the last
+        r = await c.get(f"/public/v1/{new}/limits", headers=VISITOR_A)           # reading the budget spends none
         assert r.status == 200
-        assert r.json()["kind"] == "embed" and r.json()["embed"]["usedByThisVisitor"] == 4
+        assert r.json()["kind"] == "embed" and r.json()["embed"]["usedByThisVisitor"] == 3
+        assert (await c.get(f"/public/v1/{new}/events", headers=VISITOR_A)).status == 200   # the 4th: the last
         for t in (new, token):                                                     # old and new share the budget
             r = await c.get(f"/public/v1/{t}/events", headers=VISITOR_A)
             assert r.status == 403
             assert_error_shape(r.json(), "forbidden")
             assert r.json()["error"]["details"]["reason"] == "embed_budget_exhausted"
+        r = await c.get(f"/public/v1/{new}/limits", headers=VISITOR_A)           # a spent budget is still readable
+        assert r.status == 200 and r.json()["embed"]["usedByThisVisitor"] == 4
+        assert r.json()["embed"]["budgetPerVisitor"] == 4
         assert (await c.get(f"/public/v1/{new}/events", headers=VISITOR_B)).status == 200   # B has its own
         usage = await c.services.access.key_usage(rec)
-        # The key pays for its embeds: the mint and the five admitted embed requests (refusals count nowhere).
+        # The key pays for its embeds: the mint and the five admitted embed requests (refusals and /limits
+        # count nowhere).
         assert usage["publicToday"] == 6 and usage["embedLoadsToday"] == 5
     finally:
         await stop_coordinator(c)
@@ -93,6 +98,39 @@ async def test_minting_checks_the_origin_once_and_the_plans_token_count(coordina
     minted = await embed(coordinator, (await key(coordinator, "Pro"))[0])
     r = await coordinator.post(f"/public/v1/{minted['token']}/embed-tokens", {"origin": "https://c.example"})
     assert r.status == 403 and r.json()["error"]["details"]["missingScopes"] == ["earth.embed"]
+
+
+def lifetime_s(token: dict) -> float:
+    from datetime import datetime
+    return (datetime.fromisoformat(token["expiresAt"]) - datetime.fromisoformat(token["createdAt"])).total_seconds()
+
+
+@pytest.mark.parametrize("ttl", [60, 7 * 86400])
+async def test_a_renewed_embed_token_keeps_the_lifetime_it_was_minted_with(coordinator_db, ttl):
+    coordinator = coordinator_db
+    assert coordinator.services.settings.embed_ttl_s == 3600
+    owner, _ = await key(coordinator, "Pro")
+    r = await coordinator.post(f"/public/v1/{owner}/embed-tokens?origin=https://maps.example.org&ttl={ttl}")
+    assert r.status == 201, r.body
+    minted = r.json()
+    assert minted["ttlS"] == ttl and lifetime_s(minted) == ttl
+    token = minted["token"]
+    for _ in range(2):                                     # a renewal of a renewal too
+        r = await coordinator.get(f"/public/v1/{token}/renew")
+        assert r.status == 200, r.body
+        renewed = r.json()
+        assert renewed["chain"] == minted["chain"] and renewed["ttlS"] == ttl and lifetime_s(renewed) == ttl
+        token = renewed["token"]
+    limits = (await coordinator.get(f"/public/v1/{token}/limits")).json()
+    assert limits["embed"]["ttlS"] == ttl
+
+
+async def test_a_token_minted_without_ttl_renews_for_the_default(coordinator):
+    owner, _ = await key(coordinator, "Pro")
+    minted = await embed(coordinator, owner)
+    assert minted["ttlS"] == 3600 and lifetime_s(minted) == 3600
+    renewed = (await coordinator.get(f"/public/v1/{minted['token']}/renew")).json()
+    assert renewed["ttlS"] == 3600 and lifetime_s(renewed) == 3600
 
 
 async def test_an_expired_embed_token_does_not_renew(coordinator):

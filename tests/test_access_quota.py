@@ -53,8 +53,8 @@ async def test_day_and_month_usage_survive_a_restart(db_url, upstream):
         r = await c.get(f"/public/v1/{secret}/limits")
         assert r.status == 200
         quota = r.json()["quota"]
-        assert quota["usedToday"] == 6 and quota["usedThisMonth"] == 6     # five before the restart, and this one
-        assert quota["remainingToday"] == 5000 - 6
+        assert quota["usedToday"] == 5 and quota["usedThisMonth"] == 5     # five before the restart; /limits is not counted
+        assert quota["remainingToday"] == 5000 - 5
     finally:
         await stop_coordinator(c)
 
@@ -82,6 +82,43 @@ async def test_a_spent_day_quota_is_429_until_midnight_utc_and_stays_spent_after
     try:
         assert (await c.get(f"/public/v1/{secret}/events")).status == 429
         assert (await c.get("/public/v1/anon/events")).status == 200
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_limits_answer_when_the_day_quota_is_spent_and_are_not_counted(db_url, upstream):
+    c = await coordinator_on(db_url, upstream)
+    try:
+        secret, rec = await key(c, "Free")
+        now = datetime.now(timezone.utc)
+        await set_usage(c, f"key:{rec.id}", day_period(now), 5000)
+        await set_usage(c, f"key:{rec.id}", month_period(now), 7000)
+        assert (await c.get(f"/public/v1/{secret}/events")).status == 429
+        for _ in range(3):
+            r = await c.get(f"/public/v1/{secret}/limits")
+            assert r.status == 200, r.body
+            quota = r.json()["quota"]
+            assert quota["usedToday"] == 5000 and quota["remainingToday"] == 0
+            assert quota["usedThisMonth"] == 7000 and quota["remainingThisMonth"] == 50000 - 7000
+            assert int(r.headers["RateLimit-Limit"]) == 240                  # the per-minute window still counts it
+        usage = await c.services.access.key_usage(rec)
+        assert usage["publicToday"] == 5000 and usage["publicThisMonth"] == 7000
+        await set_usage(c, f"key:{rec.id}", month_period(now), 50000)         # the month spent too
+        assert (await c.get(f"/public/v1/{secret}/limits")).json()["quota"]["remainingThisMonth"] == 0
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_limits_of_a_revoked_key_are_refused_even_with_the_quota_spent(db_url, upstream):
+    from coordinator.core.access import credentials as creds
+    c = await coordinator_on(db_url, upstream)
+    try:
+        secret, rec = await key(c, "Free")
+        await set_usage(c, f"key:{rec.id}", day_period(datetime.now(timezone.utc)), 5000)
+        assert (await c.get(f"/public/v1/{secret}/limits")).status == 200   # the key is now in the lookup cache
+        await creds.revoke_key(c.services.db, rec.id)
+        r = await c.get(f"/public/v1/{secret}/limits")
+        assert r.status == 401 and r.json()["error"]["details"]["reason"] == "revoked"
     finally:
         await stop_coordinator(c)
 

@@ -211,3 +211,32 @@ def test_wrong_source_settings_are_refused_in_one_line_before_anything_starts(tm
     line = one_line_refusal(run(*command, "--database", f"sqlite:///{db}", env=env))
     assert said in line
     assert not db.exists()                                   # refused before migrations ran
+
+
+@pytest.mark.parametrize("scopes", ["", ",", " , "])
+def test_keys_create_refuses_an_empty_scope_list_naming_the_scopes(tmp_path, capsys, scopes):
+    from coordinator.cli import main
+    from coordinator.core.access.credentials import ALL_SCOPES
+    url = f"sqlite:///{tmp_path}/k.db"
+    assert main(["migrate", "--database", url]) == 0
+    capsys.readouterr()
+    assert main(["keys", "create", "--name", "none", "--scopes", scopes, "--database", url]) != 0
+    out = capsys.readouterr()
+    err = out.err.strip().splitlines()
+    assert out.out == "" and len(err) == 1 and err[0].startswith("sis: a key needs at least one scope"), err
+    assert all(s in err[0] for s in ALL_SCOPES)
+    assert main(["keys", "list", "--database", url]) == 0
+    assert capsys.readouterr().out == ""                               # no key was made
+
+
+def test_keys_create_takes_named_scopes_and_refuses_unknown_ones(tmp_path, capsys):
+    from coordinator.cli import main
+    url = f"sqlite:///{tmp_path}/k.db"
+    assert main(["migrate", "--database", url]) == 0
+    assert main(["keys", "create", "--name", "ev", "--scopes", "earth.events, earth.limits", "--database", url]) == 0
+    assert main(["keys", "create", "--name", "x", "--scopes", "earth.limits,earth.nope", "--database", url]) == 1
+    err = capsys.readouterr().err
+    assert "unknown scope 'earth.nope': the scopes are earth.twin," in err
+    assert main(["keys", "list", "--database", url]) == 0
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    assert line.endswith("\tev\tearth.events,earth.limits")

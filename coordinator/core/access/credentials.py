@@ -100,9 +100,16 @@ class EmbedRecord:
         return cls(row.id, row.key_id, row.chain_id, row.origin, row.budget, aware(row.created_at),
                    aware(row.expires_at), aware(row.revoked_at) if row.revoked_at else None)
 
+    @property
+    def ttl_s(self) -> int:
+        """The lifetime its chain was minted with. Every token of a chain is written with
+        ``expires_at = created_at + ttl`` from one instant (at mint and at each renewal), so
+        the row holds its ttl without a column of its own."""
+        return round((self.expires_at - self.created_at).total_seconds())
+
     def as_json(self) -> dict:
         return {"id": self.id, "keyId": self.key_id, "chain": self.chain_id, "origin": self.origin,
-                "budgetPerVisitor": self.budget, "createdAt": self.created_at.isoformat(),
+                "budgetPerVisitor": self.budget, "ttlS": self.ttl_s, "createdAt": self.created_at.isoformat(),
                 "expiresAt": self.expires_at.isoformat()}
 
 
@@ -171,9 +178,16 @@ def normalise_origin(origin: str) -> str:
 
 
 def check_scopes(scopes: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The scopes a key is made with, each one known, at least one: a key with none could
+    call no credentialed route, not even ``/limits`` to see why, so it is refused, never made."""
     unknown = [s for s in scopes if s not in ALL_SCOPES]
     if unknown:
-        raise BadParameter(f"unknown scope {unknown[0]}", {"scope": unknown[0], "allowed": list(ALL_SCOPES)})
+        raise BadParameter(f"unknown scope {unknown[0]!r}: the scopes are {', '.join(ALL_SCOPES)}",
+                           {"scope": unknown[0], "allowed": list(ALL_SCOPES)})
+    if not scopes:
+        raise BadParameter("a key needs at least one scope (an empty scope list is refused): the scopes are "
+                           f"{', '.join(ALL_SCOPES)}; leave the scopes out for every scope but review",
+                           {"scopes": [], "allowed": list(ALL_SCOPES)})
     return tuple(dict.fromkeys(scopes))
 
 
@@ -277,9 +291,12 @@ async def mint_embed(db: Database, key: KeyRecord, origin: str, budget: int, ttl
     return secret, EmbedRecord.of(row)
 
 
-async def renew_embed(db: Database, token: EmbedRecord, ttl_s: int) -> tuple[str, EmbedRecord]:
-    """A new token in the same chain (same origin, budget and counters), with a fresh expiry.
-    The old token stays valid until its own expiry so that requests in flight are not broken."""
+async def renew_embed(db: Database, token: EmbedRecord) -> tuple[str, EmbedRecord]:
+    """A new token in the same chain (same origin, budget, lifetime and counters), with a fresh
+    expiry: the lifetime the chain was minted with (``ttl``), not the default of the day, so a
+    7-day token renews for 7 days and a 60 s one for 60 s. The old token stays valid until its
+    own expiry so that requests in flight are not broken."""
+    ttl_s = min(max(token.ttl_s, MIN_EMBED_TTL_S), MAX_EMBED_TTL_S)
     t = now()
     async with db.write() as s:
         secret = _new_secret(EMBED_PREFIX)

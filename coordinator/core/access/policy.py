@@ -13,6 +13,9 @@ Two steps, split so that a request with bad parameters is not counted:
 2. ``admit``: the per-minute window (429), then the persisted day / month /
    budget counters in one transaction that also re-reads revocation (401 if
    revoked since, 429 if a quota is spent, 403 if an embed budget is spent).
+   ``/limits`` (``SELF_READS``) counts in the window only: the same transaction
+   re-reads revocation and expiry and counts nothing, so a caller whose quota or
+   budget is spent can still read it.
    Direct-family keyed requests, whose counters have no ceiling, wait only for a
    shared revocation read (``revocation.py``) and are counted after (``tally.py``).
 
@@ -57,6 +60,13 @@ FAILED_CREDENTIALS_PER_MINUTE = 60
 
 # Caller kinds, as /limits names them.
 KIND_IP, KIND_ANON, KIND_KEY, KIND_EMBED = "ip", "anon", "key", "embed"
+
+# Tools by which a caller reads its own credential, caps and quotas (``GET /public/v1/:cred/limits``).
+# They count against the per-minute window only: no day, month, embed-loads or embed-budget
+# counter, so they answer when those are spent (a caller can always learn where it stands and
+# when it resets) and reading them costs nothing of what they report. Revocation and expiry
+# are still re-read in the metering transaction.
+SELF_READS = frozenset({"credential_limits"})
 
 
 def client_ip(remote_ip: str | None) -> str:
@@ -216,6 +226,8 @@ class Access:
         if not tool.keyless and caller_kind(caller) == KIND_ANON:
             raise Forbidden(f"{tool.name} is not open to the anonymous credential: use a key or an embed token",
                             {"reason": "needs_key"})
+        if tool.name in SELF_READS:
+            caller.extra["self_read"] = True
         return caller
 
     async def _identify_direct(self, tool: Tool, ip: str, api_key: str | None) -> Caller:
@@ -304,6 +316,8 @@ class Access:
             counters.append(Counter(f"embedloads:{key.id}", day, plan.embed_loads_per_day, "embedLoadsPerDay"))
         counters += [Counter(f"key:{key.id}", day, plan.per_day, "perDay"),
                      Counter(f"key:{key.id}", month, plan.per_month, "perMonth")]
+        if caller.extra.get("self_read"):
+            counters = []         # SELF_READS: the transaction below only re-reads revocation and expiry
         caller.extra["window"] = w
         out = await self.usage.consume(counters, key_id=key.id, embed_id=embed_id, at=now)
         if out.refused:

@@ -70,7 +70,8 @@ def credential_object(ctx: ToolContext, usage: dict[str, Any] | None) -> dict[st
 
 @tool(TOOLS, name="credential_limits", title="This credential's limits",
       description="The credential object: kind, plan, scopes, layers, whether it is metered, its quota and usage, "
-                  "the anonymous limits, the caps for this caller and by plan, and the quotas of every plan.",
+                  "the anonymous limits, the caps for this caller and by plan, and the quotas of every plan. "
+                  "Counted against the per-minute window only, so it answers when a quota or budget is spent.",
       routes={"public": "/limits"}, scopes=("earth.limits",), http_max_age_s=0, mcp=False, tags=("access",))
 async def credential_limits(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     caller = ctx.caller
@@ -82,21 +83,24 @@ async def credential_limits(ctx: ToolContext, params: dict[str, Any]) -> Answer:
         token: credentials.EmbedRecord = caller.extra["embed"]
         data["embed"] = {**token.as_json(), "usedByThisVisitor": await ctx.services.access.visitor_used(caller),
                          "visitor": "this client IP, within the token's chain of renewals"}
-    caveats = ["Usage counts include this request. Keyless answers are edge-cacheable, so reads served from a "
-               "cache never reach the meter."]
+    caveats = ["This request is not in the usage counts: reading a credential's own limits counts only against "
+               "its per-minute window, never against a day or month quota or an embed budget, so it answers when "
+               "they are spent. Keyless answers are edge-cacheable, so reads served from a cache never reach the "
+               "meter."]
     return Answer(data, caveats=caveats, cacheable=False)
 
 
 @tool(TOOLS, name="renew_embed", title="Renew an embed token",
-      description="Renew the embed token in the path: a new token of the same chain (same origin, budget and "
-                  "per-visitor counters) with a fresh expiry. Only an unexpired embed token renews.",
+      description="Renew the embed token in the path: a new token of the same chain (same origin, budget, "
+                  "lifetime and per-visitor counters) with a fresh expiry, its lifetime the ttl the chain was "
+                  "minted with. Only an unexpired embed token renews.",
       routes={"public": "/renew"}, keyless=False, http_max_age_s=0, mcp=False, tags=("access",))
 async def renew_embed(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     if caller_kind(ctx.caller) != KIND_EMBED:
         raise Forbidden("only an embed token can be renewed; keys do not expire",
                         {"reason": "not_renewable", "kind": caller_kind(ctx.caller)})
     token: credentials.EmbedRecord = ctx.caller.extra["embed"]
-    secret, new = await credentials.renew_embed(ctx.services.db, token, ctx.services.settings.embed_ttl_s)
+    secret, new = await credentials.renew_embed(ctx.services.db, token)
     used = await ctx.services.access.visitor_used(ctx.caller)
     return Answer({"token": secret, **new.as_json(), "usedByThisVisitor": used, "renewedFrom": token.id},
                   caveats=["The old token stays valid until its own expiry; the budget is counted per visitor over "
