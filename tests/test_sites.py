@@ -111,6 +111,31 @@ async def test_hazard_is_unknown_until_a_poll_has_had_an_answer_from_a_feed(c, f
     assert h["confidence"] == "low" and h["value"] == 0
 
 
+async def test_an_event_square_across_the_antimeridian_holds_the_ground_beyond_it(db_url, upstream, tmp_path):
+    """USGS us7000r1c2 lies at -178.2: its 4 deg square reaches 179.8 across 180 deg. It was
+    cut at -180, so a site at 179.9 under it read 'no hazard' at high confidence."""
+    c = await start_coordinator(make_settings(db_url, upstream, data_dir=str(tmp_path / "data"),
+                                              event_square_deg=4.0))
+    try:
+        await history.poll_once(c.services.db, c.services.sources)
+        event = next(e for e in (await c.get("/earth/events")).json()["events"] if e["id"] == "usgs:us7000r1c2")
+        assert event["bbox"] == [179.8, -26.1, -176.2, -22.1]        # RFC 7946 5.2: west > east
+        for lon, held in ((179.9, True), (-178.5, True), (179.5, False)):
+            body = (await c.get(f"/earth/site-intel?lat=-24.1&lon={lon}&radius=500")).json()
+            hz = next(cn for cn in body["contributions"] if cn["feature"] == "hazard")
+            assert (hz["value"] == 1) is held, (lon, hz)
+        assert hz["value"] == 0 and hz["confidence"] == "high"
+        body = (await c.get("/earth/site-intel?lat=-24.1&lon=179.9&radius=500")).json()
+        hz = next(cn for cn in body["contributions"] if cn["feature"] == "hazard")
+        assert hz["evidence"]["type"] == "MultiPolygon" and len(hz["evidence"]["coordinates"]) == 2
+        brief = (await c.get("/earth/event-brief?id=usgs:us7000r1c2")).json()
+        assert brief["event"]["area"]["bbox"] == event["bbox"]
+        assert brief["event"]["area"]["measuredBbox"] == [-180.0, -26.1, -176.2, -22.1]
+        assert any("crosses the antimeridian" in cv for cv in brief["caveats"])
+    finally:
+        await stop_coordinator(c)
+
+
 async def test_the_score_is_null_below_the_evidence_threshold(c, files):
     body = (await c.get(f"/earth/site-intel?lat={LAT}&lon={LON}&radius=600")).json()
     assert body["score"] is None and body["confidence"] == "unknown" and "too little is known" in body["declined"]

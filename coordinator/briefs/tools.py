@@ -20,7 +20,7 @@ from coordinator.core.honesty import Answer, Confidence, Health, SourceReport, f
 from coordinator.core.registry import STRING, Param, Tool, tool
 from coordinator.features import store
 from coordinator.features.classes import INFRASTRUCTURE
-from coordinator.hazards.feed import square
+from coordinator.hazards.feed import parts, square
 from coordinator.panels import fires as fires_panel
 from coordinator.sites import ground as site_ground
 from coordinator.sites import population
@@ -185,7 +185,9 @@ async def event_brief(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     rec, stored = found.record, found.stored
     lon, lat = (rec.lon, rec.lat) if rec is not None else (stored.data["lon"], stored.data["lat"])
     side = ctx.services.settings.event_square_deg
-    box = tuple(square(lon, lat, side))
+    area = square(lon, lat, side)
+    # A square across the antimeridian: the layers are read on the event's side of it.
+    box = next(p for p in parts(area) if p[0] <= lon <= p[2])
     (places, places_rep), (osm, osm_rep), (people, pop_rep), (fires, fires_rep), (seen, seen_rep), hist = \
         await asyncio.gather(_places(ctx, box), _osm(ctx, box), _population(ctx, box), _fires(ctx, box),
                              _seen(ctx, box), event.history(ctx.services.db, found))
@@ -194,13 +196,18 @@ async def event_brief(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     caveats = list(CAVEATS)
     if rec is None:
         caveats.insert(0, "The feeds no longer list this event: it is described as the history last saw it.")
+    if list(box) != area:
+        caveats.append(f"The event's square crosses the antimeridian: every figure counts only its part on the "
+                       f"event's side ({', '.join(f'{x:g}' for x in box)}, 'measuredBbox'); what lies beyond 180 "
+                       "deg is not counted, so the figures are floors there.")
     upstream = rec.source if rec is not None else event.HISTORY
     updated = rec.updated if rec is not None else None
     body = {
         "event": {"id": rec.id if rec else stored.id, "requestedId": params["id"],
                   "type": rec.event_type if rec else stored.event_type, "title": rec.title if rec else stored.title,
                   "point": {"type": "Point", "coordinates": [lon, lat]},
-                  "area": {"bbox": list(box), "kind": "fixed-square", "sideDeg": side, "posQuality": "modeled-bbox"},
+                  "area": {"bbox": area, "kind": "fixed-square", "sideDeg": side, "posQuality": "modeled-bbox",
+                           **({"measuredBbox": list(box)} if list(box) != area else {})},
                   "country": rec.country if rec else stored.data.get("country"),
                   "provenance": rec.provenance() if rec else None,
                   "license": rec.license if rec else None},

@@ -69,10 +69,41 @@ async def read_feed(sources: Sources) -> Feed:
     return Feed(merge(gdacs.records, usgs.records), health)
 
 
+def _wrap(lon: float) -> float:
+    return round((lon + 180.0) % 360.0 - 180.0, 6) if not -180.0 <= lon <= 180.0 else round(lon, 6)
+
+
 def square(lon: float, lat: float, side_deg: float) -> list[float]:
+    """The fixed square ``[w, s, e, n]`` around an event's point. Near 180 deg it crosses the
+    antimeridian and is written as RFC 7946 section 5.2 writes such a box, west greater
+    than east (a square cut at 180 deg would miss the ground beyond it); the latitudes stop
+    at the poles."""
     h = side_deg / 2
-    return [round(max(-180.0, lon - h), 6), round(max(-90.0, lat - h), 6),
-            round(min(180.0, lon + h), 6), round(min(90.0, lat + h), 6)]
+    return [_wrap(lon - h), round(max(-90.0, lat - h), 6), _wrap(lon + h), round(min(90.0, lat + h), 6)]
+
+
+def parts(box) -> list[tuple[float, float, float, float]]:  # noqa: ANN001
+    """``box`` as boxes that do not cross the antimeridian: itself, or its two sides."""
+    w, s, e, n = box
+    return [(w, s, e, n)] if w <= e else [(w, s, 180.0, n), (-180.0, s, e, n)]
+
+
+def holds(box, lon: float, lat: float) -> bool:  # noqa: ANN001
+    return any(w <= lon <= e and s <= lat <= n for w, s, e, n in parts(box))
+
+
+def meets(a, b) -> bool:  # noqa: ANN001
+    """Whether two boxes share ground, either of them across the antimeridian."""
+    return any(aw <= be and ae >= bw and as_ <= bn and an >= bs
+               for aw, as_, ae, an in parts(a) for bw, bs, be, bn in parts(b))
+
+
+def box_geometry(box) -> dict[str, Any]:  # noqa: ANN001
+    """The box as GeoJSON: a Polygon, or a MultiPolygon of its two sides when it crosses
+    the antimeridian (RFC 7946 section 3.1.9)."""
+    rings = [[[[w, s], [e, s], [e, n], [w, n], [w, s]]] for w, s, e, n in parts(box)]
+    return {"type": "Polygon", "coordinates": rings[0]} if len(rings) == 1 else \
+        {"type": "MultiPolygon", "coordinates": rings}
 
 
 def event_json(e: EventRecord, *, square_deg: float, extent_bbox: bool = False) -> dict[str, Any]:

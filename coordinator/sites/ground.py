@@ -34,7 +34,7 @@ from coordinator.datasets import versions
 from coordinator.features import store
 from coordinator.features.classes import INFRASTRUCTURE, PLACES, ROADS
 from coordinator.features.widths import functional_class
-from coordinator.hazards.feed import square
+from coordinator.hazards.feed import meets, square
 from . import population
 
 EARTH_R = 6_371_008.8
@@ -201,14 +201,13 @@ async def active_hazards(db, box, square_deg: float) -> Hazards:  # noqa: ANN001
         error = "no poll of the hazard feeds yet" if last is None else \
             "no poll of the hazard feeds has had an answer from them yet"
         return Hazards([], SourceReport(HISTORY, "n/a", ok=False, error=error), False)
-    w, s_, e, n = box
     events = []
     for r in rows:
         lon, lat = r.data.get("lon"), r.data.get("lat")
         if lon is None or lat is None:
             continue
         sq = square(lon, lat, square_deg)
-        if sq[0] <= e and sq[2] >= w and sq[1] <= n and sq[3] >= s_:
+        if meets(sq, box):
             events.append({"id": r.id, "type": r.event_type, "title": r.title, "alertLevel": r.alert_level,
                            "square": sq})
     at = poll.started_at if poll.started_at.tzinfo else poll.started_at.replace(tzinfo=timezone.utc)

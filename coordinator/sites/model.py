@@ -23,6 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from coordinator.core.honesty import Confidence
+from coordinator.hazards.feed import box_geometry, holds
 from .ground import Ground, road_class
 from . import population
 
@@ -236,16 +237,14 @@ def read_hazard(ground: Ground, sites: Sites) -> list[Reading]:
     note = None if hz.complete else "the last poll of the hazard feeds was partial or is over a day old"
     out = []
     for lat, lon in zip(sites.lats.tolist(), sites.lons.tolist()):
-        over = [e for e in hz.events if e["square"][0] <= lon <= e["square"][2] and e["square"][1] <= lat <= e["square"][3]]
+        over = [e for e in hz.events if holds(e["square"], lon, lat)]
         if not over:
             out.append(Reading(0, conf, 0.0, "events", source=src, note=note))
             continue
         worst = min(over, key=lambda e: LEVEL_SIGNAL.get(e["alertLevel"], LEVEL_SIGNAL[None]))
-        w, s, e, n = worst["square"]
         out.append(Reading(len(over), conf, LEVEL_SIGNAL.get(worst["alertLevel"], LEVEL_SIGNAL[None]), "events",
                            source=src, note=note,
-                           evidence={"type": "Polygon", "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]}
-                           if sites.evidence else None,
+                           evidence=box_geometry(worst["square"]) if sites.evidence else None,
                            detail={"events": [{"id": x["id"], "alertLevel": x["alertLevel"]} for x in over]}))
     return out
 
