@@ -271,6 +271,25 @@ async def test_covered_needs_every_cell_and_partial_coverage_is_a_fraction(db_ur
         await stop_coordinator(c)
 
 
+async def test_seen_areas_hold_ground_swept_with_no_imagery_and_a_fraction_is_never_rounded_up(db_url, photos):
+    """Swept with no imagery is covered to the seen layer and the queue, so to seen-areas too;
+    a circle all but one cell covered is not 'covered (100%)'."""
+    ground = sorted(coverage.circle_cells(LAT, LON, 1500))
+    bare, rest = ground[0], set(ground[1:-1])          # one swept with no imagery, one left unswept
+    c = await seeded(db_url, photos, [], covered=rest)
+    try:
+        async with c.services.db.write() as s:
+            await s.execute(insert(CoverageCell), [{"cell": bare, "state": "no_imagery", "request_id": None,
+                                                    "updated_at": AT, "covered_at": AT}])
+        body = (await c.get(f"/earth/seen?lat={LAT}&lon={LON}&radius=1500")).json()
+        assert body["covered"] is False and body["coverage"]["fraction"] > 0.995
+        assert "(99%)" in body["caveats"][0], body["caveats"][0]
+        props = (await c.get("/public/v1/anon/seen-areas")).json()["features"][0]["properties"]
+        assert props["cells"] == len(ground) - 1 and props["noImageryCells"] == 1
+    finally:
+        await stop_coordinator(c)
+
+
 @pytest.mark.parametrize("path,param", [
     ("/earth/seen?lat=0&lon=0&radius=99", "radius"), ("/earth/seen?lat=0&lon=0&radius=1501", "radius"),
     ("/earth/seen?lat=91&lon=0", "lat"), ("/earth/street-measure?lat=0&lon=0&maxM=49", "maxM"),

@@ -309,12 +309,16 @@ async def street_measure(reader, lat: float, lon: float, max_m: float) -> dict[s
 # ---- covered areas --------------------------------------------------------------------
 
 async def covered_areas(reader, max_features: int) -> tuple[list[dict[str, Any]], int, bool]:
-    """Covered ground as GeoJSON polygons: connected groups of covered cells."""
-    rows = await reader.run(lambda conn: conn.execute(select(CoverageCell.cell, CoverageCell.covered_at)
-                                                      .where(CoverageCell.state == tr.CELL_COVERED)).all())
+    """Covered ground as GeoJSON polygons: connected groups of swept cells, those with
+    approved results and those swept with no imagery alike (the seen layer and the queue call
+    both covered), each group saying how many of its cells had no imagery."""
+    rows = await reader.run(lambda conn: conn.execute(
+        select(CoverageCell.cell, CoverageCell.covered_at, CoverageCell.state)
+        .where(CoverageCell.state.in_(tr.SWEPT))).all())
     if not rows:
         return [], 0, False
-    when = {h3.int_to_str(c): tr.aware(at) for c, at in rows}
+    when = {h3.int_to_str(c): tr.aware(at) for c, at, _ in rows}
+    bare = {h3.int_to_str(c) for c, _, state in rows if state == tr.CELL_NO_IMAGERY}
     shape = h3.cells_to_h3shape(list(when))
     polys = list(shape) if isinstance(shape, h3.LatLngMultiPoly) else [shape]
     features = []
@@ -323,7 +327,8 @@ async def covered_areas(reader, max_features: int) -> tuple[list[dict[str, Any]]
         inside = h3.h3shape_to_cells(poly, coverage.RESOLUTION)
         times = [when[c] for c in inside if c in when and when[c] is not None]
         features.append({"type": "Feature", "geometry": geo,
-                         "properties": {"cells": len(inside), "h3Resolution": coverage.RESOLUTION,
+                         "properties": {"cells": len(inside), "noImageryCells": len(bare.intersection(inside)),
+                                        "h3Resolution": coverage.RESOLUTION,
                                         "areaKm2": round(len(inside) * h3.average_hexagon_area(coverage.RESOLUTION, "km^2"), 4),
                                         "firstCoveredAt": tr.iso(min(times)) if times else None,
                                         "lastCoveredAt": tr.iso(max(times)) if times else None}})

@@ -2,6 +2,8 @@
 seen_areas (GET /public/v1/:cred/seen-areas): the approved results of sweeps."""
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from coordinator.core.access.plans import CAPS
@@ -44,7 +46,8 @@ async def seen_layer(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     if not cov.complete:
         caveats.append(
             f"Not covered: {cov.covered} of {cov.cells} cells of this circle are swept and approved "
-            f"({cov.fraction:.0%}). Facts are served for the covered part only; the rest is unswept ground, "
+            f"({math.floor(cov.fraction * 100)}%). Facts are served for the covered part only; the rest is "
+            "unswept ground, "
             "which says nothing about what stands there. POST /earth/sweep-request asks for a sweep.")
     if truncated:
         caveats.append(f"Truncated: more than {cap} facts lie in this circle; the {cap} nearest the point are "
