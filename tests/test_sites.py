@@ -225,7 +225,11 @@ async def test_a_scan_ranks_cells_with_their_nearest_road(loaded):
 async def test_a_scan_with_a_category_carries_each_cells_saturation(loaded):
     box = f"{LON - 0.004},{LAT - 0.004},{LON + 0.004},{LAT + 0.004}"
     body = (await loaded.get(f"/earth/site-scan?bbox={box}&category=school")).json()
-    assert body["category"] == "school" and all(0 < c["saturation"] <= 1 for c in body["cells"])
+    assert body["category"] == "school" and all(0 < c["saturation"]["value"] <= 1 for c in body["cells"])
+    for cell in body["cells"]:       # a figure with its confidence: low where none of the category is mapped
+        sat = cell["saturation"]
+        assert sat["category"] == "school" and sat["confidence"] == ("low" if sat["sameCategoryNearby"] == 0
+                                                                       else "high")
 
 
 async def test_a_scan_of_unloaded_ground_declines_every_cell(coordinator):

@@ -84,8 +84,8 @@ def scan(ground: Ground, box: tuple[float, float, float, float], category: str |
             "confidence": sc.confidence.value, "knownWeight": round(sc.known_weight, 3), "nearestRoadM": road,
             "geometry": {"type": "Polygon", "coordinates": [[[round(p[1], 7), round(p[0], 7)] for p in
                                                               (*h3.cell_to_boundary(cell), h3.cell_to_boundary(cell)[0])]]}}
-        if sc.saturation is not None:
-            row["saturation"] = None if sc.saturation.factor is None else round(sc.saturation.factor, 4)
+        if sc.saturation is not None:    # a figure with its confidence, as site-intel gives it (no evidence)
+            row["saturation"] = {k: v for k, v in sc.saturation.as_json(category or "").items() if k != "evidence"}
         if sc.declined:
             row["declined"] = sc.declined
         rows.append(row)
