@@ -53,6 +53,21 @@ async def seeded(db_url, photos, rows: list[dict], covered: set[int] = frozenset
     return c
 
 
+async def test_a_fact_keeps_every_license_of_its_photos_however_many(db_url, photos):
+    """Five licenses joined were cut to the column's 60 characters, losing the last."""
+    from coordinator.seen.publish import _license
+    names = {"CC-BY-SA-4.0", "CC-BY-4.0", "CC0-1.0", "etalab-2.0", "LicenceOuverte-2.0"}
+    joined = _license(names)
+    assert set(joined.split(" AND ")) == names and len(joined) > 60
+    rows = [{**r, "license": joined} for r in fact_rows(1, 10)]
+    c = await seeded(db_url, photos, rows)
+    try:
+        body = (await c.get(f"/earth/seen?lat={LAT}&lon={LON}&radius=100")).json()
+        assert [f["license"] for f in body["facts"]] == [joined]
+    finally:
+        await stop_coordinator(c)
+
+
 def test_the_ground_cells_are_those_a_sweep_request_asks_for():
     rng = random.Random(5)
     for _ in range(300):

@@ -17,7 +17,7 @@ from . import tiles
 def _license(licenses: set[str]) -> str:
     """A fact derived from photos under one license carries it; from several, all of them,
     so that share-alike and permissive records stay separable."""
-    return " AND ".join(sorted(licenses))[:60] if licenses else "unknown"
+    return " AND ".join(sorted(licenses)) if licenses else "unknown"
 
 
 def fact_doc(row: dict) -> str:
@@ -66,7 +66,7 @@ async def publish(session, job: SweepJob, result: Result, at: datetime) -> tuple
         measurements.append({
             "cell": coverage.point_cell(p["lat"], p["lon"]), "photo_id": p["id"], "lat": p["lat"],
             "lon": p["lon"], "heading": p.get("heading"), "captured_at": p["capturedAt"],
-            "provider": p["provider"][:40], "license": p["license"][:60], "photo_url": p["url"],
+            "provider": p["provider"][:40], "license": p["license"], "photo_url": p["url"],
             "road_width": d["roadWidth"], "calibration": d["calibration"], "objects": d["objects"],
             "job_id": job.id, "approved_at": at})
     if facts:
