@@ -302,3 +302,18 @@ async def test_demo_mode_loads_a_synthetic_population_grid_once_and_marks_it_dem
         assert versions.report(loaded[0]).demo is True and loaded[0].records > 0
     finally:
         await db.close()
+
+
+def test_a_score_cut_short_by_its_cold_bound_declines_in_its_own_shape():
+    """Past the 60 s bound the answer is degraded and says so; its body is still a site score's:
+    a null score, declined, nothing read (it held only 'pending' and 'retryAfterS')."""
+    from coordinator.catalogue import default_registry
+    from coordinator.core.cache import Pending
+    from coordinator.core.pipeline import cut_short_answer
+    reg = default_registry()
+    intel = cut_short_answer(reg.get("site_intel"), {"lat": 1.0, "lon": 2.0, "radius": 1000}, 60, Pending(61))
+    body = intel.body()
+    assert body["score"] is None and body["confidence"] == "unknown" and body["declined"].startswith("not computed")
+    assert body["contributions"] == [] and body["pending"] is True and intel.degraded
+    scan_ = cut_short_answer(reg.get("site_scan"), {"bbox": (1.0, 2.0, 1.01, 2.01)}, 60, Pending(61)).body()
+    assert scan_["cells"] == [] and scan_["count"] == 0 and scan_["pending"] is True

@@ -65,6 +65,18 @@ async def site_intel(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     return Answer(body, caveats=_site_caveats(sc), health=Health(ground.reports))
 
 
+def pending_site(params: dict[str, Any]) -> dict[str, Any]:
+    """The answer while a cold score goes on past its bound: no score, declined, nothing read."""
+    return {"site": {"lat": params["lat"], "lon": params["lon"], "radiusM": params["radius"],
+                     "category": params.get("category")},
+            "score": None, "confidence": "unknown", "declined": "not computed yet: ask again after retryAfterS",
+            "contributions": []}
+
+
+def pending_scan(params: dict[str, Any]) -> dict[str, Any]:
+    return {"bbox": list(params["bbox"]), "category": params.get("category"), "count": 0, "scored": 0, "cells": []}
+
+
 SITE_PARAMS = (lat(), lon(), radius(100, 3000, 1000), CATEGORY)
 SITE_DESCRIPTION = ("Site score of a point: signed contributions (road access, arterial reach, activity, population, "
                     "utilities, hazard), each with feature, weight, value, confidence and evidence geometry; score "
@@ -73,11 +85,11 @@ SITE_DESCRIPTION = ("Site score of a point: signed contributions (road access, a
 
 tool(TOOLS, name="site_intel", title="Site score", description=SITE_DESCRIPTION, params=SITE_PARAMS,
      routes={"earth": "/site-intel", "legacy": "/site-intel"}, cache_ttl_s=600, cold_bound_s=60,
-     tags=("sites",))(site_intel)
+     cold_fallback=pending_site, tags=("sites",))(site_intel)
 tool(TOOLS, name="site_intel_credentialed", title="Site score (credentialed)",
      description=SITE_DESCRIPTION + " Needs the scope earth.site-intel; not open to the anonymous credential.",
      params=SITE_PARAMS, routes={"public": "/site-intel"}, scopes=("earth.site-intel",), keyless=False,
-     cache_ttl_s=600, cold_bound_s=60, mcp=False, tags=("sites",))(site_intel)
+     cache_ttl_s=600, cold_bound_s=60, cold_fallback=pending_site, mcp=False, tags=("sites",))(site_intel)
 
 
 @tool(TOOLS, name="site_scan", title="Site scan: ranked cells of a bbox",
@@ -85,7 +97,7 @@ tool(TOOLS, name="site_intel_credentialed", title="Site score (credentialed)",
                   "model's score at each centre (read over 300 m), each with score, confidence and the distance "
                   "to the nearest mapped road from the road geometry; cells the model declines to score come last.",
       params=(bbox(max_side=0.05), CATEGORY), routes={"earth": "/site-scan", "legacy": "/site-scan"},
-      cache_ttl_s=600, cold_bound_s=60, tags=("sites",))
+      cache_ttl_s=600, cold_bound_s=60, cold_fallback=pending_scan, tags=("sites",))
 async def site_scan(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     box, category = params["bbox"], params.get("category")
     ground = await ground_mod.load(ctx.services, scan.load_box(box))
