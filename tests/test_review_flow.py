@@ -10,11 +10,42 @@ from coordinator.cli import main as cli_main
 from coordinator.core.db.models import SeenFact, SweepJob, SweepTransition
 from tests.support import stop_coordinator
 from tests.test_error_shape import assert_error_shape
-from tests.test_review_kit import RADIUS, photo_in_every_cell, review_db, review_sqlite, reviewer, sweep_to_review  # noqa: F401
+from tests.test_review_kit import (RADIUS, photo_in_every_cell, review_db, review_sqlite, reviewer,  # noqa: F401
+                                   rich_result, sweep_to_review)
 from tests.test_sweeps_kit import CENTRE, enrolled, photos, request_sweep, start, sweeps_db, sweeps_sqlite  # noqa: F401
 
 SEEN = f"/earth/seen?lat={CENTRE[0]}&lon={CENTRE[1]}&radius={RADIUS}"
 KINDS = {"roadway", "kerbs", "gates", "entrances", "fences", "poles", "wires", "signage", "drainage", "vegetation"}
+
+
+async def test_approval_covers_only_the_ground_its_result_read_and_sweeps_the_rest_again(review_db, photos):
+    """A photo the nodes could not fetch is skipped: its cell, with no other photo read, is
+    not seen ground. It stays queued under a job of its own instead of being called covered."""
+    shot = photo_in_every_cell(photos)
+    unread: list[str] = []
+
+    def one_unread(node, lease, truth):
+        body = rich_result(node, lease, truth)
+        gone = lease["job"]["photos"][0]["id"]
+        unread.append(gone)
+        body["measurements"] = [m for m in body["measurements"] if m["photoId"] != gone]
+        body["facts"] = [f for f in body["facts"] if gone not in f["source"]]
+        body["skipped"].append({"photoId": gone, "reason": "fetch failed: timed out"})
+        return body
+    request = await sweep_to_review(review_db, photos, first_job=one_unread)
+    auth = await reviewer(review_db)
+    pending = (await review_db.get("/review/v1/pending", headers=auth)).json()["pending"]
+    outs = [(await review_db.post(f"/review/v1/jobs/{p['jobId']}/approve", {}, headers=auth)).json()
+            for p in pending]
+    again = [o for o in outs if "sweptAgainBy" in o]
+    assert len(again) == 1 and again[0]["cellsSweptAgain"] == 1
+    body = (await review_db.get(SEEN)).json()
+    assert body["covered"] is False and body["coverage"]["coveredCells"] == len(shot) - 1
+    async with review_db.services.db.read() as s:
+        job = await s.get(SweepJob, again[0]["sweptAgainBy"])
+    assert job.state == "queued" and [p["id"] for p in job.photos] == unread[:1] and len(job.cells) == 1
+    queue = (await review_db.get("/earth/sweep-queue?state=queued")).json()
+    assert [x["id"] for x in queue["requests"]] == [request["id"]]
 
 
 async def test_approved_sweep_makes_the_seen_layer_covered_with_its_facts(review_db, photos):

@@ -218,13 +218,24 @@ async def _decide(sweeps, reviewer: ReviewerKey, job_id: int, approve: bool, rea
                     if job.canonical_lease_id else None
                 if canonical is None or not canonical.body:
                     raise Conflict("the job has no agreed result to publish", {"jobId": job_id})
-                facts, measurements = await publish(s, job, Result.from_dict(canonical.body), now)
+                result = Result.from_dict(canonical.body)
+                facts, measurements = await publish(s, job, result, now)
                 job.state = tr.JOB_APPROVED
                 why = reason or "approved"
-                moved = await coverage.mark_cells_covered(s, [int(c, 16) for c in job.cells], actor=actor,
+                # Only ground the result read is covered: a cell none of whose photos was read
+                # (all skipped) is swept again by a job of its own, never called seen.
+                read = jobs.read_cells(job, {m.photo_id for m in result.measurements})
+                cells = {int(c, 16) for c in job.cells}
+                moved = await coverage.mark_cells_covered(s, sorted(cells & read), actor=actor,
                                                           reason=f"job {job.id} approved", at=now)
                 out.update(state=job.state, factsPublished=facts, measurementsPublished=measurements,
-                           cellsCovered=len(job.cells), requestsCovered=moved)
+                           cellsCovered=len(cells & read), requestsCovered=moved)
+                if cells - read:
+                    again = await jobs.sweep_again(s, job, cells - read, now)
+                    await tr.record(s, tr.row("job", again, None, tr.JOB_QUEUED, actor,
+                                              f"job {job.id} approved, but its result read no photo in "
+                                              f"{len(cells - read)} of its cells: they are swept again", now))
+                    out.update(cellsSweptAgain=len(cells - read), sweptAgainBy=again)
             else:
                 job.state = tr.JOB_REJECTED
                 why = reason

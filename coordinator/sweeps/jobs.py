@@ -182,6 +182,25 @@ async def reissue(session, job: SweepJob, generation: int, exclude: set[str], at
     return new_id
 
 
+def read_cells(job: SweepJob, measured: set[str]) -> set[int]:
+    """The job's cells (ints) holding at least one of its photos that a result measured."""
+    return {coverage.point_cell(p["lat"], p["lon"]) for p in job.photos if p["id"] in measured}
+
+
+async def sweep_again(session, job: SweepJob, cells: set[int], at: datetime) -> int:
+    """A new queued job for the photos of ``cells``: ground of an approved job whose result
+    read none of its photos there (skipped: the provider did not answer them), which is
+    therefore not covered but swept again. Its counters start afresh and no node is
+    excluded (a photo not read is not a node's fault). The caller records the transitions."""
+    photos = [p for p in job.photos if coverage.point_cell(p["lat"], p["lon"]) in cells]
+    plan = _plan(sorted(cells), [PhotoRef.from_dict(p) for p in photos])
+    return (await session.execute(insert(SweepJob).values(
+        sweep_id=job.sweep_id, state=tr.JOB_QUEUED, area=plan.area, center_lat=plan.center_lat,
+        center_lon=plan.center_lon, radius_m=plan.radius_m, cells=[coverage.cell_text(c) for c in plan.cells],
+        photos=photos, quorum=1, active_leases=0, valid_results=0, failures=0, canonical_lease_id=None,
+        reason=None, created_at=at, updated_at=at).returning(SweepJob.id))).scalar_one()
+
+
 async def requeue_rejected(db, job_id: int, actor: str, why: str) -> int:
     """An operator puts a rejected job's parked ground back in the queue (``sis jobs requeue``
     on a rejected job): a new job for its photos, closed to the same nodes as a reissue
