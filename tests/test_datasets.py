@@ -221,6 +221,20 @@ async def test_a_load_that_fails_midway_leaves_a_failed_version_never_served(db,
     assert listed.state == "failed"
 
 
+async def test_a_load_that_reads_no_record_fails_and_the_version_before_stays_served(db, registry, tmp_path):
+    """An empty file, or one of another kind (every record bad), was marked ready with 0
+    records and replaced what was served: every answer then said none."""
+    good = await ingest.run(db, "test-points", write_seq(tmp_path / "a.geojsons", [point(1, 1, "a")]),
+                            registry=registry)
+    for name, lines in (("empty.geojsons", []), ("other.geojsons", ['{"iata": "CGK"}', "not json"])):
+        with pytest.raises(ingest.IngestError) as err:
+            await ingest.run(db, "test-points", write_seq(tmp_path / name, lines), registry=registry)
+        assert "no test-points record could be read" in str(err.value) and err.value.version.state == "failed"
+        assert f"{len(lines)} bad" in str(err.value)
+    version, report = await versions.current(db, "test-points")
+    assert version.id == good.id and report.records == 1
+
+
 async def test_a_load_still_loading_or_interrupted_is_never_served(db, registry, tmp_path):
     """A load that never ends (the process killed) stays ``loading`` for all to see; one
     interrupted (Ctrl-C cancels the command's task) is marked failed on the way out."""

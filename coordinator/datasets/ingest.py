@@ -272,6 +272,15 @@ async def run(db: Database, kind_name: str, path: str | Path, *, license: str | 
         progress.counts(load.records, load.bad_records)     # the final counts, not the last thousand's
         progress.close()
     load._close()
+    if not load.records:
+        # Nothing read is not "nothing there": served, an empty version would replace the one
+        # before it and answer every question with none (an empty file, or one of another kind).
+        first = f"; the first: {load.bad_samples[0]}" if load.bad_samples else ""
+        error = (f"no {kind.name} record could be read from it ({load.bad_records} bad{first}): is it empty, "
+                 f"or a file of another kind?")
+        failed = await _fail(db, kind, load, error)
+        raise IngestError(f"loading {path.name} as {kind.name} failed: {error} (version {version.id} marked failed; "
+                          "the version served before it stays served)", version=failed)
     done = await versions.finish(db, version.id, sha256=sha, records=load.records, bad_records=load.bad_records,
                                  bad_samples=load.bad_samples, extent=load.extent)
     if done.state != versions.READY:    # dropped while it loaded: what it wrote after the drop goes too
