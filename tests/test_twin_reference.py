@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.datasets import ingest
+from coordinator.datasets import ingest, versions
 from coordinator.datasets.kinds import KINDS
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import key
@@ -114,3 +114,38 @@ async def test_twin_points_share_the_whole_evenly(c, tmp_path):
     assert counts["iss"] == 1 and body["points"] == 3000                      # 4 x 800 + 1 > 3000
     assert sorted(counts[k] for k in ("airports", "cities", "countries", "seaports")) == [749, 750, 750, 750]
     assert body["layers"]["seaports"]["cutBy"] == "twinPoints"
+
+
+async def test_a_malformed_record_is_counted_bad_never_loaded_nor_the_end_of_the_load(c, tmp_path):
+    """A position of true,false was read as 1,0 (and widened the extent); a feature that is a
+    number, or text where coordinates belong, ended the whole load."""
+    import json
+    good = {"type": "Feature", "properties": {"name": "Town"}, "geometry": {"type": "Point",
+                                                                           "coordinates": [106.8, -6.2]}}
+    cases = {
+        "ne_places": [1, {**good, "geometry": {"type": "Point", "coordinates": [True, False]}}, good],
+        "ne_countries": [{"type": "Feature", "properties": {"NAME": "Nowhere"},
+                          "geometry": {"type": "Polygon", "coordinates": [["ab", "cd"]]}},
+                         {"type": "Feature", "properties": {"NAME": "Somewhere"},
+                          "geometry": {"type": "Polygon", "coordinates": [[[1, 1], [2, 1], [2, 2], [1, 1]]]}}],
+    }
+    for kind, feats in cases.items():
+        path = tmp_path / f"{kind}.geojson"
+        path.write_text(json.dumps({"type": "FeatureCollection", "features": feats}))
+        v = await ingest.run(c.services.db, kind, path)
+        assert v.state == "ready" and v.records == 1 and v.bad_records == len(feats) - 1, (kind, v.bad_samples)
+    assert versions.extent_of(v) == [1.5, 1.5, 1.5, 1.5]        # the country at its outline's centre
+    places = tmp_path / "p.geojsonl"
+    bad_point = {"type": "Feature", "id": "e", "properties": {"names": {"primary": "E"}},
+                 "geometry": {"type": "Point", "coordinates": [True, False]}}
+    places.write_text("\n".join(json.dumps(x) for x in (bad_point, {**bad_point, "id": "f",
+                      "geometry": {"type": "Point", "coordinates": [106.8, -6.2]}})) + "\n" + "[" * 5000 + "\n")
+    v = await ingest.run(c.services.db, "places", places)
+    assert v.records == 1 and v.bad_records == 2 and versions.extent_of(v) == [106.8, -6.2, 106.8, -6.2]
+
+
+async def test_a_population_grid_with_a_count_that_is_not_finite_fails(c, tmp_path):
+    grid = tmp_path / "pop.asc"
+    grid.write_text("ncols 2\nnrows 2\nxllcorner 106\nyllcorner -7\ncellsize 0.5\n1 2\n3 inf\n")
+    with pytest.raises(ingest.IngestError, match="not a finite number"):
+        await ingest.run(c.services.db, "population", grid, data_dir=c.services.settings.data_dir)

@@ -16,6 +16,8 @@ from typing import Any, Iterator, TextIO
 
 import shapely
 
+from coordinator.datasets.values import number
+
 from .osm import Bad
 
 DEFAULT_LICENSE = "CDLA-Permissive-2.0"
@@ -157,8 +159,8 @@ def read_geojsonseq(lines: TextIO, fallback_license: str) -> Iterator[Place | Ba
             lon, lat = geom["coordinates"][:2]
             rec = dict(feat.get("properties") or {})
             rec.setdefault("id", feat.get("id"))
-            p = place(rec, float(lon), float(lat), fallback_license)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            p = place(rec, number(lon), number(lat), fallback_license)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             yield Bad(f"line {n}", str(exc) or type(exc).__name__)
             continue
         if p is not None:

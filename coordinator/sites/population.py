@@ -108,7 +108,7 @@ def read_header(lines: TextIO) -> tuple[Header, str | None]:
 def write_npy(lines: TextIO, out: Path, on_row=None) -> tuple[Header, int, int]:  # noqa: ANN001
     """Parse an ``.asc`` into ``out`` (float32, NaN where NODATA); returns the header, the
     cells with a value and the cells without one. A row of the wrong length, a value that
-    is not a number or a negative count fails the load: a grid cannot skip a row."""
+    is not a finite number or a negative count fails the load: a grid cannot skip a row."""
     head, first = read_header(lines)
     grid = np.lib.format.open_memmap(out, mode="w+", dtype=np.float32, shape=(head.nrows, head.ncols))
     values: list[float] = []
@@ -129,6 +129,8 @@ def write_npy(lines: TextIO, out: Path, on_row=None) -> tuple[Header, int, int]:
             except ValueError:
                 raise ValueError(f"row {row + 1}: a value is not a number") from None
             del values[:head.ncols]
+            if not np.all(np.isfinite(arr)) or np.any(np.abs(arr) > np.finfo(np.float32).max):
+                raise ValueError(f"row {row + 1}: a value is not a finite number (inf, nan, or past float32)")
             if head.nodata is not None:
                 arr[arr == head.nodata] = np.nan
             if np.any(arr < 0):

@@ -29,7 +29,9 @@ class _Writer:
     async def add(self, where: str, parse: Callable[[Any], dict[str, Any]], raw: Any) -> None:
         try:
             rec = parse(raw)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as exc:
+            # one malformed record (a feature that is a number, nesting past the stack) is a
+            # bad record, counted, never the end of the whole load
             self.load.bad(where, str(exc) or type(exc).__name__)
             return
         self.batch.append({**rec, "version_id": self.load.version_id, "layer": self.layer})

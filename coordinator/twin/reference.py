@@ -25,6 +25,7 @@ from coordinator.core.db import Database
 from coordinator.core.db.models import TwinReference
 from coordinator.core.honesty import SourceReport
 from coordinator.datasets import versions
+from coordinator.datasets.values import number
 
 from .records import feature
 
@@ -78,7 +79,7 @@ def _prop(props: dict[str, Any], *names: str) -> Any:
 
 def row(fid: str, name: str | None, lon: float, lat: float, rank: float, props: dict[str, Any],
         geom: Any = None) -> dict[str, Any]:
-    lon, lat = _on_earth(float(lon), float(lat))
+    lon, lat = _on_earth(number(lon), number(lat))
     return {"fid": fid[:80], "name": name, "lon": lon, "lat": lat, "rank": float(rank), "props": props, "geom": geom}
 
 
@@ -104,25 +105,27 @@ def seaport(r: dict[str, str]) -> dict[str, Any]:
     lat, lon = _number(r.get("Latitude")), _number(r.get("Longitude"))
     if lat is None or lon is None:
         raise ValueError("no Latitude or Longitude")
-    number = _text(r.get("World Port Index Number"))
+    port = _text(r.get("World Port Index Number"))
     name = _text(r.get("Main Port Name"))
-    if number is None and name is None:
+    if port is None and name is None:
         raise ValueError("no World Port Index Number or Main Port Name")
     size = _text(r.get("Harbor Size"))
     depth = _number(r.get("Channel Depth (m)"))
-    return row(f"wpi:{int(float(number)) if number else name}", name, lon, lat,
+    return row(f"wpi:{int(float(port)) if port else name}", name, lon, lat,
                HARBOR_RANK.get((size or "").lower(), 0),
-               {"portNumber": int(float(number)) if number else None, "unlocode": _text(r.get("UN/LOCODE")),
+               {"portNumber": int(float(port)) if port else None, "unlocode": _text(r.get("UN/LOCODE")),
                 "country": _text(r.get("Country Code")), "harborSize": size, "harborType": _text(r.get("Harbor Type")),
                 "channelDepthM": depth})
 
 
 def _points(geometry: dict[str, Any]) -> Iterable[list[float]]:
     def walk(c: Any) -> Iterable[list[float]]:
-        if c and isinstance(c[0], (int, float)):
+        if not isinstance(c, list):        # text would be walked letter by letter for ever
+            raise ValueError("coordinates must be arrays of numbers")
+        if c and not isinstance(c[0], list):
             yield c
         else:
-            for part in c or ():
+            for part in c:
                 yield from walk(part)
     return walk(geometry.get("coordinates"))
 
@@ -137,7 +140,7 @@ def country(f: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("no NAME, ADMIN or ISO code")
     lx, ly = _prop(p, "LABEL_X"), _prop(p, "LABEL_Y")
     if lx is not None and ly is not None:
-        lon, lat, how = float(lx), float(ly), "label-point"
+        lon, lat, how = number(lx), number(ly), "label-point"
     else:
         pts = list(_points(f.get("geometry") or {}))
         if not pts:
@@ -176,7 +179,7 @@ def river(f: dict[str, Any]) -> dict[str, Any]:
     if len(pts) < 2:
         raise ValueError("a line of fewer than two points")
     for q in pts:
-        _on_earth(float(q[0]), float(q[1]))
+        _on_earth(number(q[0]), number(q[1]))
     mid = pts[len(pts) // 2]
     name = _text(_prop(p, "name_en", "name"))
     scalerank = _ne_number(_prop(p, "scalerank"))
