@@ -13,28 +13,47 @@ import time
 
 from . import __version__
 from coordinator.core.db.urls import StartupError, connection_problem, normalise
-from coordinator.core.settings import SettingsMoved, load, settings_table
+from coordinator.core.settings import SettingsError, SettingsMoved, load, settings_table
 from coordinator.sources.registry import SourceSettingsError, check_settings
+
+
+def _flags(args: argparse.Namespace) -> dict:
+    """The settings given as flags (None: not given)."""
+    return {"host": getattr(args, "host", None), "port": getattr(args, "port", None),
+            "database_url": getattr(args, "database", None),
+            "demo": True if getattr(args, "demo", False) else None}
+
+
+_warned: set[str] = set()       # each warning once per process, though the settings are read more than once
 
 
 def _settings(args: argparse.Namespace):
     """The settings of every subcommand: flags over environment over file over defaults,
     with the database URL as users type it (``sqlite:///``, ``postgresql://``) turned
-    into the driver the service uses; a value it cannot use is a ``StartupError``."""
+    into the driver the service uses; a value it cannot use is a ``StartupError`` naming
+    it where it was written (the flag, the variable, the file and key)."""
     from pydantic import ValidationError
 
+    from coordinator.core import settings_check
+    from coordinator.sources.registry import load_adapters
+
+    flags = _flags(args)
     try:
-        settings = load(host=getattr(args, "host", None), port=getattr(args, "port", None),
-                        database_url=getattr(args, "database", None),
-                        demo=True if getattr(args, "demo", False) else None)
+        settings = load(**flags)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "settings"
-        raise StartupError(f"setting {where} (SIS_{where.upper()}): {err['msg']}") from None
-    except (FileNotFoundError, SettingsMoved) as exc:    # SIS_CONFIG names no file; an old setting's name
+        raise StartupError(settings_check.explain(exc, flags)) from None
+    except (FileNotFoundError, SettingsMoved, SettingsError) as exc:    # SIS_CONFIG: no file, no TOML; an old name
         raise StartupError(str(exc)) from None
     settings.database_url = normalise(settings.database_url)
-    check_settings(settings)
+    adapters = load_adapters()
+    problem = settings_check.source_problem(settings, adapters)
+    if problem:
+        raise SourceSettingsError(problem)
+    check_settings(settings, adapters)
+    for line in settings_check.unknown_environment():
+        if line not in _warned:
+            _warned.add(line)
+            print(f"sis {args.command}: warning: {line}", file=sys.stderr)
     return settings
 
 
@@ -277,7 +296,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_settings(args: argparse.Namespace) -> int:
     from .sources.registry import source_settings_rows
 
-    for env, default, help_ in settings_table(source_settings_rows()):
+    rows = settings_table(source_settings_rows())
+    if getattr(args, "markdown", False):
+        from coordinator.core.settings import markdown_rows
+        print("| variable | default | meaning |\n|---|---|---|")
+        for line in markdown_rows(rows):
+            print(line)
+        return 0
+    for env, default, help_ in rows:
         print(f"{env:28} {default:50} {help_}")
     return 0
 
@@ -308,6 +334,11 @@ def _fail(exc: Exception) -> int:
     return 1
 
 
+# The state of a key as `sis keys list` and `sis reviewers list` show it: one word each.
+LIVE, REVOKED = "live", "revoked"
+KEYS_LIST_HEADER = "\t".join(("id", "prefix", "plan", "state", "name", "scopes"))
+
+
 async def _keys(args: argparse.Namespace) -> int:
     from coordinator.core.access import credentials as creds
     from coordinator.core.errors import ServiceError
@@ -322,8 +353,9 @@ async def _keys(args: argparse.Namespace) -> int:
                 print(f"{rec.id}\t{rec.plan}\t{secret}")
                 print("The key is shown once; only its sha256 is stored.", file=sys.stderr)
             elif args.keys_command == "list":
+                print(KEYS_LIST_HEADER)
                 for rec in await creds.list_keys(db):
-                    state = f"revoked {rec.revoked_at.isoformat()}" if rec.revoked_at else "live"
+                    state = f"{REVOKED} {rec.revoked_at.isoformat()}" if rec.revoked_at else LIVE
                     print(f"{rec.id}\t{rec.prefix}...\t{rec.plan}\t{state}\t{rec.name}\t{','.join(rec.scopes)}")
             else:
                 rec = await creds.revoke_key(db, args.key_id)
@@ -379,7 +411,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--host", help="listen address (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="listen port (default 8080)")
     db_arg(s)
-    s.add_argument("--demo", action="store_true", help="answer sources from bundled recorded samples (offline)")
+    s.add_argument("--demo", action="store_true",
+                   help="answer sources from bundled recorded samples (offline), and load the demo town; "
+                        "without --database or SIS_DATABASE_URL on a database of its own, "
+                        "sqlite:///var/demo.db, so a later plain sis serve shows none of it")
     s.add_argument("--workers", type=int, default=1, metavar="N",
                    help="N coordinator processes sharing the port (PostgreSQL only; default 1)")
     s.set_defaults(run=cmd_serve)
@@ -390,11 +425,15 @@ def parser() -> argparse.ArgumentParser:
     m.set_defaults(run=cmd_migrate)
 
     st = sub.add_parser("settings", help="list every setting with its default and help")
+    st.add_argument("--markdown", action="store_true",
+                    help="as the rows of a Markdown table (docs/settings.md's table of sources is made so)")
     st.set_defaults(run=cmd_settings)
 
     po = sub.add_parser("poll", help="poll the hazard-event sources once and record the changes")
     db_arg(po)
-    po.add_argument("--demo", action="store_true", help="poll the bundled recorded samples")
+    po.add_argument("--demo", action="store_true",
+                    help="poll the bundled recorded samples (into sqlite:///var/demo.db without --database "
+                         "or SIS_DATABASE_URL, as sis serve --demo)")
     po.set_defaults(run=lambda a: asyncio.run(_poll(a)))
 
     k = sub.add_parser("keys", help="create, list and revoke API keys (stored hashed)")
@@ -442,6 +481,9 @@ def _startup_problem(args: argparse.Namespace, exc: BaseException) -> str | None
     that cannot be reached or does not exist), or None for anything else."""
     if isinstance(exc, (StartupError, SourceSettingsError)):
         return str(exc)
+    from coordinator.core.db.migrate import SchemaOutOfDate
+    if isinstance(exc, SchemaOutOfDate):        # a PostgreSQL schema behind the code: `sis migrate` first
+        return str(exc)
     try:
         url = _settings(args).database_url
     except (StartupError, SourceSettingsError):
@@ -449,12 +491,48 @@ def _startup_problem(args: argparse.Namespace, exc: BaseException) -> str | None
     return connection_problem(exc, url)
 
 
+def _stdout_gone() -> bool:
+    """Whether what reads our stdout has gone (``sis settings | head``): poll says POLLERR
+    on the write end of a pipe whose reader closed it. Where it cannot be asked, yes."""
+    import select
+
+    try:
+        p = select.poll()
+        p.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
+    except (AttributeError, ValueError, OSError):
+        return True
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what is still
+    buffered for the closed pipe does not print a BrokenPipeError of its own."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+PIPE_CLOSED = 141       # 128 + SIGPIPE: what a shell reports of a command whose reader went away
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return int(args.run(args) or 0)
+        code = int(args.run(args) or 0)
+        if sys.stdout is not None:
+            sys.stdout.flush()      # here, where a closed pipe is caught, not at the interpreter's exit
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader of our output went away (`sis settings | head`, `sis jobs list | less` quit):
+        # stop quietly, as a command killed by SIGPIPE does. SIGPIPE itself is left ignored, as
+        # Python leaves it: `sis serve` writes to sockets, whose reset peers must not kill it.
+        if not _stdout_gone():
+            raise
+        _quiet_stdout()
+        return PIPE_CLOSED
     except Exception as exc:
         problem = _startup_problem(args, exc)
         if problem is None:

@@ -226,7 +226,7 @@ def test_keys_create_refuses_an_empty_scope_list_naming_the_scopes(tmp_path, cap
     assert out.out == "" and len(err) == 1 and err[0].startswith("sis: a key needs at least one scope"), err
     assert all(s in err[0] for s in ALL_SCOPES)
     assert main(["keys", "list", "--database", url]) == 0
-    assert capsys.readouterr().out == ""                               # no key was made
+    assert capsys.readouterr().out.splitlines() == ["id\tprefix\tplan\tstate\tname\tscopes"]   # no key was made
 
 
 def test_keys_create_takes_named_scopes_and_refuses_unknown_ones(tmp_path, capsys):
@@ -238,5 +238,6 @@ def test_keys_create_takes_named_scopes_and_refuses_unknown_ones(tmp_path, capsy
     err = capsys.readouterr().err
     assert "unknown scope 'earth.nope': the scopes are earth.twin," in err
     assert main(["keys", "list", "--database", url]) == 0
-    (line,) = capsys.readouterr().out.strip().splitlines()
-    assert line.endswith("\tev\tearth.events,earth.limits")
+    header, line = capsys.readouterr().out.strip().splitlines()
+    assert header.split("\t") == ["id", "prefix", "plan", "state", "name", "scopes"]
+    assert line.endswith("\tev\tearth.events,earth.limits") and "\tlive\t" in line

@@ -49,3 +49,32 @@ def test_the_docs_stand_on_their_own():
         text = f.read_text()
         for ref in ("../shared", "shared/", "UPSTREAMS.md", "SPEC.md", "DESIGN.md"):
             assert ref not in text, f"{f.name} points to {ref}, which a clone of the repository does not have"
+
+
+def test_the_settings_document_lists_every_source_as_sis_settings_does():
+    """docs/settings.md's table of sources is `sis settings --markdown`'s SIS_SOURCES__ rows:
+    every source's every setting, with its default (remake it so when a source is added)."""
+    from coordinator.core.settings import markdown_rows
+    from coordinator.sources.registry import load_adapters, source_settings_rows
+    text = (ROOT / "docs" / "settings.md").read_text()
+    start = "<!-- sources: made by `sis settings --markdown`, its SIS_SOURCES__ rows -->"
+    assert start in text and "<!-- end of sources -->" in text
+    block = text.split(start, 1)[1].split("<!-- end of sources -->", 1)[0]
+    documented = [ln for ln in block.strip().splitlines() if ln.startswith("| `SIS_SOURCES__")]
+    assert documented == markdown_rows(source_settings_rows()), \
+        "docs/settings.md's sources differ from the code: `sis settings --markdown | grep SIS_SOURCES__` makes them"
+    for name in load_adapters():
+        assert f"`SIS_SOURCES__{name.upper()}__BASE_URL`" in block, name
+
+
+def test_the_datasets_document_lists_every_kind_sis_datasets_kinds_lists():
+    from coordinator.datasets.kinds import KINDS
+    text = (ROOT / "docs" / "datasets.md").read_text()
+    table = text.split("The kinds there are", 1)[1].split("\n\n", 2)[1]
+    rows = {ln.split("|")[1].strip().strip("`"): ln for ln in table.splitlines() if ln.startswith("| `")}
+    assert sorted(rows) == sorted(KINDS.names()), "docs/datasets.md's kinds differ from `sis datasets kinds`"
+    for name, row in rows.items():
+        kind = KINDS.get(name)
+        assert kind.license in row, (name, kind.license)
+        for suffix in kind.suffixes:
+            assert suffix in row, (name, suffix)

@@ -15,14 +15,19 @@ Each upstream source has nested settings under its adapter's name
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 from typing import Any, Iterable
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
 
 DEFAULT_DB = "sqlite+aiosqlite:///var/sis.db"
+# The database of demo mode when none is named (``sis serve --demo``, SIS_DEMO): beside the
+# default one, so that a plain ``sis serve`` afterwards serves none of the demo's data.
+DEMO_DB = "sqlite+aiosqlite:///var/demo.db"
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 # Flat source settings of earlier releases, now nested (``SIS_SOURCES__<NAME>__...``): named
 # so that a deployment still setting them is told, not silently ignored.
@@ -53,7 +58,7 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="Address the coordinator listens on.")
     port: int = Field(8080, ge=0, le=65535, description="Port the coordinator listens on (0 picks a free one).")
     public_base_url: str = Field("", description="Base URL the service is reached at, for links in documents; empty means derived from each request.")
-    database_url: str = Field(DEFAULT_DB, description="SQLAlchemy URL: sqlite+aiosqlite:///path (embedded default) or postgresql+asyncpg://user@host/db.")
+    database_url: str = Field(DEFAULT_DB, description="SQLAlchemy URL: sqlite+aiosqlite:///path (embedded default) or postgresql+asyncpg://user@host/db. In demo mode, when no database is named (--database, SIS_DATABASE_URL or the SIS_CONFIG file), sqlite+aiosqlite:///var/demo.db.")
     demo: bool = Field(False, description="Answer sources from bundled recorded samples served by an in-process fake upstream (offline; labelled demo in every answer).")
     log_level: str = Field("INFO", description="Log level of the coordinator.")
 
@@ -103,6 +108,15 @@ class Settings(BaseSettings):
 
     seen_max_facts: int = Field(1000, ge=10, le=20000, description="Most facts one seen_layer answer serves; beyond it the nearest are served with truncated:true and a caveat, so latency stays bounded.")
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url_has_a_scheme(cls, v: str) -> str:
+        """Refused at start-up, not at the first request: redis-py takes only these schemes."""
+        if v and not v.startswith(REDIS_SCHEMES):
+            raise ValueError(f"a Redis URL starts with {', '.join(REDIS_SCHEMES[:-1])} or {REDIS_SCHEMES[-1]} "
+                             "(for example redis://127.0.0.1:6379/0); empty means no Redis")
+        return v
+
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
                                    env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
@@ -124,11 +138,38 @@ class SettingsMoved(ValueError):
     """A setting of an earlier release is still set under its old name."""
 
 
+class SettingsError(ValueError):
+    """The settings cannot be read (the SIS_CONFIG file is no TOML, or cannot be read)."""
+
+
+def read_config(path: str) -> dict[str, Any]:
+    """The SIS_CONFIG file's table; what is wrong with it in one line naming the file."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"SIS_CONFIG names {path}, which is not a file")
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"SIS_CONFIG file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"SIS_CONFIG file {path} is not valid TOML: it is not UTF-8 text") from None
+    except OSError as exc:
+        raise SettingsError(f"SIS_CONFIG file {path} cannot be read: {exc.strerror or exc}") from None
+
+
 def load(**overrides: Any) -> Settings:
+    """Flags (``overrides``; None is a flag not given) over the environment over the
+    SIS_CONFIG file over the defaults. Demo mode without a database named anywhere uses
+    ``DEMO_DB``, not the default database."""
     moved = [f"{old} is now {new}" for old, new in MOVED.items() if old in os.environ]
     if moved:
         raise SettingsMoved("settings have moved: " + "; ".join(moved))
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    if os.environ.get("SIS_CONFIG"):
+        read_config(os.environ["SIS_CONFIG"])      # its mistakes said in a line of ours, not tomllib's trace
+    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    if settings.demo and "database_url" not in settings.model_fields_set:
+        settings.database_url = DEMO_DB
+    return settings
 
 
 def settings_table(source_rows: Iterable[tuple[str, str, str]] = ()) -> list[tuple[str, str, str]]:
@@ -141,3 +182,30 @@ def settings_table(source_rows: Iterable[tuple[str, str, str]] = ()) -> list[tup
         if name == "sources":
             rows.extend(source_rows)
     return rows
+
+
+def _markdown_default(default: str) -> str:
+    """A default as ``sis settings`` shows it (a repr) as docs/settings.md writes it."""
+    import ast
+
+    try:
+        value = ast.literal_eval(default)
+    except (ValueError, SyntaxError):
+        return f"`{default}`"
+    if value is None:
+        return "none"
+    if value == "" or value == {}:
+        return "empty"
+    return f"`{str(value).lower() if isinstance(value, bool) else value}`"
+
+
+def markdown_rows(rows: Iterable[tuple[str, str, str]]) -> list[str]:
+    """``settings_table`` rows as the rows of a Markdown table (``sis settings --markdown``)."""
+    import re
+
+    def text(help_: str) -> str:     # setting names as code (their underscores are no emphasis)
+        help_ = re.sub(r"(?<![`\w])(SIS_[A-Za-z0-9_<>]*[A-Za-z0-9_>])", r"`\1`", help_)
+        return help_.replace("|", "&#124;").replace("\n", " ")
+
+    return [f"| `{env}` | {_markdown_default(default).replace('|', '&#124;')} | {text(help_)} |"
+            for env, default, help_ in rows]
