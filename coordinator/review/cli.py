@@ -31,6 +31,7 @@ def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
 
 
 async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
+    from coordinator.cli import LIVE, REVOKED
     from coordinator.core.errors import NotFound
     from coordinator.sweeps.nodes_cli import operator
     from coordinator.core.db.migrate import with_database
@@ -54,7 +55,7 @@ async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
             rows = await keys.list_all(db)
             print(f"{'key':26} {'prefix':10} {'state':8} {'scopes':24} {'created':26} name")
             for r in rows:
-                state = "revoked" if r.revoked_at else "active"
+                state = REVOKED if r.revoked_at else LIVE       # the words of `sis keys list`
                 print(f"{r.id:26} {r.prefix + '...':10} {state:8} {r.scopes:24} "
                       f"{r.created_at.isoformat()[:25]:26} {r.name}")
             print(f"{len(rows)} reviewers")

@@ -368,7 +368,7 @@
     } catch (e) { setStatus(e.message, true); }
   }
 
-  // A key may arrive in the fragment (never sent to the server): #key=sisr_...
+  // A key may arrive in the fragment (never sent to the server): #key=sisk_...
   const m = /(?:^|&)key=([^&]+)/.exec(location.hash.slice(1));
   if (m) { state.key = decodeURIComponent(m[1]); sessionStorage.setItem("sisReviewKey", state.key); history.replaceState(null, "", location.pathname); }
   start();
