@@ -288,8 +288,17 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         db_path = make_url(settings.database_url).database
         if db_path and db_path != ":memory:":
             Path(db_path).parent.mkdir(parents=True, exist_ok=True)
-    migrate.upgrade(settings.database_url, args.revision)
-    print(f"database at {args.revision}: {settings.database_url.split('@')[-1]}")
+    from alembic.util import CommandError
+    try:
+        at = migrate.upgrade(settings.database_url, args.revision)
+    except CommandError as exc:        # an unknown revision, said in one line
+        print(f"sis migrate: {exc}", file=sys.stderr)
+        return 2
+    where = settings.database_url.split('@')[-1]
+    if args.revision != "head" and at != args.revision:
+        print(f"database at {at}, past {args.revision}: sis migrate only upgrades ({where})")
+    else:
+        print(f"database at {at}: {where}")
     return 0
 
 
@@ -323,10 +332,10 @@ async def _poll(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _with_db(args: argparse.Namespace, work) -> int:  # noqa: ANN001
+async def _with_db(args: argparse.Namespace, work, create: bool = False) -> int:  # noqa: ANN001
     from coordinator.core.db.migrate import with_database
 
-    return await with_database(_settings(args), work)
+    return await with_database(_settings(args), work, create=create)
 
 
 def _fail(exc: Exception) -> int:
@@ -364,7 +373,7 @@ async def _keys(args: argparse.Namespace) -> int:
             return _fail(exc)
         return 0
 
-    return await _with_db(args, work)
+    return await _with_db(args, work, create=args.keys_command == "create")
 
 
 async def _embed(args: argparse.Namespace) -> int:

@@ -328,3 +328,37 @@ def test_the_synthetic_town_command_refuses_a_file_for_a_folder(tmp_path, capsys
     (tmp_path / "f").write_text("x")
     assert synthetic.main([str(tmp_path / "f")]) == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+# ---- operator commands given what they cannot use ----
+
+def test_migrate_says_where_the_database_is_and_an_unknown_revision_in_one_line(tmp_path, clean_env):
+    url = f"sqlite+aiosqlite:///{tmp_path}/m.db"
+    out = run("migrate", "--database", url)
+    assert out.returncode == 0 and re.match(r"database at \d{4}: ", out.stdout), out.stdout
+    out = run("migrate", "--revision", "0001", "--database", url)     # it was at the newest: nothing went down
+    assert out.returncode == 0 and "past 0001: sis migrate only upgrades" in out.stdout, out.stdout
+    assert "Can't locate revision" in one_line(run("migrate", "--revision", "bogus", "--database", url))
+
+
+def test_a_list_from_a_database_that_does_not_exist_makes_none(tmp_path, clean_env):
+    """A mistyped path made an empty database and reported '0 jobs'."""
+    url = f"sqlite+aiosqlite:///{tmp_path}/typo/x.db"
+    for argv in (["jobs", "list"], ["nodes", "list"], ["datasets", "list"], ["keys", "list"], ["reviewers", "list"]):
+        line = one_line(run(*argv, "--database", url))
+        assert "no database at" in line and "sis migrate" in line, (argv, line)
+    assert not (tmp_path / "typo").exists()
+
+
+def test_blank_reasons_and_names_and_a_limit_under_one_are_refused(tmp_path, clean_env, capsys):
+    url = f"sqlite+aiosqlite:///{tmp_path}/b.db"
+    for argv, what in ((["nodes", "revoke", "nd_x", "--reason", "  "], "--reason: must not be blank"),
+                       (["reviewers", "create", "--name", ""], "--name: must not be blank"),
+                       (["reviewers", "revoke", "key_x", "--reason", ""], "--reason: must not be blank"),
+                       (["jobs", "requeue", "1", "--reason", " "], "--reason: must not be blank"),
+                       (["jobs", "list", "--limit", "0"], "--limit: must be at least 1")):
+        from coordinator.cli import main
+        with pytest.raises(SystemExit) as exit_:
+            main([*argv, "--database", url])
+        assert exit_.value.code == 2
+        assert what in capsys.readouterr().err, argv

@@ -100,7 +100,7 @@ async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
                   file=sys.stderr)
         return 0
 
-    return await with_database(settings, work, "sis ingest")
+    return await with_database(settings, work, "sis ingest", create=True)
 
 
 async def list_datasets(args: argparse.Namespace, settings) -> int:  # noqa: ANN001

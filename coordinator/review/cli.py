@@ -9,14 +9,17 @@ import argparse
 import asyncio
 import sys
 
+from coordinator.argtypes import words
+
 
 def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
     rv = sub.add_parser("reviewers", help="create, list or revoke reviewer keys (access keys with the scope review)")
     rsub = rv.add_subparsers(dest="reviewers_command", required=True, metavar="ACTION")
     c = rsub.add_parser("create", help="create a reviewer key (an access key with the scope review only); "
                                        "the key is printed once, only its hash is kept")
-    c.add_argument("--name", dest="name_opt", metavar="NAME", help="who the key is for (shown in the review log)")
-    c.add_argument("name", nargs="?", help="the same as --name, positional, kept for older scripts")
+    c.add_argument("--name", dest="name_opt", metavar="NAME", type=words,
+                   help="who the key is for (shown in the review log)")
+    c.add_argument("name", nargs="?", type=words, help="the same as --name, positional, kept for older scripts")
     db_arg(c)
     ls = rsub.add_parser("list", help="every key with the scope review, without the keys")
     db_arg(ls)
@@ -25,7 +28,7 @@ def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
     r.add_argument("reviewer_id", metavar="key_id",
                    help="the key's id, as sis reviewers list or sis keys list shows it (key_..., or rv_... "
                         "for a key made before migration 0011)")
-    r.add_argument("--reason", required=True, help="why, recorded with the revocation")
+    r.add_argument("--reason", required=True, type=words, help="why, recorded with the revocation")
     db_arg(r)
     rv.set_defaults(run=lambda a: asyncio.run(run(a, settings_of(a))))
 
@@ -68,4 +71,4 @@ async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
         print(f"reviewer {args.reviewer_id} revoked")
         return 0
 
-    return await with_database(settings, work, "sis reviewers")
+    return await with_database(settings, work, "sis reviewers", create=args.reviewers_command == "create")

@@ -14,6 +14,8 @@ import asyncio
 import sys
 from typing import Callable
 
+from coordinator.argtypes import positive, words
+
 from . import transitions as tr
 
 LIST_LIMIT = 500
@@ -24,12 +26,12 @@ def add_parser(sub, db_arg: Callable[[argparse.ArgumentParser], None], settings_
     jsub = jb.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
     ls = jsub.add_parser("list", help="sweep jobs, oldest first, with their state, failures and reason")
     ls.add_argument("--state", choices=tr.JOB_STATES, help="only jobs in this state (default: every state)")
-    ls.add_argument("--limit", type=int, default=LIST_LIMIT, help=f"most jobs listed (default {LIST_LIMIT})")
+    ls.add_argument("--limit", type=positive, default=LIST_LIMIT, help=f"most jobs listed (default {LIST_LIMIT})")
     db_arg(ls)
     rq = jsub.add_parser("requeue", help="put a parked (failed) job back in the queue, its failures cleared; "
                                          "for a rejected job, queue its parked ground again as a new job")
     rq.add_argument("job_id", help="the job's id (job-<n> or <n>, as `sis jobs list` shows it)")
-    rq.add_argument("--reason", default="requeued by an operator",
+    rq.add_argument("--reason", default="requeued by an operator", type=words,
                     help="why, recorded with the job's transition (default: 'requeued by an operator')")
     db_arg(rq)
     jb.set_defaults(run=lambda a: asyncio.run(run(a, settings_of(a))))
@@ -81,7 +83,7 @@ async def _list(db, state: str | None, limit: int) -> int:  # noqa: ANN001
     from .jobs import wire_id
 
     async with db.read() as s:
-        q = select(SweepJob).order_by(SweepJob.id).limit(max(1, limit))
+        q = select(SweepJob).order_by(SweepJob.id).limit(limit)
         count = select(func.count()).select_from(SweepJob)
         if state:
             q, count = q.where(SweepJob.state == state), count.where(SweepJob.state == state)

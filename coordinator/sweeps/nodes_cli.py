@@ -7,6 +7,8 @@ import getpass
 import sys
 from typing import Callable
 
+from coordinator.argtypes import words
+
 
 def add_parser(sub, db_arg: Callable[[argparse.ArgumentParser], None], settings_of) -> None:  # noqa: ANN001
     nd = sub.add_parser("nodes", help="list or revoke volunteer compute nodes")
@@ -15,7 +17,8 @@ def add_parser(sub, db_arg: Callable[[argparse.ArgumentParser], None], settings_
     db_arg(nl)
     nr = nsub.add_parser("revoke", help="revoke a node at once; its leased jobs go back to the queue")
     nr.add_argument("node_id", help="the node's id (nd_...)")
-    nr.add_argument("--reason", required=True, help="why, recorded with the revocation and shown to the node")
+    nr.add_argument("--reason", required=True, type=words,
+                    help="why, recorded with the revocation and shown to the node")
     db_arg(nr)
     nd.set_defaults(run=lambda a: asyncio.run(run(a, settings_of(a))))
 

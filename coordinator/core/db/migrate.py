@@ -1,13 +1,14 @@
 """Applying and checking Alembic migrations from the program (no ini file needed)."""
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from coordinator.core.db import Database
 from coordinator.core.settings import Settings
@@ -26,9 +27,20 @@ def head_revisions(url: str) -> set[str]:
     return set(ScriptDirectory.from_config(alembic_config(url)).get_heads())
 
 
-def upgrade(url: str, revision: str = "head") -> None:
-    """Apply pending migrations (runs its own event loop: call it outside one)."""
+def upgrade(url: str, revision: str = "head") -> str:
+    """Apply pending migrations up to ``revision`` (runs its own event loop: call it outside
+    one) and return the revision the database is at after, which is not ``revision`` when
+    the database was already past it (an upgrade never goes down)."""
     command.upgrade(alembic_config(url), revision)
+    return ", ".join(sorted(asyncio.run(_revisions_at(url)))) or "none"
+
+
+async def _revisions_at(url: str) -> set[str]:
+    engine = create_async_engine(url)
+    try:
+        return await current_revisions(engine)
+    finally:
+        await engine.dispose()
 
 
 async def upgrade_async(engine: AsyncEngine, url: str, revision: str = "head") -> None:
@@ -66,15 +78,24 @@ async def prepare_database(settings: Settings, db: Database) -> None:
         raise SchemaOutOfDate("the database schema is not at the newest migration: run `sis migrate` first")
 
 
-async def with_database(settings: Settings, work, prog: str = "sis") -> int:  # noqa: ANN001
+async def with_database(settings: Settings, work, prog: str = "sis", *, create: bool = False) -> int:  # noqa: ANN001
     """For command-line tools: run ``work(db)`` against the configured database at the
-    newest schema; an out-of-date PostgreSQL schema is reported and gives exit code 2."""
+    newest schema; an out-of-date PostgreSQL schema is reported and gives exit code 2. A
+    SQLite file that does not exist is made only by a command that creates something
+    (``create``): a list from a mistyped path would otherwise make an empty database and
+    report an empty queue."""
+    import sys
+    if settings.is_sqlite and not create:
+        from sqlalchemy.engine import make_url
+        path = make_url(settings.database_url).database
+        if path and path != ":memory:" and not Path(path).exists():
+            print(f"{prog}: no database at {path} (sis migrate or sis serve makes one)", file=sys.stderr)
+            return 2
     db = Database(settings.database_url)
     try:
         await prepare_database(settings, db)
         return int(await work(db) or 0)
     except SchemaOutOfDate as exc:
-        import sys
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     finally:
