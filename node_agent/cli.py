@@ -17,11 +17,13 @@ from . import config as config_mod
 from . import gpu as gpu_mod
 from . import identity as ident_mod
 from .contribution import Contribution, summary
+from .lock import AlreadyRunning, DataLock
 from .policy import Policy, clear_paused, manual_pause, set_paused
 from .progress import StatusFile, bar
 
 EXIT_NO_GPU = 3
 EXIT_CONFIG = 2
+EXIT_RUNNING = 4    # another agent runs with this data folder (node_agent.lock)
 
 log = logging.getLogger("sis.node")
 
@@ -81,7 +83,25 @@ def choose_device(cfg: config_mod.Config, allow_cpu: bool,
 
 def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
             detect: Callable[[], gpu_mod.Detection] | None = None) -> int:
+    """``sis-node run``. The data folder's lock comes first, before any file in it or the config
+    file is written (a second agent rewrote the first's status and took its journalled job):
+    with another agent running on this data folder it exits at once with ``EXIT_RUNNING``."""
     paths = config_mod.paths().ensure()
+    data_lock = DataLock(paths.lock_file)
+    try:
+        data_lock.acquire()
+    except AlreadyRunning as exc:
+        print(f"sis-node: {exc}.\nData folder: {paths.data_dir}. Stop that agent first, or give this one a "
+              f"data folder of its own (SIS_NODE_HOME).", file=sys.stderr)
+        return EXIT_RUNNING
+    try:
+        return _run_locked(args, paths, data_lock, engine_factory, detect)
+    finally:
+        data_lock.release()     # also released by the system when the process ends (os._exit below)
+
+
+def _run_locked(args: argparse.Namespace, paths: config_mod.Paths, data_lock: DataLock,
+                engine_factory: Callable | None, detect: Callable[[], gpu_mod.Detection] | None) -> int:
     try:
         cfg = _config(args, paths)
     except config_mod.ConfigError as exc:
@@ -123,7 +143,7 @@ def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
             return EXIT_CONFIG
     elif os.environ.get("SIS_NODE_ENROL_SECRET"):
         secret = os.environ["SIS_NODE_ENROL_SECRET"]
-    code, at_once = asyncio.run(_run_agent(cfg, paths, engine, device, secret, args.max_jobs))
+    code, at_once = asyncio.run(_run_agent(cfg, paths, engine, device, secret, args.max_jobs, data_lock))
     if not at_once and hasattr(engine, "close"):
         engine.close()
     if at_once:
@@ -136,11 +156,13 @@ def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
     return code
 
 
-async def _run_agent(cfg, paths, engine, device, secret, max_jobs: int = 0) -> tuple[int, bool]:
+async def _run_agent(cfg, paths, engine, device, secret, max_jobs: int = 0,
+                     data_lock: DataLock | None = None) -> tuple[int, bool]:
     from .loop import Agent
     from .manifest import update_notice
 
-    agent = Agent(cfg, paths, engine, device, enrol_secret=secret, update_check=update_notice, max_jobs=max_jobs)
+    agent = Agent(cfg, paths, engine, device, enrol_secret=secret, update_check=update_notice, max_jobs=max_jobs,
+                  data_lock=data_lock)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:

@@ -59,6 +59,11 @@ class Paths:
         return self.data_dir / "paused.json"
 
     @property
+    def lock_file(self) -> Path:
+        """Locked by the running agent (node_agent.lock): one agent per data folder."""
+        return self.data_dir / "agent.lock"
+
+    @property
     def log_dir(self) -> Path:
         return self.data_dir / "logs"
 

@@ -1,11 +1,25 @@
-"""The node's identity: generated on first run, enrolled once, kept readable by the user only.
+"""The node's identity: generated on first run, enrolled once per coordinator, kept readable by the user only.
 
 The identity is an install id made here (so a volunteer can tell their
-machines apart in the logs) plus what the coordinator hands out at enrolment:
+machines apart in the logs) plus what each coordinator hands out at enrolment:
 a node id and a bearer token. The token is a secret: the file holding it is
 created with mode 0600 (on Windows it lives in the user's own profile folder,
-whose ACL already keeps other users out). An identity belongs to one
-coordinator; pointing the agent at another enrols again.
+whose ACL already keeps other users out).
+
+A node keeps one enrolment per coordinator, keyed by its URL normalised
+(``normalise``), so pointing the agent at another coordinator, even once, and
+coming back reuses the first enrolment: its node id, and the trust the
+coordinator has built in it. (An identity file held one enrolment until then,
+and a second coordinator's replaced it.) The file::
+
+    {"installId", "name",
+     "enrolments": {"<coordinator URL>": {"nodeId", "token", "enrolledAt"}, ...},
+     "coordinator", "nodeId", "token", "enrolledAt"}     # the one used last
+
+The top-level fields repeat the enrolment used last, as a file of a single
+identity had them, so an older agent (after a downgrade) still finds it. A file
+of a single identity is read as its one enrolment, and rewritten in the new
+form in place the next time the agent starts.
 """
 from __future__ import annotations
 
@@ -18,6 +32,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from .files import read_json, write_json
 
@@ -46,30 +61,105 @@ def platform_text() -> str:
     return f"{platform.system()} {platform.release()} {platform.machine()}; Python {platform.python_version()}"
 
 
-def load(path: Path) -> Identity | None:
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalise(url: str) -> str:
+    """A coordinator URL as its enrolment is keyed: scheme and host in lower case, no default
+    port, no trailing slash, no user info (never written or logged), no fragment.
+    ``HTTPS://Sis.example.org:443/`` and ``https://sis.example.org`` are one coordinator,
+    and share one enrolment."""
+    text = (url or "").strip()
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:      # not a URL the agent could use anyway: keyed as written
+        return text.rstrip("/")
+    if not parts.scheme or not parts.netloc:
+        return text.rstrip("/")
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"          # IPv6
+    if port is not None and port != DEFAULT_PORTS.get(scheme):
+        host = f"{host}:{port}"
+    return urlunsplit((scheme, host, parts.path.rstrip("/"), parts.query, ""))
+
+
+ENROLMENT_KEYS = ("nodeId", "token", "enrolledAt")
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """The identity file in the current form, in memory: a file of one identity (before
+    enrolments were kept per coordinator) gives its enrolment as the only one."""
     doc = read_json(path)
     if not isinstance(doc, dict) or not doc.get("installId"):
         return None
-    return Identity(doc["installId"], doc.get("name") or socket.gethostname(), doc.get("coordinator") or "",
-                    doc.get("nodeId"), doc.get("token"), doc.get("enrolledAt"))
+    enrolments = doc.get("enrolments")
+    if not isinstance(enrolments, dict):
+        enrolments = {}
+        if doc.get("coordinator") and doc.get("nodeId"):
+            enrolments[doc["coordinator"]] = {k: doc.get(k) for k in ENROLMENT_KEYS}
+    doc["enrolments"] = {normalise(url): e for url, e in enrolments.items() if isinstance(e, dict)}
+    doc["coordinator"] = normalise(doc.get("coordinator") or "")
+    return doc
+
+
+def _identity(doc: dict[str, Any], coordinator: str) -> Identity:
+    e = doc["enrolments"].get(coordinator) or {}
+    return Identity(doc["installId"], doc.get("name") or socket.gethostname(), coordinator,
+                    e.get("nodeId"), e.get("token"), e.get("enrolledAt"))
+
+
+def load(path: Path, coordinator: str | None = None) -> Identity | None:
+    """The identity for ``coordinator`` (by default the coordinator used last), or None before
+    the first run. Not enrolled when this node has no enrolment there."""
+    doc = _read(path)
+    if doc is None:
+        return None
+    return _identity(doc, normalise(coordinator) if coordinator else doc["coordinator"])
+
+
+def enrolments(path: Path) -> dict[str, str]:
+    """Every coordinator this node is enrolled with, and its node id there."""
+    doc = _read(path) or {"enrolments": {}}
+    return {url: e["nodeId"] for url, e in doc["enrolments"].items() if e.get("nodeId") and e.get("token")}
 
 
 def save(path: Path, ident: Identity) -> None:
-    write_json(path, ident.to_dict(), mode=0o600)
+    """Write ``ident`` as its coordinator's enrolment (dropped when it has none), and as the one
+    used last; every other coordinator's enrolment is kept."""
+    doc = _read(path) or {"enrolments": {}}
+    key = normalise(ident.coordinator)
+    if ident.enrolled:
+        doc["enrolments"][key] = {"nodeId": ident.node_id, "token": ident.token, "enrolledAt": ident.enrolled_at}
+    else:
+        doc["enrolments"].pop(key, None)
+    out = {"installId": ident.install_id, "name": ident.name, "enrolments": doc["enrolments"],
+           **ident.to_dict(), "coordinator": key}
+    write_json(path, out, mode=0o600)
 
 
 def for_coordinator(path: Path, coordinator: str, name: str = "") -> Identity:
-    """The identity for ``coordinator``: the stored one, or a new one (not yet enrolled)."""
-    coordinator = coordinator.rstrip("/")
-    ident = load(path)
-    if ident is None:
-        ident = Identity(uuid.uuid4().hex, name or socket.gethostname(), coordinator)
+    """The identity for ``coordinator``: its enrolment when this node has one there (kept
+    through any time spent with other coordinators), else one not yet enrolled."""
+    key = normalise(coordinator)
+    doc = _read(path)
+    if doc is None:
+        ident = Identity(uuid.uuid4().hex, name or socket.gethostname(), key)
         log.info("first run: new node identity %s", ident.install_id)
-    elif ident.coordinator != coordinator:
-        log.info("coordinator changed from %s to %s: this node enrols again", ident.coordinator, coordinator)
-        ident = Identity(ident.install_id, name or ident.name, coordinator)
-    elif name and name != ident.name:
-        ident.name = name
+    else:
+        ident = _identity(doc, key)
+        last = doc["coordinator"]
+        if last and last != key:
+            if ident.enrolled:
+                log.info("coordinator changed from %s to %s: this node's enrolment there (node %s) is used "
+                         "again", last, key, ident.node_id)
+            elif last in doc["enrolments"]:
+                log.info("coordinator changed from %s to %s: this node enrols there (its enrolment with %s "
+                         "is kept)", last, key, last)
+        if name and name != ident.name:
+            ident.name = name
     save(path, ident)
     return ident
 
@@ -81,7 +171,8 @@ def enrolled(path: Path, ident: Identity, node_id: str, token: str) -> Identity:
 
 
 def forget_token(path: Path, ident: Identity) -> Identity:
-    """The coordinator no longer knows the token (401): drop it so the next start enrols again."""
+    """The coordinator no longer knows the token (401): drop it so the next start enrols again
+    there; enrolments with other coordinators stay."""
     ident.node_id = ident.token = ident.enrolled_at = None
     save(path, ident)
     return ident

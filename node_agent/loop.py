@@ -45,6 +45,7 @@ from . import identity as ident_mod
 from .config import Config, Paths
 from .contribution import Contribution
 from .files import read_json, remove, write_json
+from .lock import DataLock
 from .photos import Fetched, fetch_photos
 from .policy import Policy
 from .progress import Progress, StatusFile
@@ -133,6 +134,16 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
     return await fut
 
 
+def _retrieve(fut: asyncio.Future) -> None:
+    """Done callback for a task the agent may let go unawaited: its exception counts as seen,
+    so asyncio never logs "exception was never retrieved". A cancelled one has none to see, and
+    ``exception()`` raises CancelledError there, which asyncio logs as "Exception in callback"
+    with a traceback: a second Ctrl-C during a job leaves the engine's task to be cancelled as
+    the event loop shuts down."""
+    if not fut.cancelled():
+        fut.exception()
+
+
 def _raise_if_cancelled() -> None:
     """Honour a cancellation that ``asyncio.wait_for`` swallowed: on Python 3.11 a cancel that
     lands as the awaited event completes is lost, and the loop would turn for ever."""
@@ -145,8 +156,10 @@ class Agent:
     def __init__(self, config: Config, paths: Paths, engine: EngineLike, device: Device, *,
                  policy: Policy | None = None, progress: Progress | None = None,
                  rng: random.Random | None = None, enrol_secret: str | None = None,
-                 update_check: Callable[[Client], Any] | None = None, max_jobs: int = 0):
+                 update_check: Callable[[Client], Any] | None = None, max_jobs: int = 0,
+                 data_lock: DataLock | None = None):
         self.config, self.paths, self.engine, self.device = config, paths, engine, device
+        self.data_lock = data_lock or DataLock(paths.lock_file)   # ``run`` holds it (node_agent.lock)
         self.policy = policy or Policy(config, paths.pause_file)
         self.progress = progress or Progress()
         self.spool = Spool(paths.spool_dir)
@@ -227,6 +240,20 @@ class Agent:
     # ---- the loop ---------------------------------------------------------------------
 
     async def run(self) -> int:
+        """Work until stopped; the exit status. The data folder's lock is held throughout (taken
+        here unless the caller, ``sis-node run``, holds it already): ``AlreadyRunning`` is raised
+        before anything in the folder is touched when another agent holds it, since two agents
+        on one folder took each other's journalled jobs."""
+        owned = not self.data_lock.held
+        if owned:
+            self.data_lock.acquire()
+        try:
+            return await self._run()
+        finally:
+            if owned:
+                self.data_lock.release()
+
+    async def _run(self) -> int:
         self.stop_event, self.now_event = asyncio.Event(), asyncio.Event()
         self.status.doc = {}
         self.status.update(state="starting", coordinator=self.config.coordinator, device=self.device.label,
@@ -349,7 +376,7 @@ class Agent:
             log.warning("job %s, held ahead, could not be journalled (%s); after a crash its lease lapses",
                         job.job_id, exc)
         photos = asyncio.ensure_future(self._fetch(job))
-        photos.add_done_callback(lambda t: t.cancelled() or t.exception())  # awaited later, or dropped
+        photos.add_done_callback(_retrieve)  # awaited later, or dropped
         lost, beats = self._keep_alive(lease)
         self._ahead = Ahead(lease, job, photos, beats, lost)
         self.status.update(ahead={"jobId": job.job_id, "photos": len(job.photos)})
@@ -541,7 +568,7 @@ class Agent:
         self.status.update(progress=self.progress.snapshot())
         run = asyncio.ensure_future(in_thread(self.engine.run_job, job, fetched.images))
         meanwhile = asyncio.ensure_future(self._meanwhile())
-        meanwhile.add_done_callback(lambda t: t.cancelled() or t.exception())   # retrieved, whatever ends first
+        meanwhile.add_done_callback(_retrieve)   # retrieved, whatever ends first
         try:
             outcome = await self._finish(job, lease, lost, fetched, run, t0)
             # Once the result is spooled: what runs beside it ends, unless the agent stops at once.
@@ -561,7 +588,7 @@ class Agent:
         finally:
             stop_now.cancel()
         if not run.done():
-            run.add_done_callback(lambda f: f.exception())  # retrieved, so never "never retrieved"
+            run.add_done_callback(_retrieve)  # retrieved, so never "never retrieved"
             return self._drop(job, lost)
         try:
             result = run.result()

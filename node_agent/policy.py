@@ -9,7 +9,10 @@
 
 Each probe is a plain callable so tests inject their own. A probe that cannot
 see (no battery sensor, no idle-time source) answers None and never pauses;
-``status`` says which conditions are watched.
+``status`` says which conditions are watched. A probe that has seen and cannot
+for a moment keeps its last answer (``Policy._read``), and the CPU probe answers
+its last measured share between measurements (``OtherCpu``): the conditions are
+checked several times in one turn, and a verdict must not flap between them.
 
 While any condition holds, no job is leased. A job already running finishes
 (jobs are bounded: a few dozen photos) and its result is submitted; nothing
@@ -100,24 +103,50 @@ def _system_busy_s() -> float:
 
 
 class OtherCpu:
-    """CPU use of every process but this one, as percent of all cores, since the last call."""
+    """CPU use of every process but this one, as percent of all cores, over the last interval.
+
+    A share is a rate, so it needs two samples at least ``interval_s`` apart (CPU time is
+    counted in clock ticks, and a shorter span is mostly noise). The agent checks its pause
+    conditions several times in one turn, milliseconds apart: a reading asked for inside the
+    interval answers the share last measured, and keeps the interval's first sample, so the
+    next measurement still spans the interval. Answering "no reading" there instead read as
+    "not busy", and a CPU pause flapped off between two checks of one turn (the job held
+    ahead given back, then the next one leased at once).
+
+    The first sample is taken when the probe is made; the first reading, if asked for before
+    the interval has passed, waits out the rest of it (at most ``interval_s``, once), so the
+    agent's first lease too is decided on a measured share, never on "not busy" by default.
+    """
 
     def __init__(self, system_busy_s: Callable[[], float] = _system_busy_s,
                  own_busy_s: Callable[[], float] | None = None, clock: Callable[[], float] = time.monotonic,
-                 cores: int | None = None):
+                 cores: int | None = None, interval_s: float = 0.5,
+                 sleep: Callable[[float], None] = time.sleep):
         me = psutil.Process()
         self.system_busy_s = system_busy_s
         self.own_busy_s = own_busy_s or (lambda: sum(me.cpu_times()[:2]))
         self.clock = clock
+        self.sleep = sleep
         self.cores = cores or psutil.cpu_count() or 1
-        self.last: tuple[float, float] | None = None
+        self.interval_s = interval_s
+        self.since = self._sample()             # where the interval being measured began
+        self.share: float | None = None         # the last share measured; None until one is
+
+    def _sample(self) -> tuple[float, float]:
+        return self.system_busy_s() - self.own_busy_s(), self.clock()
 
     def __call__(self) -> float | None:
-        now = (self.system_busy_s() - self.own_busy_s(), self.clock())
-        before, self.last = self.last, now
-        if before is None or now[1] - before[1] < 0.5:
-            return None
-        return min(100.0, max(0.0, 100.0 * (now[0] - before[0]) / ((now[1] - before[1]) * self.cores)))
+        now = self._sample()
+        if now[1] - self.since[1] < self.interval_s:
+            if self.share is not None:
+                return self.share
+            self.sleep(self.interval_s - (now[1] - self.since[1]))
+            now = self._sample()
+            if now[1] - self.since[1] < self.interval_s:   # a clock that did not move (a test's)
+                return None
+        before, self.since = self.since, now
+        self.share = min(100.0, max(0.0, 100.0 * (now[0] - before[0]) / ((now[1] - before[1]) * self.cores)))
+        return self.share
 
 
 # ---- the policy -------------------------------------------------------------------------
@@ -129,15 +158,37 @@ class Verdict:
     watching: list[str] = field(default_factory=list)
 
 
+BLIND_HOLD_S = 60.0   # how long a probe that saw, then cannot see, keeps its last answer
+
+
 class Policy:
     def __init__(self, config: Config, pause_file: Path, *, idle: Probe | None = None,
-                 battery: Probe | None = None, other_cpu: Probe | None = None):
+                 battery: Probe | None = None, other_cpu: Probe | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.config = config
         self.pause_file = pause_file
         self.idle = idle or user_idle_seconds
         self.battery = battery or on_battery
         self.other_cpu = other_cpu or OtherCpu()
+        self.clock = clock
         self._last: Verdict | None = None
+        self._seen: dict[str, tuple[float | bool, float]] = {}   # probe -> (its last answer, when)
+
+    def _read(self, name: str, probe: Probe) -> "float | bool | None":
+        """``probe``'s answer. A probe that has answered and now cannot (``xprintidle`` or
+        ``ioreg`` failing or timing out once, a battery reporting an unknown state while it
+        switches) keeps its last answer for ``BLIND_HOLD_S``: a moment's blindness read as
+        "all clear" lifted a pause between two checks of one turn, as "no CPU reading" did.
+        A probe blind for longer (the session ended, the sensor is gone) is not watched."""
+        value, now = probe(), self.clock()
+        if value is not None:
+            self._seen[name] = (value, now)
+            return value
+        seen = self._seen.get(name)
+        if seen is not None and now - seen[1] <= BLIND_HOLD_S:
+            return seen[0]
+        self._seen.pop(name, None)
+        return None
 
     def check(self) -> Verdict:
         c = self.config
@@ -146,19 +197,19 @@ class Policy:
         if manual:
             v.reasons.append(manual)
         if c.pause_when_user_active:
-            idle = self.idle()
+            idle = self._read("idle", self.idle)
             if idle is not None:
                 v.watching.append("user activity")
                 if idle < c.user_idle_minutes * 60:
                     v.reasons.append(f"the user is active (input {idle:.0f} s ago)")
         if c.pause_on_battery:
-            batt = self.battery()
+            batt = self._read("battery", self.battery)
             if batt is not None:
                 v.watching.append("battery")
                 if batt:
                     v.reasons.append("the machine runs on battery")
         if c.cpu_busy_percent > 0:
-            cpu = self.other_cpu()
+            cpu = self._read("other_cpu", self.other_cpu)
             v.watching.append("CPU load of other programs")
             if cpu is not None and cpu > c.cpu_busy_percent:
                 v.reasons.append(f"other programs use {cpu:.0f}% of the CPU (limit {c.cpu_busy_percent:.0f}%)")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from coordinator.core.db.models import SweepLease
+from node_agent import cli
 from node_agent.files import read_json
 from node_agent.spool import Spool
 
@@ -167,3 +168,66 @@ async def test_killed_and_restarted_after_its_lease_lapsed_the_job_is_re_leased(
         assert f"lease {lapsed_lease}) is no longer ours" in text
     finally:
         await stop_sweep_coordinator(coord)
+
+
+async def test_a_second_stop_signal_while_the_engine_runs_stops_at_once_with_no_traceback(coord, tmp_path):
+    """Ctrl-C twice mid-job: the engine's task, left running, is cancelled as the event loop
+    shuts down; the callback that retrieves its outcome must not raise on a cancelled task
+    (asyncio printed "Exception in callback ... CancelledError" with a traceback)."""
+    await request_sweep(coord)
+    home = tmp_path / "home"
+    a = await Proc(home, coord.base_url, tmp_path).start(hold=True)
+    await a.until(lambda: _written(a.started))
+
+    async def logged(text: str) -> bool:
+        return text in a.log.read_text()
+    a.proc.send_signal(signal.SIGINT)
+    await a.until(lambda: logged("stopping: the current job (if any) finishes first"))
+    a.proc.send_signal(signal.SIGINT)
+    assert await asyncio.wait_for(a.proc.wait(), 30) == 0
+    a.hold.unlink()
+    out = a.log.read_text()
+    assert "stopping now" in out and "Exception in callback" not in out and "Traceback" not in out, out
+    assert read_json(home / "current-job.json")["jobId"] == a.started.read_text()   # left to its lease
+
+
+async def test_a_second_agent_on_the_same_data_folder_exits_at_once_and_a_crashed_ones_lock_does_not_block(
+        coord, tmp_path, monkeypatch, capsys):
+    """Two agents on one data folder took each other's journalled job ("resuming job ...,
+    leased before a restart" with no restart) and had its result refused. The second exits at
+    once; read-only commands still work beside the agent; once it is killed (SIGKILL: the OS
+    lock goes with the process), the next start takes the folder and resumes its job."""
+    await request_sweep(coord)
+    home = tmp_path / "home"
+    a = await Proc(home, coord.base_url, tmp_path).start(hold=True)
+    await a.until(lambda: _written(a.started))
+    journal = read_json(home / "current-job.json")
+
+    (tmp_path / "b").mkdir()
+    b = await Proc(home, coord.base_url, tmp_path / "b").start(hold=False)
+    assert await asyncio.wait_for(b.proc.wait(), 30) == cli.EXIT_RUNNING
+    out = b.log.read_text()
+    assert f"another sis-node is already running with this data folder (pid {a.proc.pid})" in out, out
+    assert "resuming job" not in out and "enrol" not in out
+    assert read_json(home / "current-job.json") == journal
+    assert read_json(home / "status.json")["pid"] == a.proc.pid
+
+    monkeypatch.setenv("SIS_NODE_HOME", str(home))
+    capsys.readouterr()
+    assert cli.main(["status"]) == 0
+    assert f"current job:  {journal['jobId']}" in capsys.readouterr().out
+    assert cli.main(["settings"]) == 0 and cli.main(["pause"]) == 0 and cli.main(["resume"]) == 0
+
+    await a.kill()
+    assert (home / "agent.lock").read_text().strip() == str(a.proc.pid)     # left behind, and harmless
+    a.hold.unlink()
+    (tmp_path / "c").mkdir()
+    c = await Proc(home, coord.base_url, tmp_path / "c").start(hold=False)
+
+    async def submitted() -> bool:
+        return any(r.body and r.body["jobId"] == journal["jobId"] for r in (await db_counts(coord))["results"])
+    await c.until(submitted)
+    assert await c.term() == 0
+    assert "resuming job" in c.log.read_text()
+    assert [r.state for r in (await db_counts(coord))["results"]
+            if r.body["jobId"] == journal["jobId"]] == ["pending"]

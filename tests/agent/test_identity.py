@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import stat
 
@@ -9,6 +10,7 @@ from sqlalchemy import func, select
 
 from coordinator.core.db.models import Node
 from node_agent import identity
+from node_agent.files import read_json, write_json
 
 from .support import FakeEngine, make_agent
 
@@ -80,3 +82,73 @@ async def test_a_coordinator_with_an_enrolment_secret_takes_only_nodes_that_carr
         assert identity.load(with_secret.paths.identity_file).enrolled
     finally:
         await stop_sweep_coordinator(coord)
+
+
+def test_coordinator_urls_are_normalised_to_key_their_enrolments():
+    n = identity.normalise
+    assert n("HTTPS://Sis.Example.org:443/") == n("https://sis.example.org") == "https://sis.example.org"
+    assert n("http://127.0.0.1:80//") == "http://127.0.0.1"
+    assert n("http://127.0.0.1:8080/") == "http://127.0.0.1:8080"
+    assert n("https://user:secret@sis.example.org/nodes/#x") == "https://sis.example.org/nodes"
+    assert n("https://sis.example.org/A") != n("https://sis.example.org/a")   # a path keeps its case
+    assert n("https://[::1]:8443/") == "https://[::1]:8443"
+
+
+def test_each_coordinator_keeps_its_own_enrolment_and_going_back_reuses_it(tmp_path, caplog):
+    path = tmp_path / "identity.json"
+    a = identity.for_coordinator(path, "https://a.example.org", "garage-pc")
+    identity.enrolled(path, a, "nd_a", "sisn_a")
+    b = identity.for_coordinator(path, "https://b.example.org/")
+    assert not b.enrolled and b.install_id == a.install_id and b.name == "garage-pc"
+    identity.enrolled(path, b, "nd_b", "sisn_b")
+    caplog.set_level(logging.INFO, logger="sis.node")
+    caplog.clear()
+    back = identity.for_coordinator(path, "HTTPS://A.example.org/")
+    assert (back.node_id, back.token, back.coordinator) == ("nd_a", "sisn_a", "https://a.example.org")
+    assert "enrolment there (node nd_a) is used again" in caplog.text and "enrols" not in caplog.text
+    assert identity.load(path).node_id == "nd_a"          # the coordinator used last
+    assert identity.load(path, "https://b.example.org").token == "sisn_b"
+    assert identity.enrolments(path) == {"https://a.example.org": "nd_a", "https://b.example.org": "nd_b"}
+    # A token one coordinator forgets (401) costs only that enrolment.
+    identity.forget_token(path, identity.load(path, "https://b.example.org"))
+    assert identity.enrolments(path) == {"https://a.example.org": "nd_a"}
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_an_identity_file_of_one_enrolment_is_migrated_in_place(tmp_path):
+    path = tmp_path / "identity.json"
+    legacy = {"installId": "f" * 32, "name": "garage-pc", "coordinator": "https://a.example.org",
+              "nodeId": "nd_a", "token": "sisn_a", "enrolledAt": 1700000000.0}
+    write_json(path, legacy)
+    assert identity.load(path).token == "sisn_a"          # readable as it is (`sis-node status`)
+    again = identity.for_coordinator(path, "https://a.example.org/")
+    assert (again.install_id, again.node_id, again.token) == ("f" * 32, "nd_a", "sisn_a")
+    doc = read_json(path)
+    assert doc["enrolments"] == {"https://a.example.org": {"nodeId": "nd_a", "token": "sisn_a",
+                                                          "enrolledAt": 1700000000.0}}
+    assert {k: doc[k] for k in legacy} == legacy          # what an older agent reads, as it was
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    # Another coordinator no longer replaces it.
+    identity.enrolled(path, identity.for_coordinator(path, "https://b.example.org"), "nd_b", "sisn_b")
+    assert identity.for_coordinator(path, "https://a.example.org").token == "sisn_a"
+
+
+async def test_an_agent_pointed_at_another_coordinator_and_back_keeps_its_first_enrolment(coord, photos, tmp_path,
+                                                                                         caplog):
+    from .support import start_sweep_coordinator, stop_sweep_coordinator
+
+    caplog.set_level(logging.INFO, logger="sis.node")
+    home = tmp_path / "a"
+    await _start_and_stop(make_agent(home, coord.base_url, FakeEngine()))
+    first = identity.load(home / "identity.json")
+    other = await start_sweep_coordinator(f"sqlite+aiosqlite:///{tmp_path}/other.db", photos)
+    try:
+        await _start_and_stop(make_agent(home, other.base_url, FakeEngine()))
+        assert await _nodes(other) == 1
+    finally:
+        await stop_sweep_coordinator(other)
+    await _start_and_stop(make_agent(home, coord.base_url + "/", FakeEngine()))
+    back = identity.load(home / "identity.json")
+    assert (back.node_id, back.token) == (first.node_id, first.token)
+    assert await _nodes(coord) == 1                       # not enrolled a second time
+    assert "enrols again" not in caplog.text and f"(node {first.node_id}) is used again" in caplog.text

@@ -237,9 +237,13 @@ async def test_a_photo_over_the_size_limit_is_not_downloaded_whole_and_is_skippe
     agent = make_agent(tmp_path / "a", coord.base_url, engine, photo_max_bytes=2000)
     task = asyncio.create_task(agent.run())
     jobs = len((await db_counts(coord))["jobs"])
-    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
+    # Every photo is over the limit, so no result read a photo: the coordinator refuses each for
+    # good (it says nothing of the ground), and the agent keeps it aside with what it skipped.
+    await agent.wait_until(lambda: agent.contribution.read()["rejected"] == jobs, 60)
     agent.request_stop()
     await asyncio.wait_for(task, 10)
     assert set(engine.images_seen) == {0}
-    reasons = {k["reason"] for r in (await db_counts(coord))["results"] for k in r.body["skipped"]}
+    sent = [read_json(f)["result"] for f in sorted(agent.spool.rejected_dir.glob("*.json"))]
+    assert len(sent) == jobs
+    reasons = {k["reason"] for r in sent for k in r["skipped"]}
     assert reasons == {"fetch refused: larger than 2000 bytes"}
