@@ -102,8 +102,28 @@ def _system_busy_s() -> float:
     return t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
 
 
+def _own_busy_s(me: psutil.Process) -> float:
+    """CPU seconds of the agent: its own, its children's that ended, and those of its live
+    child processes (the engine's geometry workers), which are the agent's load, not another
+    program's: counted as other, they paused the agent on its own work."""
+    t = me.cpu_times()
+    total = t.user + t.system + t.children_user + t.children_system
+    try:
+        children = me.children(recursive=True)
+    except psutil.Error:
+        children = []
+    for child in children:
+        try:
+            ct = child.cpu_times()
+        except psutil.Error:      # it ended between the listing and the reading
+            continue
+        total += ct.user + ct.system
+    return total
+
+
 class OtherCpu:
-    """CPU use of every process but this one, as percent of all cores, over the last interval.
+    """CPU use of every process but the agent's own (``_own_busy_s``: it and its children), as
+    percent of all cores, over the last interval.
 
     A share is a rate, so it needs two samples at least ``interval_s`` apart (CPU time is
     counted in clock ticks, and a shorter span is mostly noise). The agent checks its pause
@@ -124,7 +144,7 @@ class OtherCpu:
                  sleep: Callable[[float], None] = time.sleep):
         me = psutil.Process()
         self.system_busy_s = system_busy_s
-        self.own_busy_s = own_busy_s or (lambda: sum(me.cpu_times()[:2]))
+        self.own_busy_s = own_busy_s or (lambda: _own_busy_s(me))
         self.clock = clock
         self.sleep = sleep
         self.cores = cores or psutil.cpu_count() or 1

@@ -110,6 +110,30 @@ def test_the_cpu_probe_counts_other_programs_not_the_agent():
     assert probe() == 50.0
 
 
+def test_the_agents_own_cpu_counts_its_child_processes():
+    """The engine's geometry workers are the agent's load: counted as another program's, a node
+    with cpu_threads > 1 could pause itself on its own work."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from node_agent.policy import _own_busy_s
+    me = psutil.Process()
+    before = _own_busy_s(me)
+    child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.process_time() + 0.6\n"
+                                                    "while time.process_time() < end: pass\ntime.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 20
+        while psutil.Process(child.pid).cpu_times().user < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _own_busy_s(me) - before >= 0.5        # the live child's CPU is the agent's own
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_a_cpu_reading_inside_its_interval_answers_the_share_last_measured():
     """The loop checks its pause conditions several times in one turn, milliseconds apart: a
     reading then must be the last share measured, not "no reading" (which lifted the pause)."""
