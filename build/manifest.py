@@ -82,27 +82,42 @@ def _carries(artefact: Path, sha: str) -> dict:
     if record.get("sha256") != sha:
         raise SystemExit(f"{record_file} describes another file (sha256 {str(record.get('sha256'))[:16]}…, "
                          f"not {sha[:16]}…): build again or remove the stale record")
-    return {k: record[k] for k in ("weights", "backends", "without") if k in record}
+    return {k: record[k] for k in ("weights", "backends", "without", "engineBuild") if k in record}
 
 
 def cmd_sign(a: argparse.Namespace) -> int:
     keys = _load_keys(a.key)
     builds = []
+    recorded = set()
     for art, plat, arch in zip(a.artefact, a.platform, a.arch):
         sha, size = mf.sha256_file(Path(art))
         build = {"platform": plat, "arch": arch, "file": Path(art).name, "size": size, "sha256": sha,
                  "requirements": {"gpu": "NVIDIA", "minDriver": a.min_driver}}
-        build.update(_carries(Path(art), sha))
+        carries = _carries(Path(art), sha)
+        if "engineBuild" in carries:
+            recorded.add(carries.pop("engineBuild"))
+        build.update(carries)
         builds.append(build)
     if len(builds) != len(a.artefact):
         raise SystemExit("give one --platform and one --arch per --artefact")
+    # The engine build is what a coordinator accepts results from (its nodes name it), so a
+    # manifest without one would have every volunteer of these builds refused at enrolment.
+    engine_build = a.engine_build or (recorded.pop() if len(recorded) == 1 else "")
+    if not engine_build:
+        raise SystemExit("no engine build: give --engine-build (the build a node of these artefacts names: "
+                         "its sis-node --version prints it)" + (f"; the build records disagree: {sorted(recorded)}"
+                                                                if len(recorded) > 1 else ", or sign beside "
+                                                                "the build record build/node_app.py wrote"))
+    if recorded and a.engine_build and a.engine_build not in recorded:
+        raise SystemExit(f"--engine-build {a.engine_build[:16]}… is not the build recorded with the artefact "
+                         f"({sorted(recorded)[0][:16]}…)")
     listed = mf.TrustedKeys({mf.key_id(k.public_key()): k.public_key() for k in keys})
     signed = {
         "_type": mf.MANIFEST_TYPE,
         "version": a.version,
         "agentVersion": a.agent_version,
         "expires": (datetime.now(timezone.utc) + timedelta(days=a.expires_days)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "engine": {"version": a.engine_version, "build": a.engine_build},
+        "engine": {"version": a.engine_version, "build": engine_build},
         "weights": {"sha256": a.weights_sha256},
         "builds": builds,
         "keys": listed.as_json(),
@@ -143,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--expires-days", type=int, default=180)
     s.add_argument("--agent-version", default=_agent_version(), help="sis-node version of the builds (default: this checkout's)")
     s.add_argument("--engine-version", default="")
-    s.add_argument("--engine-build", default="")
+    s.add_argument("--engine-build", default="",
+                   help="the engine build nodes of these artefacts name (default: the build records')")
     s.add_argument("--weights-sha256", default="")
     s.add_argument("--min-driver", default=MIN_DRIVER)
     s.add_argument("--threshold", type=int, default=1)

@@ -117,7 +117,7 @@ def main() -> int:
             sys.exit(f"{left} exists (left by an interrupted build?): remove it and build again")
     # From the sources and this environment, before BUILD_ID exists.
     info = {**build_info.collect(), "without": WITHOUT}
-    engine_build = info["engine"]["build"]
+    engine_build, engine_source = info["engine"]["build"], info["engine"]["source"]
     cache_tag = f"{__version__}-{engine_build[:12]}-{payload_hash()[:8]}"
     launcher = out / "sis_node_launcher.py"
     # Guarded: Nuitka runs a copy of this module as __parents_main__ in each process that
@@ -155,7 +155,7 @@ def main() -> int:
     t0 = time.time()
     # The binary has no engine sources to hash: it reads the build id written here from them,
     # and what it carries (weights, backends) for --version from BUILD_INFO.json.
-    sweep_engine.BUILD_ID_FILE.write_text(engine_build + "\n")
+    sweep_engine.BUILD_ID_FILE.write_text(engine_source + "\n")
     build_info.BUILD_INFO_FILE.write_text(json.dumps(info, indent=1) + "\n")
     try:
         subprocess.run(cmd, check=True, cwd=ROOT, env=env)

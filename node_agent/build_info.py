@@ -40,11 +40,20 @@ def backends() -> dict[str, Any]:
 
 
 def collect() -> dict[str, Any]:
-    """Worked out from this environment (what the build writes into BUILD_INFO.json)."""
+    """Worked out from this environment (what the build writes into BUILD_INFO.json).
+
+    ``engine.build`` is the build a node names in its enrolment and results (its sources and
+    its shipped weights together, ``sweep_engine.build_hash`` of the weights manifest): what a
+    coordinator must accept (a signed manifest's engine build, or ``SIS_ENGINE_BUILDS``).
+    ``engine.source`` is the hash of the sources alone, which a compiled build writes into
+    ``sweep_engine/BUILD_ID`` since it has no sources to hash."""
     import sweep_engine
+    from sweep_engine.config import DEFAULT_WEIGHTS_MANIFEST
 
     return {"agentVersion": __version__,
-            "engine": {"version": sweep_engine.__version__, "build": sweep_engine.build_hash()},
+            "engine": {"version": sweep_engine.__version__,
+                       "build": sweep_engine.build_hash(DEFAULT_WEIGHTS_MANIFEST),
+                       "source": sweep_engine.build_hash()},
             "weights": weights(), "backends": backends()}
 
 
@@ -61,7 +70,7 @@ def describe(info: dict[str, Any]) -> str:
     gpu = (f"NVIDIA CUDA {b['cuda']}" + (f" with cuDNN {b['cudnn']}" if b.get("cudnn") else "")) if b.get("cuda") \
         else "no GPU backend (a CPU-only build)"
     lines = [f"sis-node {info['agentVersion']}",
-             f"engine {info['engine']['version']}, build {info['engine']['build'][:16]}",
+             f"engine {info['engine']['version']}, build {info['engine']['build']}",
              f"backends: CPU; {gpu} (torch {b['torch']})",
              "weights:"]
     for w in info["weights"]:

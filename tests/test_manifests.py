@@ -111,8 +111,12 @@ def test_release_tool_keygen_sign_verify(tmp_path):
     art = tmp_path / "sis-node-linux"
     art.write_bytes(b"binary")
     out = tmp_path / "node-app-1.json"
-    r = subprocess.run([*tool, "sign", "--key", str(priv), "--artefact", str(art), "--platform", "linux",
-                        "--arch", "x86_64", "--version", "1", "--out", str(out)], capture_output=True, text=True)
+    sign = [*tool, "sign", "--key", str(priv), "--artefact", str(art), "--platform", "linux",
+            "--arch", "x86_64", "--version", "1", "--out", str(out)]
+    # No build record and no --engine-build: a manifest every volunteer would be refused under.
+    r = subprocess.run(sign, capture_output=True, text=True)
+    assert r.returncode != 0 and "no engine build" in r.stderr and not out.exists()
+    r = subprocess.run([*sign, "--engine-build", "cd" * 32], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     ok = subprocess.run([*tool, "verify", str(out), "--keys", str(keys)], capture_output=True, text=True)
     assert ok.returncode == 0 and "valid: version 1" in ok.stdout
@@ -164,7 +168,11 @@ def test_signing_states_what_each_build_carries_from_its_record(tmp_path):
     record.write_text(json.dumps({"sha256": "00" * 32, **carries}))
     stale = subprocess.run(sign, capture_output=True, text=True)
     assert stale.returncode != 0 and "describes another file" in stale.stderr
-    record.write_text(json.dumps({"sha256": sha, **carries}))
+    record.write_text(json.dumps({"sha256": sha, "engineBuild": "12" * 32, **carries}))
     assert subprocess.run(sign, capture_output=True, text=True).returncode == 0
-    build = json.loads((tmp_path / "m.json").read_text())["signed"]["builds"][0]
+    signed = json.loads((tmp_path / "m.json").read_text())["signed"]
+    build = signed["builds"][0]
     assert build["weights"] == carries["weights"] and build["backends"] == carries["backends"]
+    assert signed["engine"]["build"] == "12" * 32 and "engineBuild" not in build     # the record's, once
+    other = subprocess.run([*sign, "--engine-build", "34" * 32], capture_output=True, text=True)
+    assert other.returncode != 0 and "is not the build recorded" in other.stderr

@@ -19,7 +19,12 @@ def test_version_and_help(capsys):
     import sweep_engine
     import torch
     from node_agent.build_info import weights
-    assert lines[1].startswith(f"engine {sweep_engine.__version__}, build {sweep_engine.build_hash()[:16]}")
+    # The build the node names when it enrols (sources and shipped weights), whole: what a
+    # coordinator's SIS_ENGINE_BUILDS must list (it printed the sources' hash alone, cut to 16).
+    from sweep_engine.config import DEFAULT_WEIGHTS_MANIFEST, EngineConfig
+    sent = sweep_engine.build_hash(EngineConfig().weights_manifest)
+    assert EngineConfig().weights_manifest == DEFAULT_WEIGHTS_MANIFEST
+    assert lines[1] == f"engine {sweep_engine.__version__}, build {sent}"
     assert lines[2].startswith("backends: CPU; ") and f"torch {torch.__version__}" in lines[2]
     assert (f"CUDA {torch.version.cuda}" in lines[2]) == bool(torch.version.cuda)
     shipped = weights()
@@ -131,6 +136,6 @@ def test_a_compiled_build_reports_what_was_written_into_it(tmp_path, monkeypatch
     except SystemExit as exc:
         assert exc.code == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[:3] == ["sis-node 9.9.9", f"engine 0.1.0, build {'ab' * 8}",
+    assert out[:3] == ["sis-node 9.9.9", f"engine 0.1.0, build {'ab' * 32}",
                        "backends: CPU; no GPU backend (a CPU-only build) (torch 2.15.0+cpu)"]
     assert out[4] == f"  depth: dav2-metric-outdoor/vits, sha256 {'cd' * 8}"
