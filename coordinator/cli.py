@@ -295,7 +295,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         print(f"sis migrate: {exc}", file=sys.stderr)
         return 2
     where = settings.database_url.split('@')[-1]
-    if args.revision != "head" and at != args.revision:
+    if args.revision not in ("head", "heads") and "@" not in args.revision and at != args.revision:
         print(f"database at {at}, past {args.revision}: sis migrate only upgrades ({where})")
     else:
         print(f"database at {at}: {where}")
@@ -343,8 +343,6 @@ def _fail(exc: Exception) -> int:
     return 1
 
 
-# The state of a key as `sis keys list` and `sis reviewers list` show it: one word each.
-LIVE, REVOKED = "live", "revoked"
 KEYS_LIST_HEADER = "\t".join(("id", "prefix", "plan", "state", "name", "scopes"))
 
 
@@ -364,7 +362,7 @@ async def _keys(args: argparse.Namespace) -> int:
             elif args.keys_command == "list":
                 print(KEYS_LIST_HEADER)
                 for rec in await creds.list_keys(db):
-                    state = f"{REVOKED} {rec.revoked_at.isoformat()}" if rec.revoked_at else LIVE
+                    state = f"{creds.REVOKED} {rec.revoked_at.isoformat()}" if rec.revoked_at else creds.LIVE
                     print(f"{rec.id}\t{rec.prefix}...\t{rec.plan}\t{state}\t{rec.name}\t{','.join(rec.scopes)}")
             else:
                 rec = await creds.revoke_key(db, args.key_id)

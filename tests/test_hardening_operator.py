@@ -305,9 +305,9 @@ def test_serve_help_says_where_the_demo_goes():
 
 def test_the_synthetic_town_command_writes_files_that_ingest(clean_env, tmp_path, capsys):
     from coordinator.cli import main
-    from coordinator.features import synthetic
+    from coordinator.demo import town
     clean_env.setenv("SIS_DATA_DIR", str(tmp_path / "data"))
-    assert synthetic.main([str(tmp_path / "town")]) == 0
+    assert town.main([str(tmp_path / "town")]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert [ln.split()[2] for ln in lines] == ["osm", "places", "places", "population"]
     url = f"sqlite:///{tmp_path}/t.db"
@@ -320,13 +320,13 @@ def test_the_synthetic_town_command_writes_files_that_ingest(clean_env, tmp_path
         assert re.search(rf"version \d+ of {kind} ready: [1-9]\d* records, 0 bad", out), out
     assert main(["datasets", "list", "--database", url]) == 0
     listed = capsys.readouterr().out
-    assert listed.count(" ready ") == 4 and listed.count("demo: synthetic town (not real ground)") == 4
+    assert listed.count(" ready ") == 4 and listed.count("demo: synthetic town") == 4     # the demo caveat's mark
 
 
 def test_the_synthetic_town_command_refuses_a_file_for_a_folder(tmp_path, capsys):
-    from coordinator.features import synthetic
+    from coordinator.demo import town
     (tmp_path / "f").write_text("x")
-    assert synthetic.main([str(tmp_path / "f")]) == 2
+    assert town.main([str(tmp_path / "f")]) == 2
     assert "is not a folder" in capsys.readouterr().err
 
 
@@ -362,3 +362,10 @@ def test_blank_reasons_and_names_and_a_limit_under_one_are_refused(tmp_path, cle
             main([*argv, "--database", url])
         assert exit_.value.code == 2
         assert what in capsys.readouterr().err, argv
+
+
+def test_a_refused_url_never_shows_its_password(tmp_path, clean_env):
+    for value in (":s3cretPassw0rd@cache.internal:6379/0", "cache:s3cretPassw0rd@cache.internal:6379"):
+        line = one_line(run("jobs", "list", "--database", f"sqlite+aiosqlite:///{tmp_path}/x.db",
+                            env={"SIS_REDIS_URL": value}))
+        assert "s3cretPassw0rd" not in line and "***@cache.internal" in line, line

@@ -10,19 +10,10 @@ The town: a street grid (residential, with secondary and primary every few lines
 trunk across), a service road, trees along streets and a tree row, gates, masts, a
 power line on towers with poles and a substation, and branded shops. ``scale`` repeats
 the town's blocks to reach a feature count (the bench's million).
-
-From the command line it writes the small files ``sis serve --demo`` loads, for ``sis
-ingest`` to load into any database (docs/datasets.md)::
-
-    python -m coordinator.features.synthetic OUT_DIR [--lat LAT --lon LON]
 """
 from __future__ import annotations
 
-import argparse
 import json
-import math
-import shlex
-import sys
 import random
 from pathlib import Path
 from typing import Iterator
@@ -181,72 +172,3 @@ def write_geoparquet(path: Path, features: Iterator[dict]) -> None:
            "columns": {"geometry": {"encoding": "WKB", "geometry_types": ["Point"]}}}
     table = table.replace_schema_metadata({b"geo": json.dumps(geo).encode()})
     pq.write_table(table, path)
-
-
-def write_population(path: Path, centre: tuple[float, float], *, half_deg: float = 0.03,
-                     cell_deg: float = 0.001) -> int:
-    """An Esri ASCII population grid around ``centre`` (the format ``sis ingest population``
-    reads): a town centre of some 425 people per ~110 m cell fading to 25, made up, no
-    census. Returns the number of cells."""
-    from coordinator.sites.population import write_asc
-
-    lat0, lon0 = centre
-    n = int(round(2 * half_deg / cell_deg))
-    rows = []
-    for i in range(n):                          # north first
-        lat = lat0 + half_deg - (i + 0.5) * cell_deg
-        row = []
-        for j in range(n):
-            lon = lon0 - half_deg + (j + 0.5) * cell_deg
-            d2 = ((lat - lat0) ** 2 + (lon - lon0) ** 2) / (0.01 ** 2)
-            row.append(round(25 + 400 * math.exp(-d2 / 2), 1))
-        rows.append(row)
-    write_asc(path, lon0 - half_deg, lat0 - half_deg, cell_deg, rows)
-    return n * n
-
-
-# What the command writes, and the kind `sis ingest` loads each as.
-TOWN_FILES = (("osm", "synthetic-town.osm.pbf"), ("places", "synthetic-places-1.geojsonl"),
-              ("places", "synthetic-places-2.geojsonl"), ("population", "synthetic-population.asc"))
-
-
-def write_town(out: Path, centre: tuple[float, float]) -> list[tuple[str, Path]]:
-    """The demo's files around ``centre`` in ``out``: the town's extract, two places
-    snapshots (the second a later one: some places gone, some new, for the trends) and
-    the population grid. Returns (kind, path) in the order to ingest them."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [(kind, out / name) for kind, name in TOWN_FILES]
-    write_extract(paths[0][1], centre)
-    write_geojsonseq(paths[1][1], places(centre, 400))
-    write_geojsonseq(paths[2][1], places(centre, 440, drop_every=10))
-    write_population(paths[3][1], centre)
-    return paths
-
-
-def main(argv: list[str] | None = None) -> int:
-    from coordinator.demo.photos import DEMO_CENTRE
-    from .demo import SOURCE        # "demo: ...": answers read from these loads carry the demo caveat
-
-    ap = argparse.ArgumentParser(prog="python -m coordinator.features.synthetic",
-                                 description="Write the synthetic town (not real ground) that sis serve --demo "
-                                             "loads, as files for sis ingest: an OpenStreetMap extract (.osm.pbf), "
-                                             "two Overture places snapshots (GeoJSON sequences) and a population "
-                                             "grid (Esri ASCII).")
-    ap.add_argument("out", metavar="OUT_DIR", type=Path, help="folder to write them in (made if missing)")
-    ap.add_argument("--lat", type=float, default=DEMO_CENTRE[0],
-                    help=f"latitude of the town's centre (default {DEMO_CENTRE[0]}, the demo's)")
-    ap.add_argument("--lon", type=float, default=DEMO_CENTRE[1],
-                    help=f"longitude of the town's centre (default {DEMO_CENTRE[1]}, the demo's)")
-    args = ap.parse_args(argv)
-    if not (-89 <= args.lat <= 89 and -179 <= args.lon <= 179):
-        ap.error("--lat must be within -89..89 and --lon within -179..179 (the town is some 0.06 degrees wide)")
-    if args.out.exists() and not args.out.is_dir():
-        print(f"{ap.prog}: {args.out} is not a folder", file=sys.stderr)
-        return 2
-    for kind, path in write_town(args.out, (args.lat, args.lon)):      # what to run next, one line each
-        print(f"sis ingest {kind} {shlex.quote(str(path))} --source {shlex.quote(SOURCE)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

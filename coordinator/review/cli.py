@@ -34,7 +34,7 @@ def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
 
 
 async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
-    from coordinator.cli import LIVE, REVOKED
+    from coordinator.core.access.credentials import LIVE, REVOKED
     from coordinator.core.errors import NotFound
     from coordinator.sweeps.nodes_cli import operator
     from coordinator.core.db.migrate import with_database

@@ -19,10 +19,9 @@ CELL = 0.001            # ~110 m
 HALF = 0.03             # the grid covers the demo centre +- 0.03 degrees
 
 
-async def load_demo_population(db: Database, centre: tuple[float, float], data_dir: str | Path) -> None:
-    """Load the synthetic grid unless this database has a population version."""
-    if await versions.newest_ready(db, KIND):
-        return
+def write_grid(path: Path, centre: tuple[float, float]) -> None:
+    """The synthetic grid around ``centre`` as an Esri ASCII file: some 425 people a cell at
+    the town's centre fading to 25, made up."""
     lat0, lon0 = centre
     n = int(round(2 * HALF / CELL))
     rows = []
@@ -34,7 +33,14 @@ async def load_demo_population(db: Database, centre: tuple[float, float], data_d
             d2 = ((lat - lat0) ** 2 + (lon - lon0) ** 2) / (0.01 ** 2)
             row.append(round(25 + 400 * math.exp(-d2 / 2), 1))    # people per cell: a town centre fading out
         rows.append(row)
+    write_asc(path, lon0 - HALF, lat0 - HALF, CELL, rows)
+
+
+async def load_demo_population(db: Database, centre: tuple[float, float], data_dir: str | Path) -> None:
+    """Load the synthetic grid unless this database has a population version."""
+    if await versions.newest_ready(db, KIND):
+        return
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "demo-population.asc"
-        write_asc(path, lon0 - HALF, lat0 - HALF, CELL, rows)
+        write_grid(path, centre)
         await ingest.run(db, KIND, path, source=SOURCE, data_dir=data_dir)

@@ -41,6 +41,9 @@ ALL_SCOPES: tuple[str, ...] = (*DEFAULT_KEY_SCOPES, REVIEW_SCOPE)
 KEY_PLANS = tuple(p for p in plans.PLANS if p != "anon")
 MIN_EMBED_TTL_S, MAX_EMBED_TTL_S = 60, 7 * 86400
 
+# A key's state as the operator's lists say it (sis keys list, sis reviewers list): one word each.
+LIVE, REVOKED = "live", "revoked"
+
 
 def now() -> datetime:
     return datetime.now(timezone.utc)
