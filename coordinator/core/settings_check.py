@@ -95,6 +95,10 @@ def _file_key(loc: tuple) -> str:
 def _show(value: Any, loc: tuple) -> str:
     if any(w in str(p).lower() for p in loc for w in _SECRET_WORDS):
         return "(value not shown)"
+    if isinstance(value, str) and str(loc[-1]).lower().endswith("url") and "@" in value:
+        # a URL's user information holds its password (redis://:pw@host, postgresql://u:pw@host)
+        head, _, host = value.rpartition("@")
+        value = (head.split("://", 1)[0] + "://" if "://" in head else "") + "***@" + host
     if isinstance(value, str):
         return value if value and " " not in value else repr(value)
     if value is None or isinstance(value, (bool, int, float)):
