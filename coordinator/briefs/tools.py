@@ -187,7 +187,7 @@ async def event_brief(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     side = ctx.services.settings.event_square_deg
     area = square(lon, lat, side)
     # A square across the antimeridian: the layers are read on the event's side of it.
-    box = next(p for p in parts(area) if p[0] <= lon <= p[2])
+    box = next((p for p in parts(area) if p[0] <= lon <= p[2]), parts(area)[0])
     (places, places_rep), (osm, osm_rep), (people, pop_rep), (fires, fires_rep), (seen, seen_rep), hist = \
         await asyncio.gather(_places(ctx, box), _osm(ctx, box), _population(ctx, box), _fires(ctx, box),
                              _seen(ctx, box), event.history(ctx.services.db, found))

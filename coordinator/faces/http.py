@@ -64,8 +64,14 @@ def dumps_bytes(obj: Any) -> bytes:
     try:
         return orjson.dumps(obj)
     except orjson.JSONEncodeError:
-        return json.dumps(_encodable(obj), ensure_ascii=False, separators=(",", ":"),
-                          allow_nan=False).encode()
+        return json.dumps(_encodable(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                          default=_isoformat).encode()
+
+
+def _isoformat(value: Any) -> str:
+    """What orjson writes natively and the standard library does not: times in ISO 8601,
+    anything else (a UUID) as its text."""
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
 def _encodable(obj: Any) -> Any:

@@ -123,7 +123,7 @@ async def show(db, job_id: int) -> dict[str, Any]:
         entry: dict[str, Any] = {"resultId": r.id, "nodeId": r.node_id, "state": r.state,
                                  "canonical": r.lease_id == job.canonical_lease_id, "facts": r.facts,
                                  "engineBuild": r.engine_build, "receivedAt": tr.iso(r.received_at),
-                                 "validation": {"passed": r.state != tr.RESULT_INVALID, "reasons": list(r.reasons)}}
+                                 "validation": {"passed": r.state not in tr.RESULT_REFUSED, "reasons": list(r.reasons)}}
         n = nodes.get(r.node_id)
         if n is not None:
             entry["node"] = {"trusted": n.trusted, "streak": n.streak, "validTotal": n.valid_total,

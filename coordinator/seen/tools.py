@@ -91,17 +91,19 @@ async def street_measure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                    "truncated": out["truncated"]}, caveats=caveats)
 
 
-@tool(TOOLS, name="seen_areas", title="Covered (swept and approved) areas",
-      description="The ground covered by approved sweeps as a GeoJSON FeatureCollection: one polygon per connected "
-                  "group of covered H3 cells, with its cell count, area and when it was covered.",
+@tool(TOOLS, name="seen_areas", title="Covered (swept) areas",
+      description="The swept ground as a GeoJSON FeatureCollection: one polygon per connected group of covered H3 "
+                  "cells (approved sweeps, and ground swept with no street imagery to read), with its cell count, "
+                  "how many of them had no imagery, its area and when it was covered.",
       routes={"public": "/seen-areas"}, scopes=("earth.seen-areas",), http_max_age_s=60, tags=("seen",))
 async def seen_areas(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     cap = CAPS[ctx.caller.plan].rows if ctx.caller.plan in CAPS else 2000
     features, total, truncated = await query.covered_areas(reader_of(ctx.services), cap)
-    caveats = ["Covered means swept from street photos and approved by a reviewer; ground outside these areas is "
-               "unswept, which says nothing about what stands there.",
-               "Areas are unions of H3 cells (resolution 10, about 150 m across) holding approved results; a cell "
-               "counts as covered once, and a later sweep does not refresh its time here."]
+    caveats = ["Covered means swept: street photos read and the results approved by a reviewer, or, for the cells "
+               "counted in noImageryCells, a sweep that found no street imagery there to read (nothing was seen "
+               "there). Ground outside these areas is unswept, which says nothing about what stands there.",
+               "Areas are unions of H3 cells (resolution 10, about 150 m across); a cell counts as covered once, and "
+               "a later sweep does not refresh its time here."]
     if truncated:
         caveats.insert(0, f"Truncated: {total} areas, the {cap} largest served (the row cap of this plan).")
     return Answer({"type": "FeatureCollection", "count": len(features), "total": total, "truncated": truncated,

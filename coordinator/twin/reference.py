@@ -145,7 +145,7 @@ def country(f: dict[str, Any]) -> dict[str, Any]:
         pts = list(_points(f.get("geometry") or {}))
         if not pts:
             raise ValueError("no geometry and no label point")
-        xs, ys = [q[0] for q in pts], [q[1] for q in pts]
+        xs, ys = [number(q[0]) for q in pts], [number(q[1]) for q in pts]
         lon, lat, how = (min(xs) + max(xs)) / 2, (min(ys) + max(ys)) / 2, "bbox-centre"
     pop = _ne_number(_prop(p, "POP_EST"))
     return row(f"ne:{iso3 or name}", name, lon, lat, pop or 0,
