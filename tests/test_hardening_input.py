@@ -240,6 +240,9 @@ async def test_head_answers_wherever_get_does_with_its_headers_and_no_body(sweep
         assert head.headers["Content-Type"] == got.headers["Content-Type"], path
     r = await sweeps_sqlite.request("HEAD", "/earth/seen?lat=91&lon=2")
     assert r.status == 400 and r.body == b""        # refused as GET is, its body left out
+    # A GET that mints something (an embed token's renewal) is not one HEAD may run unseen.
+    r = await sweeps_sqlite.request("HEAD", "/public/v1/anon/renew")
+    assert r.status == 405 and r.headers["Allow"] == "GET, OPTIONS"
 
 
 async def test_values_json_cannot_encode_as_is_are_still_answered_in_the_one_shape(sweeps_sqlite):

@@ -273,6 +273,8 @@ class Tool:
     params: tuple[Param, ...] = ()
     routes: Mapping[str, str] = field(default_factory=dict)   # family -> path under the family prefix
     method: str = "GET"
+    safe: bool = True                         # a GET that changes nothing, so HEAD may answer it too (a GET
+                                              # that mints something, /renew, is not: HEAD would mint unseen)
     scopes: tuple[str, ...] = ()              # scopes needed on the credentialed family
     bbox_ceiling_deg: float | None = None     # credentialed bbox ceiling that binds every plan
     cache_ttl_s: float | str = 0              # server cache of a healthy answer, in s or a setting's name; 0: none

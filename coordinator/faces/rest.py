@@ -19,7 +19,8 @@ class ToolHandler(BaseHandler):
     def initialize(self, tool: Tool, family: str) -> None:
         self.tool = tool
         self.family = family
-        self.SUPPORTED_METHODS = (tool.method, "HEAD", "OPTIONS") if tool.method == "GET" else (tool.method, "OPTIONS")
+        heads = tool.method == "GET" and tool.safe
+        self.SUPPORTED_METHODS = (tool.method, "HEAD", "OPTIONS") if heads else (tool.method, "OPTIONS")
 
     def set_default_headers(self) -> None:
         # Binds browsers only (SPEC.md, Authentication 9): an embed token's answers narrow it to the

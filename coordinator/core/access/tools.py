@@ -94,7 +94,7 @@ async def credential_limits(ctx: ToolContext, params: dict[str, Any]) -> Answer:
       description="Renew the embed token in the path: a new token of the same chain (same origin, budget, "
                   "lifetime and per-visitor counters) with a fresh expiry, its lifetime the ttl the chain was "
                   "minted with. Only an unexpired embed token renews.",
-      routes={"public": "/renew"}, keyless=False, http_max_age_s=0, mcp=False, tags=("access",))
+      routes={"public": "/renew"}, keyless=False, http_max_age_s=0, mcp=False, safe=False, tags=("access",))
 async def renew_embed(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     if caller_kind(ctx.caller) != KIND_EMBED:
         raise Forbidden("only an embed token can be renewed; keys do not expire",
