@@ -106,6 +106,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     workers = args.workers
     if workers < 1:
         raise StartupError("--workers must be at least 1")
+    if workers > 1 and settings.demo:
+        raise StartupError("--demo runs in one process: its fake upstreams and photo provider live in it (each "
+                           "worker would start its own, and load the demo town again); leave out --workers")
     if workers > 1 and settings.is_sqlite:
         raise StartupError("--workers above 1 needs PostgreSQL: SQLite admits one coordinator process "
                            "(set SIS_DATABASE_URL or --database to postgresql://...)")

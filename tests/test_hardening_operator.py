@@ -369,3 +369,10 @@ def test_a_refused_url_never_shows_its_password(tmp_path, clean_env):
         line = one_line(run("jobs", "list", "--database", f"sqlite+aiosqlite:///{tmp_path}/x.db",
                             env={"SIS_REDIS_URL": value}))
         assert "s3cretPassw0rd" not in line and "***@cache.internal" in line, line
+
+
+def test_demo_mode_runs_in_one_process(tmp_path, clean_env):
+    """Each worker started its own fake upstreams and photo provider and loaded the town again."""
+    line = one_line(run("serve", "--demo", "--workers", "2", "--port", str(free_port()),
+                        "--database", "postgresql+asyncpg://nobody@127.0.0.1:1/x"), code=2)
+    assert "--demo runs in one process" in line
