@@ -111,7 +111,7 @@ async def test_unreachable_sources_answer_degraded_within_the_timeout(sqlite_url
         assert r.status == 200 and r.headers["Cache-Control"] == "no-store"
         assert body["health"]["sourcesUsable"] == 0 and body["health"]["sourcesQueried"] == 2
         assert all(s["ok"] is False and s["error"].startswith("unreachable") for s in body["health"]["sources"])
-        assert body["count"] == 0 and body["events"] == []
+        assert body["count"] is None and body["events"] == []         # unknown, not none: nothing answered
     finally:
         await stop_coordinator(c)
 
@@ -146,3 +146,23 @@ async def test_a_cached_answer_carries_a_stable_etag_and_answers_304(coordinator
     assert r2.headers["Etag"] == etag
     r3 = await coordinator.get("/earth/events", headers={"If-None-Match": etag})
     assert r3.status == 304 and r3.body == b""
+
+
+def test_gdacs_scores_the_episode_it_levels_and_a_severity_of_0_is_no_measure():
+    """The level is the episode's, so its score must be too (the event-wide one can sit in
+    another band); floods, volcanoes and droughts carry severity 0 for 'no measure'."""
+    import copy
+    import json
+    from pathlib import Path
+
+    from coordinator.sources.gdacs import parse_feature
+    doc = json.loads((Path(__file__).resolve().parents[1] / "coordinator/sources/samples/gdacs/events/geteventlist"
+                      / "EVENTS4APP.json").read_text())
+    by = {f["properties"]["eventtype"]: f for f in doc["features"]}
+    tc = copy.deepcopy(by["TC"])
+    tc["properties"].update(episodealertlevel="Green", episodealertscore=0.5, alertlevel="Orange", alertscore=1.5)
+    e = parse_feature(tc)
+    assert e.alert_level == "green" and e.alert_score == 0.5
+    for kind in ("FL", "VO", "DR"):
+        assert parse_feature(by[kind]).severity["value"] is None, kind
+    assert parse_feature(by["EQ"]).severity["value"] == 4.8

@@ -102,6 +102,15 @@ async def test_an_all_land_bbox_is_unknown_not_no_stress(c, upstream):
     assert any("unknown, not No Stress" in cv for cv in body["caveats"])
 
 
+async def test_a_code_outside_the_table_is_never_the_highest_alert(c, upstream):
+    """Code 252 (no step) outranked an Alert Level 2 cell as 'highest'."""
+    upstream.set_json(PATH, {"table": {"columnNames": ["time", "latitude", "longitude", "bleaching_alert_area"],
+                                       "rows": [["2026-11-24T12:00:00Z", -8.025, 115.025, 4],
+                                                ["2026-11-24T12:00:00Z", -8.075, 115.025, 252]]}})
+    body = (await c.get(f"/public/v1/anon/coral?bbox={BBOX}")).json()
+    assert body["highest"]["name"] == "Alert Level 2" and body["highest"]["code"] == 4
+
+
 async def test_an_unreadable_answer_is_degraded(c, upstream):
     upstream.set(PATH, Canned(500, b"Error {\n    code=500;\n}", "text/plain"))
     body = (await c.get(f"/public/v1/anon/coral?bbox={BBOX}")).json()

@@ -87,6 +87,16 @@ async def test_an_invalid_key_and_a_broken_answer_are_degraded_and_not_cached(c,
     assert body["health"]["degraded"] and "not FIRMS CSV" in body["health"]["sources"][0]["error"]
 
 
+async def test_a_cut_or_garbled_csv_is_degraded_not_detections_with_null_fields(c, upstream):
+    # the header of the recorded sample, then one row cut short after acq_time
+    header = "latitude,longitude,bright_ti4,scan,track,acq_date,acq_time,satellite,instrument,confidence," \
+             "version,bright_ti5,frp,daynight\n"
+    upstream.set(PATH, Canned(200, (header + "-2.3,113.9,333.5,0.42,0.37,2026-11-24,55\n").encode(), "text/csv"))
+    body = (await c.get(f"/public/v1/anon/fires?bbox={BBOX}")).json()
+    assert body["health"]["degraded"] and "do not have the header's 14 columns" in body["health"]["sources"][0]["error"]
+    assert body["count"] is None and body["detections"] == []
+
+
 async def test_a_healthy_answer_is_cached(c, upstream):
     for _ in range(3):
         assert (await c.get(f"/public/v1/anon/fires?bbox={BBOX}")).status == 200

@@ -198,9 +198,36 @@ async def test_a_warning_whose_end_cannot_be_read_is_kept_and_said_unknown(db_ur
     c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"areas": "O.02"}}))
     try:
         body = (await c.get("/public/v1/anon/marine")).json()
-        assert body["count"] == 1 and body["warnings"][0]["validTo"] is None
-        assert body["areas"][0]["periods"][0]["ended"] is None and body["areas"][0]["outdated"] is False
+        # Listed, but whether it holds now is unknown, so the count of warnings in force is too.
+        assert body["count"] is None and body["warnings"][0]["validTo"] is None
+        assert body["areas"][0]["periods"][0]["ended"] is None and body["areas"][0]["outdated"] is True
         assert any("no readable end (validTo null)" in cv for cv in body["caveats"])
+    finally:
+        await stop_coordinator(c)
+
+
+@pytest.mark.parametrize("data", [[], [{"valid_to": "2019-01-02T00:00:00Z", "warning_desc": "NIHIL.",
+                                        "wave_cat": "Rendah"}]], ids=["no periods", "an unreadable end, no warning"])
+async def test_a_forecast_that_says_nothing_of_now_is_not_no_warning(db_url, upstream, data):
+    """An area with no period, or none whose end can be read, was counted as 0 warnings."""
+    upstream.set_json("/bmkg_marine/public_api/perairan/O.02.json", {**AREA, "data": data})
+    c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"areas": "O.02"}}))
+    try:
+        body = (await c.get("/public/v1/anon/marine")).json()
+        assert body["count"] is None and body["areas"][0]["outdated"] is True
+        assert any("O.02 has no period still valid" in cv for cv in body["caveats"])
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_a_sea_area_without_a_category_reads_it_from_the_height_range(db_url, upstream):
+    doc = {**AREA, "data": [{**AREA["data"][0], "wave_cat": None, "wave_desc": "2.50 - 4.00 m",
+                             "warning_desc": "NIHIL."}]}
+    upstream.set_json("/bmkg_marine/public_api/perairan/O.02.json", doc)
+    c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"areas": "O.02"}}))
+    try:
+        body = (await c.get("/public/v1/anon/marine")).json()
+        assert body["areas"][0]["periods"][0]["wave"]["name"] == "Tinggi" and body["warnings"][0]["highWave"]
     finally:
         await stop_coordinator(c)
 

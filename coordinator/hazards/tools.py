@@ -40,7 +40,7 @@ EVENT_OUTPUT = {
     "required": ["caveats", "events", "count", "health"],
     "properties": {
         "caveats": {"type": "array", "items": {"type": "string"}},
-        "count": {"type": "integer"},
+        "count": {"type": ["integer", "null"]},
         "events": {"type": "array", "items": {"type": "object", "required": ["id", "type", "bbox", "posQuality"]}},
         "health": {"type": "object"},
     },
@@ -65,7 +65,9 @@ async def hazard_events(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     events = [event_json(e, square_deg=settings.event_square_deg, extent_bbox=extent) for e in feed.events]
     events.sort(key=lambda e: (e["from"] or "", e["id"]), reverse=True)
     caveats = list(EVENTS_CAVEATS_EXTENT if extent else EVENTS_CAVEATS_DIRECT) + list(EVENTS_CAVEATS)
-    return Answer({"count": len(events), "events": events}, caveats=caveats, health=feed.health)
+    # No source answered: how many events there are is unknown, not 0 (the list is empty either way).
+    count = len(events) if feed.health.usable else None
+    return Answer({"count": count, "events": events}, caveats=caveats, health=feed.health)
 
 
 @tool(TOOLS, name="event_changes", title="Hazard event changes",

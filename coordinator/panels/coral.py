@@ -96,7 +96,7 @@ async def coral(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     cells = read.records
     date = cells[0]["date"] if cells else None
     fresh = age(parse_utc(date), now, STALE_AFTER) if cells else {"ageS": None, "stale": None}
-    known = [c for c in cells if c["alert"]["code"] is not None]
+    known = [c for c in cells if c["alert"].get("step") is not None]     # a code outside the table is unknown too
     highest = max(known, key=lambda c: c["alert"]["code"])["alert"] if known else None
     counts = Counter(c["alert"]["name"] for c in cells)
     caveats = ["Alerts are satellite sea-surface heat stress over 5 km cells, not observed bleaching; a cell "

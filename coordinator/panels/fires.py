@@ -93,7 +93,14 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
     missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
     if missing:
         raise SourceError(f"answer is not FIRMS CSV (no {', '.join(missing)} column)")
-    return [parse_row(row) for row in reader]
+    rows = list(reader)
+    # DictReader fills a short row with None and keeps a long one's extras under None: either
+    # is a body cut or garbled, whose detections would be served with fields made up as null.
+    bad = sum(1 for row in rows if None in row or None in row.values())
+    if bad:
+        raise SourceError(f"{bad} of {len(rows)} rows do not have the header's {len(reader.fieldnames or ())} "
+                          "columns: the answer is cut or garbled")
+    return [parse_row(row) for row in rows]
 
 
 def _deg(v: float) -> str:

@@ -120,9 +120,10 @@ def warning_text(raw: Any) -> str | None:
 def parse_area(doc: dict[str, Any]) -> dict[str, Any]:
     periods = []
     for p in doc["data"]:
+        cat = wave(p.get("wave_cat"))     # the category, else read from the height range, as for ports
         periods.append({"validFrom": utc(p.get("valid_from")), "validTo": utc(p.get("valid_to")),
                         "timeDesc": p.get("time_desc"), "weather": p.get("weather"),
-                        "wave": wave(p.get("wave_cat")), "waveDesc": p.get("wave_desc"),
+                        "wave": cat if cat["rank"] else wave_of_desc(p.get("wave_desc")), "waveDesc": p.get("wave_desc"),
                         "warning": warning_text(p.get("warning_desc")),
                         "windFrom": p.get("wind_from"), "windTo": p.get("wind_to"),
                         "windSpeed": {"min": p.get("wind_speed_min"), "max": p.get("wind_speed_max"),
@@ -187,10 +188,11 @@ class BmkgMarine(Source[dict]):
 
 def with_validity(rec: dict[str, Any], now: datetime) -> dict[str, Any]:
     """An area or port as served at ``now``: each period with ``ended`` (null when its end is
-    unreadable), and ``outdated`` when it has periods and every one of them has ended (its
-    forecast says nothing of now). A copy: the source's record is left as read."""
+    unreadable), and ``outdated`` when no period is known to be in force or to come: every one
+    ended, their ends unreadable, or no period at all (its forecast says nothing of now, so
+    'no warning' would be a guess). A copy: the source's record is left as read."""
     periods = [{**p, "ended": ended(parse_utc(p["validTo"]), now)} for p in rec["periods"]]
-    return {**rec, "periods": periods, "outdated": bool(periods) and all(p["ended"] is True for p in periods)}
+    return {**rec, "periods": periods, "outdated": not any(p["ended"] is False for p in periods)}
 
 
 def warnings_of(records: list[dict], place: str, now: datetime) -> tuple[list[dict], int]:

@@ -44,15 +44,29 @@ def parse_feature(feature: dict[str, Any]) -> EventRecord | None:
         from_time=_utc(p.get("fromdate")), to_time=_utc(p.get("todate")),
         updated=_utc(p.get("datemodified")),
         country=p.get("country") or None,
-        alert_score=float(p["alertscore"]) if p.get("alertscore") is not None else None,
-        severity={"value": sev.get("severity"), "text": sev.get("severitytext"), "unit": sev.get("severityunit")}
-        if sev else None,
+        # The episode's score, as the level is the episode's (the event-wide one can be another band).
+        alert_score=_score(p.get("episodealertscore")) if p.get("episodealertlevel") else _score(p.get("alertscore")),
+        severity=_severity(sev),
         upstream_bbox=tuple(float(x) for x in bbox) if bbox and len(bbox) == 4 else None,  # type: ignore[arg-type]
         url=urls.get("report") if isinstance(urls, dict) else None,
         upstream_id=f"{etype}{p['eventid']}",
         extra={"eventAlertLevel": _level(p.get("alertlevel")), "upstreamSource": p.get("source") or None,
                "iso3": p.get("iso3") or None},
     )
+
+
+def _score(raw: Any) -> float | None:
+    return None if raw is None or isinstance(raw, bool) else float(raw)
+
+
+def _severity(sev: dict) -> dict | None:
+    """GDACS's severity, its value null where it is 0: floods (GLoFAS), volcanoes and droughts
+    carry 0 for "no measure", which served as a value read as a zero severity."""
+    if not sev:
+        return None
+    value = sev.get("severity")
+    return {"value": None if value in (0, 0.0, None) else value, "text": sev.get("severitytext") or None,
+            "unit": sev.get("severityunit") or None}
 
 
 @register
