@@ -149,3 +149,16 @@ async def test_a_population_grid_with_a_count_that_is_not_finite_fails(c, tmp_pa
     grid.write_text("ncols 2\nnrows 2\nxllcorner 106\nyllcorner -7\ncellsize 0.5\n1 2\n3 inf\n")
     with pytest.raises(ingest.IngestError, match="not a finite number"):
         await ingest.run(c.services.db, "population", grid, data_dir=c.services.settings.data_dir)
+
+
+def test_an_icao_code_is_the_icao_column_and_a_capital_a_countrys():
+    """A heliport's gps_code (K00A) was served as its ICAO code; a province's capital as a capital."""
+    from coordinator.twin import reference
+    row = reference.airport({"id": "6523", "ident": "00A", "type": "heliport", "name": "Total RF Heliport",
+                             "latitude_deg": "40.07", "longitude_deg": "-74.93", "gps_code": "K00A",
+                             "icao_code": "", "iata_code": ""})
+    assert row["props"]["icao"] is None
+    point = {"type": "Point", "coordinates": [-121.49, 38.58]}
+    for cls, capital in (("Admin-1 capital", False), ("Admin-0 capital", True), ("Populated place", False)):
+        c = reference.city({"properties": {"NAME": "X", "FEATURECLA": cls}, "geometry": point})
+        assert c["props"]["capital"] is capital, cls

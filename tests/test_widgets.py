@@ -41,6 +41,13 @@ async def test_fred_observations_newest_first_with_a_missing_value_unknown(c, up
     assert any("not zero" in cv for cv in body["caveats"])
 
 
+async def test_a_fred_transformation_is_said_since_the_widgets_units_are_the_series_own(c):
+    _, body = await read(c, "/earth/w/fred-unrate?units=pch")
+    assert any("'pch' transformation of the series (percent change)" in cv for cv in body["caveats"])
+    _, plain = await read(c, "/earth/w/fred-unrate")
+    assert not any("transformation" in cv for cv in plain["caveats"])
+
+
 async def test_fred_error_answer_is_degraded_with_its_message(c, upstream):
     upstream.set_json("/fred/series/observations", {"error_code": 400,
                                                     "error_message": "Bad Request.  The series does not exist."}, 400)
@@ -92,11 +99,12 @@ async def test_coingecko_price_and_an_id_it_does_not_know(c):
 
 async def test_swpc_reads_both_table_shapes_newest_first(c):
     _, kp = await read(c, "/earth/w/swpc-noaa-planetary-k-index?limit=3")
-    assert [r["time_tag"] for r in kp["data"]] == ["2026-11-24T21:00:00", "2026-11-24T18:00:00",
-                                                    "2026-11-24T15:00:00"]
+    # Both of SWPC's forms of time_tag served as one, ISO 8601 in UTC (neither names its zone).
+    assert [r["time_tag"] for r in kp["data"]] == ["2026-11-24T21:00:00Z", "2026-11-24T18:00:00Z",
+                                                    "2026-11-24T15:00:00Z"]
     assert kp["data"][0]["Kp"] is None and kp["data"][1]["Kp"] == 4.67 and kp["data"][0]["license"] == "public-domain"
     _, plasma = await read(c, "/earth/w/swpc-solar-wind-plasma-1-day")
-    assert plasma["data"][1] == {"time_tag": "2026-11-25 05:58:00.000", "density": 4.2, "speed": 415.0,
+    assert plasma["data"][1] == {"time_tag": "2026-11-25T05:58:00Z", "density": 4.2, "speed": 415.0,
                                  "temperature": 60120.0, "license": "public-domain"}
     assert plasma["data"][0]["speed"] is None and plasma["widget"]["confirmed"] is False
 
@@ -127,6 +135,22 @@ async def test_a_feed_widget_serves_the_registered_sources_records(c):
     _, body = await read(c, "/earth/w/feed-usgs?limit=2")
     assert body["widget"]["category"] == "Earth" and body["count"] == 2
     assert all(r["license"] == "public-domain" and "eventType" in r for r in body["data"])
+
+
+async def test_a_widget_over_a_twin_feed_reads_it_once_whatever_its_limit_and_waits_after_a_failure(c, upstream):
+    """Each limit asked was one more upstream call: 15 requests spent Launch Library's hour."""
+    path = "/launch_library/launch/upcoming"
+    counts = []
+    for n in (1, 2, 50):
+        _, body = await read(c, f"/earth/w/feed-launch_library?limit={n}")
+        assert body["health"]["degraded"] is False
+        counts.append(body["count"])
+    assert counts[:2] == [1, 2] and counts[2] >= 2 and upstream.hits[path] == 1
+    upstream.set_json("/gdelt/doc/doc", {"error": "throttled"}, status=429)
+    for n in (1, 2):
+        _, body = await read(c, f"/earth/w/feed-gdelt?limit={n}")
+        assert body["health"]["degraded"] is True
+    assert upstream.hits["/gdelt/doc/doc"] == 1          # the failed read is not asked again at once
 
 
 # ---- parameters from the catalogue, unknown ids, routing ----------------------------------

@@ -28,6 +28,9 @@ from . import reference
 from .records import point
 
 FAILED_BACKOFF_S = 30.0    # a failed read is reused this long before the upstream is asked again
+# ... longer where the upstream's quota is small: Launch Library's free tier allows 15 calls an
+# hour, so asking again every 30 s while it throttles would keep it throttling.
+FAILED_BACKOFF = {"launch_library": 240.0}
 POINTS_READ = 8000          # the most any plan serves of one layer (Enterprise pointsPerLayer)
 GIBS_LAYER = "VIIRS_SNPP_CorrectedReflectance_TrueColor"
 
@@ -159,7 +162,7 @@ async def read_feed(services: Any, name: str) -> FeedRead:
 
     read = _from_answer(await services.cache.run(f"twin.feed|{name}", ttl, compute))
     if read.failed:
-        failed[name] = (time.monotonic() + min(ttl, FAILED_BACKOFF_S), read)
+        failed[name] = (time.monotonic() + min(ttl, FAILED_BACKOFF.get(name, FAILED_BACKOFF_S)), read)
     else:
         failed.pop(name, None)
     return read

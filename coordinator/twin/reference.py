@@ -95,7 +95,7 @@ def airport(r: dict[str, str]) -> dict[str, Any]:
         raise ValueError("no ident or id")
     return row(ident, _text(r.get("name")), lon, lat, AIRPORT_RANK.get(kind, 0) + (0.5 if scheduled else 0),
                {"ident": ident, "type": kind, "iata": _text(r.get("iata_code")),
-                "icao": _text(r.get("icao_code")) or _text(r.get("gps_code")),
+                "icao": _text(r.get("icao_code")),      # not gps_code: a heliport's K00A is no ICAO code
                 "municipality": _text(r.get("municipality")), "country": _text(r.get("iso_country")),
                 "elevationFt": _number(r.get("elevation_ft")), "scheduledService": scheduled})
 
@@ -166,7 +166,8 @@ def city(f: dict[str, Any]) -> dict[str, Any]:
     cls = _text(_prop(p, "FEATURECLA"))
     return row(f"ne:{name}:{lat:.3f}:{lon:.3f}", name, lon, lat, pop or 0,
                {"country": _text(_prop(p, "ADM0NAME")), "iso2": _text(_prop(p, "ISO_A2")),
-                "popMax": pop, "capital": bool(cls and "capital" in cls.lower()), "featureClass": cls})
+                "popMax": pop, "capital": bool(cls and cls.lower().startswith("admin-0 capital")),
+                "featureClass": cls})       # a national capital; "Admin-1 capital" is a province's
 
 
 def river(f: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,8 @@ CAVEATS = [
     "at their pad, countries at their label point; weather is modelled at fixed cities; news articles have no "
     "position (null geometry), only their outlet's country.",
     "Overlays are tile templates: clients fetch the tiles from each provider under its terms; nothing is rehosted.",
+    "Weather is Open-Meteo's free tier (CC BY 4.0 data), which is for non-commercial use: a commercial deployment "
+    "needs Open-Meteo's API plan. EONET's event extents are NASA's own 'not official' ones.",
 ]
 LAYERS_PARAM = Param(
     "layers", STRING, "Layer ids, comma-separated (quakes,ev:wildfires,overlay:radar); '*' for every layer; "

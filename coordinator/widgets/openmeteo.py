@@ -36,13 +36,19 @@ class OpenMeteoPoint(Source[dict]):
     default_base_url = "https://api.open-meteo.com"
     description = "Open-Meteo forecast at a caller's point (JSON)"
     cache_ttl_s = 900.0
-    caveat = "Weather values are a forecast model's at the nearest grid point, not a station's measurement."
+    caveat = ("Weather values are a forecast model's at the nearest grid point, not a station's measurement. "
+              "Weather data by Open-Meteo.com (CC BY 4.0), read from its free tier, which is for non-commercial "
+              "use: commercial use needs Open-Meteo's API plan. A daily row is a day of the point's own time zone "
+              "(its 'timezone').")
 
     async def fetch(self, query: Query) -> list[dict]:
         lat, lon = query.point or (None, None)
         ids = dict(query.params.get("_upstream") or {})
-        args: dict[str, Any] = {"latitude": f"{lat:g}", "longitude": f"{lon:g}", "timezone": "GMT"}
         block = "current" if "current" in ids else "daily"
+        # Current conditions are stamped in GMT; a daily row is a local day (its max, min and sums
+        # over the point's own midnight to midnight, not a UTC day eight hours off in California).
+        args: dict[str, Any] = {"latitude": f"{lat:g}", "longitude": f"{lon:g}",
+                                "timezone": "GMT" if block == "current" else "auto"}
         args[block] = ids[block]
         if block == "daily":
             args["forecast_days"] = int(query.params.get("days") or 7)
@@ -80,8 +86,9 @@ def parse_forecast(doc: Any, block: str, variables: list[str], license: str) -> 
     if not isinstance(times, list):
         raise SourceError("daily block has no time array")
     out = []
+    zone = doc.get("timezone")
     for n, day in enumerate(times):
-        row = {"date": day, "gridPoint": grid, "modelled": True, "license": license}
+        row = {"date": day, "timezone": zone, "gridPoint": grid, "modelled": True, "license": license}
         for v in variables:
             col = data.get(v)
             row[v] = fig(col[n] if isinstance(col, list) and n < len(col) else None, v)

@@ -14,6 +14,7 @@ formats, not recordings.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from coordinator.sources.base import Query, Source, SourceError
@@ -50,6 +51,16 @@ def _cell(v: Any) -> Any:
     return v
 
 
+def _utc(tag: Any) -> Any:
+    """SWPC's time_tag in one form, ISO 8601 UTC with Z: the legacy tables write
+    "2025-08-27 00:00:00.000", the current ones "2026-05-27T21:00:00", neither with a zone
+    (both are UTC); anything else is passed on as it is."""
+    if not isinstance(tag, str):
+        return tag
+    m = re.fullmatch(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:\.\d+)?Z?", tag.strip())
+    return f"{m.group(1)}T{m.group(2)}Z" if m else tag
+
+
 def parse_table(doc: Any) -> list[dict]:
     if not isinstance(doc, list):
         raise SourceError("not an SWPC table")
@@ -59,7 +70,7 @@ def parse_table(doc: Any) -> list[dict]:
         head = [str(h) for h in doc[0]]
         if "time_tag" not in head:
             raise SourceError("the table's first row names no time_tag column")
-        return [{k: (v if k == "time_tag" else _cell(v)) for k, v in zip(head, row)} for row in doc[1:]]
+        return [{k: (_utc(v) if k == "time_tag" else _cell(v)) for k, v in zip(head, row)} for row in doc[1:]]
     if all(isinstance(r, dict) and "time_tag" in r for r in doc):
-        return [{k: (v if k == "time_tag" else _cell(v)) for k, v in r.items()} for r in doc]
+        return [{k: (_utc(v) if k == "time_tag" else _cell(v)) for k, v in r.items()} for r in doc]
     raise SourceError("rows are neither arrays under a header row nor objects with time_tag")

@@ -24,6 +24,7 @@ from coordinator.core.honesty import Answer, Health, SourceReport
 from coordinator.core.pipeline import run_cached
 from coordinator.core.registry import STRING, Param, Tool
 from coordinator.sources.base import Query
+from coordinator.twin.feeds import read_feed
 
 from .catalogue import CATEGORY_COUNTS, Catalogue, Widget, load
 
@@ -92,6 +93,19 @@ def widget_summary(w: Widget) -> dict[str, Any]:
             "confirmed": w.confirmed, "listedBy": w.listed_by}
 
 
+# FRED's transformations (its `units` parameter), as FRED's API documentation names them.
+FRED_TRANSFORMS = {"chg": "change", "ch1": "change from a year ago", "pch": "percent change",
+                   "pc1": "percent change from a year ago", "pca": "compounded annual rate of change",
+                   "cch": "continuously compounded rate of change",
+                   "cca": "continuously compounded annual rate of change", "log": "natural log"}
+
+# Feeds the twin reads whole (no ids, no point): a widget over one reads it as the twin does,
+# through the twin's cache (one upstream read per feed lifetime, whatever the widget's limit)
+# and its wait after a failed read. Read apart, each limit asked was one more upstream call,
+# and 15 widget requests spent Launch Library's hour of calls, the twin's launches layer with them.
+TWIN_FEEDS = frozenset({"eonet", "gdelt", "launch_library", "rainviewer", "waqi_map", "wheretheiss"})
+
+
 def query_for(w: Widget, params: dict[str, Any]) -> Query:
     own = {k: v for k, v in params.items() if k != "id"}
     keys = QUERY_IDS.get(w.source)
@@ -129,8 +143,14 @@ async def read_widget(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     if source is None:
         report = SourceReport(w.source, w.license, ok=False, error="this coordinator has no such source configured")
         return Answer({"widget": widget_summary(w), "count": 0, "data": []}, caveats=caveats, health=Health([report]))
-    read = await source.read(query_for(w, params))
-    records = [plain(r, w.license) for r in read.records]
+    if w.source in TWIN_FEEDS:
+        feed = await read_feed(ctx.services, w.source)
+        report = feed.report or SourceReport(w.source, w.license, ok=False, error=feed.unavailable)
+        read_records = feed.records
+    else:
+        read = await source.read(query_for(w, params))
+        report, read_records = read.report, read.records
+    records = [plain(r, w.license) for r in read_records]
     limit = params.get("limit")
     if w.source not in QUERY_IDS and isinstance(limit, int):
         records = records[:limit]
@@ -138,9 +158,13 @@ async def read_widget(ctx: ToolContext, params: dict[str, Any]) -> Answer:
         caveats.append(source.caveat)
     if w.source == "fred":
         caveats.append("FRED republishes series of many owners; rights vary by series (see its notes on FRED).")
+        transform = params.get("units")
+        if transform and transform != "lin":     # the widget's units are the series' own, not these values'
+            caveats.append(f"Values are FRED's '{transform}' transformation of the series "
+                           f"({FRED_TRANSFORMS.get(transform, transform)}), not in the series' own units.")
     caveats.append(UNKNOWN_CAVEAT)
     return Answer({"widget": widget_summary(w), "params": {k: v for k, v in params.items() if k != "id"},
-                   "count": len(records), "data": records}, caveats=caveats, health=Health([read.report]))
+                   "count": len(records), "data": records}, caveats=caveats, health=Health([report]))
 
 
 def adapter_ttl(source: str) -> float:
