@@ -114,3 +114,15 @@ def test_sis_widgets_build_catalogue_writes_a_catalogue(tmp_path, capsys):
 def test_sis_widgets_counts_prints_the_contracts_beside_the_catalogues(capsys):
     assert main(["widgets", "counts"]) == 0
     assert "Macro          961 (contract 961)" in capsys.readouterr().out
+
+
+
+def test_a_world_bank_unit_is_not_the_qualifier_after_it():
+    """'(national estimate)' and '(modeled ILO estimate)' were served as 42 widgets' units."""
+    from coordinator.widgets.build import _units_from_name
+    assert _units_from_name("Employment to population ratio, ages 15-24, female (%) (national estimate)") == "%"
+    assert _units_from_name("Employment in agriculture (% of total employment) (modeled ILO estimate)") == \
+        "% of total employment"
+    assert _units_from_name("Trade in services (% of GDP)") == "% of GDP"
+    shipped = [w for w in json.loads(CATALOGUE_PATH.read_text())["widgets"] if w["source"] == "worldbank"]
+    assert not [w["id"] for w in shipped if w["units"].lower() in ("national estimate", "modeled ilo estimate")]

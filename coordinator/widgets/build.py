@@ -333,9 +333,15 @@ def build(listings: Mapping[str, Any], *, provenance: Mapping[str, str] | None =
     return doc
 
 
+# Brackets a World Bank name ends with that say how a figure was made, not its unit:
+# "Employment to population ratio, ages 15-24, female (%) (national estimate)".
+_QUALIFIER = re.compile(r"\s*\((?:national estimate|modeled ILO estimate)\)\s*$", re.IGNORECASE)
+
+
 def _units_from_name(name: str) -> str:
-    """World Bank listings leave ``unit`` empty and put the unit in the name's last brackets."""
-    m = re.search(r"\(([^()]*)\)\s*$", name)
+    """World Bank listings leave ``unit`` empty and put the unit in the name's last brackets,
+    but for a qualifier of how the figure was made, which the unit's brackets precede."""
+    m = re.search(r"\(([^()]*)\)\s*$", _QUALIFIER.sub("", name))
     return m.group(1) if m else "as the indicator's name says"
 
 
