@@ -20,6 +20,7 @@ on every platform.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -102,12 +103,10 @@ class DataLock:
         if not locked:
             os.close(fd)
             raise AlreadyRunning(self.path, holder(self.path))
-        try:
+        with contextlib.suppress(OSError):   # the pid is for the message only; the lock is what counts
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             os.write(fd, f"{os.getpid()}\n".encode("ascii"))
-        except OSError:   # the pid is for the message only; the lock is what counts
-            pass
         self._fd = fd
         return self
 
@@ -116,10 +115,9 @@ class DataLock:
         if fd is None:
             return
         try:
-            os.ftruncate(fd, 0)      # no pid: no agent holds it now
-            _unlock(fd)
-        except OSError:
-            pass
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)      # no pid: no agent holds it now
+                _unlock(fd)
         finally:
             os.close(fd)
 

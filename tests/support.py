@@ -84,3 +84,12 @@ def make_settings(db_url: str, upstream: FakeUpstream | None = None, *, photos_u
                     poll_interval_s=0, **kw)
 
 
+
+
+def fixed_clock(monkeypatch, panel, at: Any):  # noqa: ANN001, ANN201
+    """A panel's clock (``panels.freshness.utc_now``, imported by name into its module) fixed at
+    ``at``, never today; returns a function that moves it (``clock(t)``)."""
+    def move(t: Any) -> None:
+        monkeypatch.setattr(panel, "utc_now", lambda: t)
+    move(at)
+    return move

@@ -12,7 +12,7 @@ import pytest
 from coordinator.panels import air_quality
 from coordinator.panels.air_quality import _utc, station_time
 from coordinator.panels.freshness import age
-from tests.support import make_settings, start_coordinator, stop_coordinator
+from tests.support import fixed_clock, make_settings, start_coordinator, stop_coordinator
 
 FEED = "/waqi/feed/jakarta"
 # An hour after the recorded reading (2026-11-25 13:00 +07:00, 06:00 UTC).
@@ -23,11 +23,8 @@ STATION = {"aqi": 152, "idx": 8294, "attributions": [], "city": {"name": "Jakart
 
 @pytest.fixture(autouse=True)
 def clock(monkeypatch):
-    """The panel's clock fixed at HOUR_LATER (a test moves it with ``clock(t)``), never today."""
-    def at(t: datetime) -> None:
-        monkeypatch.setattr(air_quality, "utc_now", lambda: t)
-    at(HOUR_LATER)
-    return at
+    """The panel's clock at HOUR_LATER; a test moves it with ``clock(t)``."""
+    return fixed_clock(monkeypatch, air_quality, HOUR_LATER)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from coordinator.demo.upstream import Canned
 from coordinator.panels import coral
 from coordinator.panels.coral import alert
 from coordinator.panels.freshness import age
-from tests.support import make_settings, start_coordinator, stop_coordinator
+from tests.support import fixed_clock, make_settings, start_coordinator, stop_coordinator
 
 BBOX = "115,-8.25,115.25,-8"
 PATH = "/crw/griddap/noaacrwbaa7dDaily.json"
@@ -24,11 +24,8 @@ AUDIT = datetime(2026, 11, 27, 5, 11, tzinfo=timezone.utc)
 
 @pytest.fixture(autouse=True)
 def clock(monkeypatch):
-    """The panel's clock fixed at DAY_LATER (a test moves it with ``clock(t)``), never today."""
-    def at(t: datetime) -> None:
-        monkeypatch.setattr(coral, "utc_now", lambda: t)
-    at(DAY_LATER)
-    return at
+    """The panel's clock at DAY_LATER; a test moves it with ``clock(t)``."""
+    return fixed_clock(monkeypatch, coral, DAY_LATER)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from coordinator.demo.upstream import Canned
 from coordinator.panels import marine
 from coordinator.panels.marine import number, utc, wave, wave_of_desc
-from tests.support import make_settings, start_coordinator, stop_coordinator
+from tests.support import fixed_clock, make_settings, start_coordinator, stop_coordinator
 
 # An hour after the recorded forecasts were issued (2026-11-25 05:00 UTC): every period of the
 # samples (2026-11-25 00:00 to 2026-11-27 00:00) is in force or still to come.
@@ -24,11 +24,8 @@ AUDIT = datetime(2026, 11, 27, 5, 11, tzinfo=timezone.utc)
 
 @pytest.fixture(autouse=True)
 def clock(monkeypatch):
-    """The panel's clock fixed at ISSUED (a test moves it with ``clock(t)``), never today."""
-    def at(t: datetime) -> None:
-        monkeypatch.setattr(marine, "utc_now", lambda: t)
-    at(ISSUED)
-    return at
+    """The panel's clock at ISSUED; a test moves it with ``clock(t)``."""
+    return fixed_clock(monkeypatch, marine, ISSUED)
 
 AREA = {"code": "O.02", "name": "Samudera Hindia selatan Jawa Timur", "issued": "2026-11-25 05:00 UTC",
         "data": [{"valid_from": "2026-11-25 12:00 UTC", "valid_to": "2026-11-26 00:00 UTC", "time_desc": "Hari ini",

@@ -10,7 +10,10 @@ suite's ``SIS_TEST_*``...), which are left alone.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import difflib
+import importlib
 import os
 import tomllib
 from typing import Any, Iterable, Mapping
@@ -182,15 +185,6 @@ def explain(exc: Any, flags: Mapping[str, Any]) -> str:
 
 # ---- sources: their settings named as written ----
 
-def source_keys(cls: Any) -> list[str]:
-    """The keys a source's table takes, lower case: base_url, timeout_s, the key's two ways
-    for a source that needs one, then its own options."""
-    keys = ["base_url", "timeout_s"]
-    if getattr(cls, "needs_key", False):
-        keys += ["api_key", "api_key_file"]
-    return keys + [o.lower() for o in cls.options]
-
-
 def _source_in_env(name: str) -> bool:
     prefix = f"SIS_SOURCES__{name.upper()}__"
     return any(k.upper().startswith(prefix) for k in os.environ)
@@ -216,7 +210,7 @@ def source_problem(settings: Settings, adapters: Mapping[str, Any]) -> str | Non
     for name in sorted(settings.sources):
         cls = adapters[name]
         own = settings.sources[name]
-        takes = source_keys(cls)
+        takes = cls.setting_keys()
         for key in sorted(own.model_extra or {}):
             if key in cls.options:
                 continue
@@ -236,22 +230,14 @@ def source_problem(settings: Settings, adapters: Mapping[str, Any]) -> str | Non
 # ---- SIS_ variables that name no setting ----
 
 def _foreign_known() -> set[str]:
-    """The variables the node agent and the engine read, where they are installed."""
+    """The variables the node agent and the engine read, where they are installed beside
+    the coordinator (each is left out of a coordinator-only install)."""
     known: set[str] = {"SIS_NODE_HOME"}
-    try:
-        from dataclasses import fields
-
-        from node_agent.config import Config
-        known |= {f"SIS_NODE_{f.name.upper()}" for f in fields(Config)}
-    except Exception:  # noqa: BLE001  the node agent is not installed beside the coordinator
-        pass
-    try:
-        from dataclasses import fields
-
-        from sweep_engine.config import EngineConfig
-        known |= {f"SIS_ENGINE_{f.name.upper()}" for f in fields(EngineConfig)}
-    except Exception:  # noqa: BLE001  nor the engine
-        pass
+    for module, name, prefix in (("node_agent.config", "Config", "SIS_NODE_"),
+                                 ("sweep_engine.config", "EngineConfig", "SIS_ENGINE_")):
+        with contextlib.suppress(ImportError):
+            config = getattr(importlib.import_module(module), name)
+            known |= {f"{prefix}{f.name.upper()}" for f in dataclasses.fields(config)}
     return known
 
 

@@ -114,6 +114,14 @@ class Source(abc.ABC, Generic[T]):
         self.demo = demo
 
     @classmethod
+    def setting_keys(cls) -> list[str]:
+        """The settings this source takes (``SIS_SOURCES__<NAME>__<KEY>``, or ``[sources.<name>]``
+        keys), lower case: base_url, timeout_s, the key's two ways where it needs one, then its
+        own options."""
+        return ["base_url", "timeout_s", *(("api_key", "api_key_file") if cls.needs_key else ()),
+                *(o.lower() for o in cls.options)]
+
+    @classmethod
     def at(cls, base_url: str, timeout_s: float = 8.0, **options: Any) -> "Source[T]":
         """An adapter pointed at ``base_url`` with no settings behind it (scripts and tests)."""
         return cls(SourceConfig(base_url, timeout_s, options=options))

@@ -59,8 +59,7 @@ def config_for(cls: type[Source], settings: "Settings", *, base_url: str | None 
     extra = dict(own.model_extra or {}) if own is not None else {}
     unknown = sorted(set(extra) - set(cls.options))
     if unknown:
-        takes = ", ".join(env_name(cls.name, o) for o in ("base_url", "timeout_s", *(
-            ("api_key", "api_key_file") if cls.needs_key else ()), *cls.options))
+        takes = ", ".join(env_name(cls.name, o) for o in cls.setting_keys())
         raise SourceSettingsError(f"{env_name(cls.name, unknown[0])} is not a setting of source {cls.name!r} "
                                   f"(it takes {takes})")
     key = None
