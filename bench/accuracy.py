@@ -11,7 +11,7 @@ part costs.  Choose thresholds on another seed (2000 was used), never on 1000.
 The held-out scenes come from the training generator (``sweep_engine.train.data``)
 with another seed than training's (training uses seed 0 and its own indices;
 the default here is seed 1000), with its full variety (road widths 3-20 m,
-camera heights 1.2-2.8 m, focal, pitch, yaw, vehicles, lighting, textures,
+camera heights 1.0-3.2 m, focal, pitch, yaw, vehicles, lighting, textures,
 blur, noise, rain, JPEG) except roll: the geometry models no roll, so the
 held-out scenes have none.  Each photo goes through the engine as a node runs
 it: the networks at the configured input size, then ``Engine.measure`` with

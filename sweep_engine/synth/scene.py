@@ -157,7 +157,8 @@ def street_scene(seed: int = 0, *, width: int = 256, height: int = 192, focal_px
                  camera_height_m: float = 1.65, road_azimuth_deg: float | None = None,
                  extra_boxes: tuple[Box, ...] = (), furniture: bool = True, verges=None,
                  beyond: tuple[str, str] = ("grass", "grass"), backdrops: tuple[str, str] = ("building", "building"),
-                 camera_a: float | None = None, setback_m: float = 1.0, hedge_height_m: float = 2.2) -> Scene:
+                 camera_a: float | None = None, setback_m: float = 1.0, hedge_height_m: float = 2.2,
+                 spread: bool = False) -> Scene:
     """A random but deterministic street: vehicles ahead in the lanes, furniture on the sidewalks.
 
     ``vehicle_scale`` draws vehicles larger or smaller than the priors, to make
@@ -168,8 +169,15 @@ def street_scene(seed: int = 0, *, width: int = 256, height: int = 192, focal_px
     kerb, a sidewalk and a row of buildings on each side; ``setback_m`` is
     the gap from the verge to the backdrop. ``camera_a`` places
     the camera across the road (default: a fifth of a lane left of the centre).
+
+    ``spread`` draws where things stand instead of the fixed places below
+    (vehicles 10, 18 and 26 m ahead, poles at 14 and 26 m, a sign at 18 m,
+    buildings 12 m high...): at fixed distances an object's image row *is*
+    the focal length over the camera height, and a network trained on them
+    learnt that row, not the photo (``_spread_places``).
     """
     rng = np.random.default_rng(seed)
+    places = _spread_places(seed) if spread else None
     road_w = road_width_m if road_width_m is not None else float(rng.uniform(5.5, 11.0))
     street = Street(road_width_m=road_w, sidewalk_width_m=float(rng.uniform(2.0, 3.5)),
                     road_azimuth_deg=road_azimuth_deg if road_azimuth_deg is not None
@@ -183,6 +191,8 @@ def street_scene(seed: int = 0, *, width: int = 256, height: int = 192, focal_px
     for i, slot in enumerate(slots):
         a = lane * (1 if slot % 2 else -1) + float(rng.uniform(-0.3, 0.3))
         s = 10.0 + 8.0 * (slot // 2) + float(rng.uniform(-1, 1))
+        if places:
+            s = places["vehicle_s"][slot % 2][slot // 2]
         boxes.append(vehicle(kinds[i % len(kinds)], a, s, vehicle_scale, width_jitter))
     # Per side (0 left, 1 right): where street furniture stands (past a kerb, else a little off the asphalt),
     # where the verge ends and where the backdrop stands.  Without ``verges`` these are the kerb's outer
@@ -191,7 +201,11 @@ def street_scene(seed: int = 0, *, width: int = 256, height: int = 192, focal_px
     edge = [b[0][2] if b and b[0][0] == "kerb" else road_w / 2 + 0.3 for b in bands]
     fo = [street.verge_outer(k) for k in (0, 1)]
     facade = [fo[k] + street.setback_m for k in (0, 1)]
-    if furniture:
+    if furniture and places:
+        boxes.extend(_spread_furniture(places, edge, fo, facade, backdrops, road_w))
+        street = replace(street, drains=((road_w / 2 - 0.6, road_w / 2 - 0.1, places["drain_s"],
+                                          places["drain_s"] + 0.8),))
+    elif furniture:
         for j, s in enumerate((14.0, 26.0)):
             a = edge[1] + 0.4 if j % 2 == 0 else -(edge[0] + 0.4)
             h = float(rng.uniform(6.0, 9.0))
@@ -214,7 +228,8 @@ def street_scene(seed: int = 0, *, width: int = 256, height: int = 192, focal_px
         k = 1 if sgn > 0 else 0
         a0 = facade[k] if sgn > 0 else -facade[k] - 10.0
         if backdrops[k] == "building":
-            boxes.append(Box("building", None, a0, a0 + 10.0, -20.0, 200.0, 0.0, 12.0, name="building"))
+            top = places["building_m"][k] if places else 12.0
+            boxes.append(Box("building", None, a0, a0 + 10.0, -20.0, 200.0, 0.0, top, name="building"))
         elif backdrops[k] == "hedge":
             a0 = facade[k] if sgn > 0 else -facade[k] - 1.2
             boxes.append(Box("vegetation", None, a0, a0 + 1.2, -20.0, 200.0, 0.0, hedge_height_m, name="hedge"))
@@ -223,6 +238,73 @@ def street_scene(seed: int = 0, *, width: int = 256, height: int = 192, focal_px
                  camera_height_m=camera_height_m, camera_a=-lane * 0.2 if camera_a is None else camera_a,
                  pitch_deg=pitch_deg,
                  yaw_deg=yaw_deg, seed=seed)
+
+
+def _spread_places(seed: int) -> dict:
+    """Where a ``spread`` street's things stand, drawn from their own generator (``(seed, 4)``), so that
+    the scene's other draws are those of the same seed without it.
+
+    Vehicles: each lane's first 8-18 m ahead, the next 10-22 m on; furniture 8-50 m ahead, each piece
+    present with the street's own density (a bare road to a full one), its size drawn too; buildings 4-25 m
+    high."""
+    r = np.random.default_rng([seed, 4])
+    firsts, gaps = r.uniform(8.0, 18.0, 2), r.uniform(10.0, 22.0, (2, 2))
+    density = float(r.uniform(0.0, 1.0))
+    return {
+        "vehicle_s": [[float(firsts[k] + gaps[k, :j].sum()) for j in range(3)] for k in (0, 1)],
+        "present": (r.random(9) < density).tolist(),
+        "pole_s": r.uniform(8.0, 45.0, 2).tolist(), "pole_h": r.uniform(5.0, 10.0, 2).tolist(),
+        "pole_side": (r.random(2) < 0.5).tolist(),
+        "sign_s": float(r.uniform(8.0, 40.0)), "sign_z": float(r.uniform(1.6, 2.8)),
+        "sign_size": float(r.uniform(0.45, 0.9)),
+        "person_s": float(r.uniform(8.0, 40.0)), "person_off": float(r.uniform(0.4, 2.5)),
+        "gate_s": float(r.uniform(12.0, 45.0)), "gate_w": float(r.uniform(2.0, 4.5)),
+        "gate_h": float(r.uniform(1.2, 2.2)),
+        "entrance_s": float(r.uniform(12.0, 45.0)), "entrance_w": float(r.uniform(0.9, 1.6)),
+        "entrance_h": float(r.uniform(2.0, 2.7)),
+        "fence_s": float(r.uniform(15.0, 45.0)), "fence_len": float(r.uniform(5.0, 15.0)),
+        "fence_h": float(r.uniform(0.9, 1.6)),
+        "tree_s": float(r.uniform(15.0, 50.0)), "trunk_h": float(r.uniform(1.8, 3.5)),
+        "crown_h": float(r.uniform(2.0, 4.5)),
+        "wire_s": float(r.uniform(15.0, 50.0)), "wire_z": float(r.uniform(5.5, 8.5)),
+        "drain_s": float(r.uniform(8.0, 30.0)),
+        "building_m": r.uniform(4.0, 25.0, 2).tolist(),
+    }
+
+
+def _spread_furniture(p: dict, edge, fo, facade, backdrops, road_w: float) -> list[Box]:
+    """A ``spread`` street's furniture, at the places ``_spread_places`` drew: the same kinds of thing as a
+    fixed street's, on the same sides of the road."""
+    out: list[Box] = []
+    have = iter(p["present"])
+    for s, h, right in zip(p["pole_s"], p["pole_h"], p["pole_side"]):
+        if next(have):
+            out.append(pole(edge[1] + 0.4 if right else -(edge[0] + 0.4), s, height=h))
+    if next(have):
+        out.append(sign(-(edge[0] + 0.9), p["sign_s"], z0=p["sign_z"], size=p["sign_size"]))
+    if next(have):
+        out.append(person(edge[1] + p["person_off"], p["person_s"]))
+    if next(have) and backdrops[1] == "building":
+        s = p["gate_s"]
+        out.append(Box("gate", "gate", facade[1] - 0.12, facade[1], s, s + p["gate_w"], 0.0, p["gate_h"],
+                       name="gate"))
+    if next(have) and backdrops[0] == "building":
+        s = p["entrance_s"]
+        out.append(Box("entrance", "entrance", -facade[0], -facade[0] + 0.12, s, s + p["entrance_w"], 0.0,
+                       p["entrance_h"], name="entrance"))
+    if next(have):
+        s = p["fence_s"]
+        out.append(Box("fence", None, fo[1], fo[1] + 0.05, s, s + p["fence_len"], 0.0, p["fence_h"], name="fence"))
+    if next(have):
+        s, trunk = p["tree_s"], p["trunk_h"]
+        out.append(Box("vegetation", None, -fo[0] - 1.5, -fo[0] + 0.5, s - 1.0, s + 1.0, trunk,
+                       trunk + p["crown_h"], name="tree crown"))
+        out.append(Box("pole", None, -fo[0] - 0.65, -fo[0] - 0.35, s - 0.15, s + 0.15, 0.0, trunk,
+                       name="tree trunk"))
+    if next(have):
+        s, z = p["wire_s"], p["wire_z"]
+        out.append(Box("wires", None, -road_w, road_w, s - 0.05, s + 0.05, z - 0.1, z, name="wire"))
+    return out
 
 
 def drive(scene: Scene, n_frames: int, spacing_m: float = 4.0) -> list[Scene]:

@@ -179,7 +179,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--canonical-focal", type=_focal_factor, default=0.8, metavar="F",
                    help="train the depth for one focal length, F x the frame's larger side (default 0.8, as the "
-                        "shipped weights and the engine's default dense_focal; the generator's span 0.55-1.1), "
+                        "shipped weights and the engine's default dense_focal; the generator's span 0.5-1.2), "
                         "with a focal head that reads each photo's; the engine rescales the depth to each photo's "
                         "measured focal length; 0: each scene's own, no focal head (the first five runs). --init "
                         "may name weights trained for each scene's own focal length, not for another F")

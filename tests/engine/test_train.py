@@ -205,7 +205,9 @@ def test_scene_variety_covers_the_documented_ranges():
     widths = [d["road_width_m"] for d in draws]
     heights = [d["camera_height_m"] for d in draws]
     assert 3.0 <= min(widths) < 3.5 and 19.5 < max(widths) <= 20.0
-    assert 1.2 <= min(heights) < 1.3 and 2.7 < max(heights) <= 2.8
+    assert 1.0 <= min(heights) < 1.1 and 3.1 < max(heights) <= 3.2
+    focals = [d["focal_px"] / 256 for d in draws]
+    assert 0.5 <= min(focals) < 0.55 and 1.15 < max(focals) <= 1.2
     assert {d["n_vehicles"] for d in draws} == set(range(7))
     assert min(d["pitch_deg"] for d in draws) < -5 and max(d["pitch_deg"] for d in draws) > 3
 
