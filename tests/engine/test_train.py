@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from sweep_engine.config import EngineConfig
+from sweep_engine.synth import street_scene
 from sweep_engine.models import load_models
 from sweep_engine.train import augment
 from sweep_engine.train.data import Variety, generator_id, sample, scene_params
@@ -117,12 +118,12 @@ def test_a_fine_tune_of_a_fine_tune_names_each_earlier_run_once(tmp_path, dense_
     assert "provenance" not in again["weights"][0]["build"]["init"]["dense"]
 
 
-def test_the_shipped_weights_came_from_six_runs_each_named_once():
+def test_the_shipped_weights_came_from_eight_runs_each_named_once():
     from sweep_engine.train.loop import earlier_runs
 
     manifest = json.loads((Path(__file__).parents[2] / "sweep_engine/default_weights/weights.json").read_text())
     runs = earlier_runs([w["provenance"] for w in manifest["weights"]])
-    assert [r.split("--seed ")[1].split()[0] for r in runs] == ["0", "1", "2", "3", "4", "7"]
+    assert [r.split("--seed ")[1].split()[0] for r in runs] == ["0", "1", "2", "3", "4", "7", "8", "9"]
     assert earlier_runs(["operator fine-tune, run 42", runs[0], "operator fine-tune, run 42"]) == [
         "operator fine-tune, run 42", runs[0]]
     elsewhere = "fine-tuned on 2,000 street photos of Bandung from " + runs[0]   # not written here: kept whole
@@ -211,6 +212,41 @@ def test_scene_variety_covers_the_documented_ranges():
     assert {d["n_vehicles"] for d in draws} == set(range(7))
     assert min(d["pitch_deg"] for d in draws) < -5 and max(d["pitch_deg"] for d in draws) > 3
 
+
+
+def _ahead(scene, kind: str) -> list[float]:
+    """How far ahead (metres, box centre along the road) each of a scene's ``kind`` boxes stands."""
+    return sorted(round((b.s0 + b.s1) / 2, 2) for b in scene.boxes if b.name.startswith(kind))
+
+
+def test_a_spread_street_draws_where_things_stand():
+    """At fixed distances an object's image row is the focal length over the camera height: a network
+    learns the row. A spread street draws each thing's presence, distance and size; a fixed one is as it was."""
+    fixed = [street_scene(seed, n_vehicles=6) for seed in range(30)]
+    spread = [street_scene(seed, n_vehicles=6, spread=True) for seed in range(30)]
+    # The fixed street: two poles at 14 and 26 m (+-1), vehicles in three rows 10, 18, 26 m (+-1), 12 m buildings.
+    for sc in fixed:
+        assert [abs(a - b) <= 1.0 for a, b in zip(_ahead(sc, "pole@"), (14.0, 26.0))] == [True, True]
+        assert {round((s - 10.0) / 8.0) for s in _ahead(sc, "car@") + _ahead(sc, "truck@") + _ahead(sc, "bus@")} \
+            <= {0, 1, 2}
+        assert {b.z1 for b in sc.boxes if b.name == "building"} == {12.0}
+    poles = [s for sc in spread for s in _ahead(sc, "pole@")]
+    assert min(poles) < 12.0 and max(poles) > 35.0 and len(set(poles)) == len(poles)
+    counts = {len(_ahead(sc, "pole@")) + len(_ahead(sc, "sign@")) + len(_ahead(sc, "person@")) for sc in spread}
+    assert 0 in counts and 4 in counts  # from a bare road to a full one
+    tops = {b.z1 for sc in spread for b in sc.boxes if b.name == "building"}
+    assert min(tops) < 8.0 and max(tops) > 18.0
+    # Vehicles keep their lanes and never overlap along one.
+    for sc in spread:
+        vehicles = sorted((b for b in sc.boxes if b.seg == "vehicle"), key=lambda b: (b.a0 > 0, b.s0))
+        for one, nxt in zip(vehicles, vehicles[1:]):
+            if (one.a0 > 0) == (nxt.a0 > 0):
+                assert nxt.s0 > one.s1
+    # The scene's own draws (its road, its vehicles' lanes and sizes) are the fixed street's.
+    for a, b in zip(fixed, spread):
+        assert a.street.road_width_m == b.street.road_width_m
+        assert [(v.a0, v.a1, v.z1) for v in a.boxes if v.seg == "vehicle"] == \
+            [(v.a0, v.a1, v.z1) for v in b.boxes if v.seg == "vehicle"]
 
 def test_roll_keeps_the_truth_exact():
     s = sample(11, 0, width=96, height=72, variety=Variety(augment=0.0, roll_deg=0.0))
