@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.core.access import caps
+from coordinator.core.registry import BBOX, Param, Tool
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import key, registry_with_standins
 from tests.test_error_shape import assert_error_shape
@@ -47,6 +49,24 @@ async def test_the_per_endpoint_ceiling_binds_every_plan(c):
     r = await c.get(f"/public/v1/{ent}/limits")
     assert r.json()["caps"]["perEndpointForThisCaller"]["places"] == {"bboxDeg": 0.6, "setBy": "perEndpointBbox"}
     assert r.json()["caps"]["perEndpointForThisCaller"]["area-probe"] == {"bboxDeg": 2, "setBy": "bboxDeg"}
+
+
+async def test_a_bbox_over_several_bounds_hears_the_tightest_once(c):
+    """The places tool's own bound (2 deg, the direct routes') is looser than every plan's cap there: a
+    credentialed caller over both is told the one that binds them, not the 2 deg that would then fail again."""
+    ent = (await key(c, "Enterprise"))[0]
+    for cred, cap, limit in (("anon", "bboxDeg", 0.25), (ent, "perEndpointBbox", 0.6)):
+        r = await c.get(f"/public/v1/{cred}/places?bbox={bbox(3)}")
+        assert r.status == 400
+        d = r.json()["error"]["details"]
+        assert (d["cap"], d["limit"]) == (cap, limit) and cap in r.json()["error"]["message"]
+    r = await c.get(f"/earth/places?bbox={bbox(3)}")  # the direct family: the tool's own bound
+    assert r.status == 400 and r.json()["error"]["details"]["maxSideDeg"] == 2
+    # A parameter's own bound tighter than a plan's cap binds every plan, and /limits says so.
+    tool = Tool(name="tight_probe", title="t", description="t", handler=None, routes={"public": "/tight"},
+                params=(Param("bbox", BBOX, "bbox", max_side_deg=0.1),))
+    assert caps.bbox_ceiling(tool, "Enterprise") == (0.1, "perEndpointBbox")
+    assert caps.bbox_ceiling(tool, "anon") == (0.1, "perEndpointBbox")
 
 
 async def test_a_radius_over_the_plan_cap_is_400_and_a_default_over_it_is_lowered_with_a_caveat(c):

@@ -38,7 +38,8 @@ async def call_tool(services: Any, tool: Tool, family: str, raw: Mapping[str, An
     caller = await access.identify(tool, family, facts)
     browser = embed_headers(caller)
     try:
-        params = tool.validate(raw)
+        # A capped caller's bbox sides are checked once, against the tightest bound that binds them.
+        params = tool.validate(raw, bbox_sides=not capped)
         caveats = caps.check_params(tool, caller, params, raw) if capped else []
         limit_headers = await access.admit(family, caller)
         ctx = ToolContext(services, family, caller, base_url=facts.base_url)

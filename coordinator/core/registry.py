@@ -102,7 +102,7 @@ class Param:
             parts.append(f"default {self.default}")
         return f" ({'; '.join(parts)})" if parts else ""
 
-    def parse(self, raw: Any) -> Any:
+    def parse(self, raw: Any, bbox_sides: bool = True) -> Any:
         """Turn one raw value (text from a query, or JSON from MCP) into its typed form."""
         if self.kind in (NUMBER, INTEGER):
             value = _number(self, raw)
@@ -117,7 +117,7 @@ class Param:
                      "maximum": self.maximum})
             return value
         if self.kind == BBOX:
-            return parse_bbox(self, raw)
+            return parse_bbox(self, raw, bbox_sides)
         if self.kind == LONLAT_LIST:
             return parse_lonlat_list(self, raw)
         if self.kind == BOOLEAN:
@@ -196,8 +196,10 @@ def _number(p: Param, raw: Any) -> float | int:
     return float(value)
 
 
-def parse_bbox(p: Param, raw: Any) -> tuple[float, float, float, float]:
-    """Text ``w,s,e,n``, as its schema says (over MCP too: an array is refused, not guessed at)."""
+def parse_bbox(p: Param, raw: Any, sides: bool = True) -> tuple[float, float, float, float]:
+    """Text ``w,s,e,n``, as its schema says (over MCP too: an array is refused, not guessed at).
+    ``sides=False`` leaves ``max_side_deg`` to the caller (the credentialed caps, which name the bound
+    that binds this caller)."""
     try:
         if not isinstance(raw, str):
             raise ValueError(raw)
@@ -213,7 +215,7 @@ def parse_bbox(p: Param, raw: Any) -> tuple[float, float, float, float]:
     if w >= e or s >= n:
         raise BadParameter(f"'{p.name}' must have west < east and south < north",
                            {"parameter": p.name, "value": raw})
-    if p.max_side_deg is not None and (e - w > p.max_side_deg + 1e-9 or n - s > p.max_side_deg + 1e-9):
+    if sides and p.max_side_deg is not None and (e - w > p.max_side_deg + 1e-9 or n - s > p.max_side_deg + 1e-9):
         raise BadParameter(f"'{p.name}' sides must be at most {_fmt(p.max_side_deg)} deg",
                            {"parameter": p.name, "value": raw, "maxSideDeg": p.max_side_deg})
     return (w, s, e, n)
@@ -333,8 +335,9 @@ class Tool:
             s["required"] = req
         return s
 
-    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate raw parameters (query text or MCP JSON) into typed values."""
+    def validate(self, raw: Mapping[str, Any], bbox_sides: bool = True) -> dict[str, Any]:
+        """Validate raw parameters (query text or MCP JSON) into typed values. ``bbox_sides=False``: a
+        bbox's side bound is checked by the caller (``access.caps``, with the plan's)."""
         known = {p.name for p in self.params}
         unknown = sorted(k for k in raw if k not in known)
         if unknown:
@@ -354,7 +357,7 @@ class Tool:
                 raise BadParameter(f"'{p.name}' is empty: give a value, or leave the parameter out"
                                    + (f" for its default ({p.default})" if p.default is not None else ""),
                                    {"parameter": p.name, "value": ""})
-            out[p.name] = p.parse(value)
+            out[p.name] = p.parse(value, bbox_sides)
         return out
 
 

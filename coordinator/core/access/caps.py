@@ -2,7 +2,10 @@
 
 - A ``bbox`` parameter: each side at most the plan's ``bboxDeg`` and, where the
   tool declares one (``Tool.bbox_ceiling_deg``: places 0.6, infrastructure 2,
-  traffic-tiles 0.6), the per-endpoint ceiling, which binds every plan.
+  traffic-tiles 0.6), the per-endpoint ceiling, which binds every plan; the
+  parameter's own bound (``Param.max_side_deg``, what the direct routes allow)
+  binds too. The registry leaves the sides to this check in this family, so
+  a caller over several bounds hears the tightest, once, by its name.
 - A ``radius`` parameter: at most the plan's ``radiusM``.
 
 A parameter the caller sent over a cap is refused (400 naming the cap): a
@@ -36,10 +39,12 @@ def endpoint_name(tool: Tool) -> str:
 
 def bbox_ceiling(tool: Tool, plan: str) -> tuple[float, str]:
     """The largest bbox side this plan may ask of this tool, and which cap sets it: the
-    plan's, or the tool's declared ceiling (checked against the published limits when the
-    registry is built)."""
+    plan's, or the endpoint's (the tool's declared ceiling, checked against the published
+    limits when the registry is built, or its bbox parameter's own bound), which binds
+    every plan."""
     caps = plans.CAPS[plan]
-    ceiling = tool.bbox_ceiling_deg
+    bounds = [tool.bbox_ceiling_deg] + [p.max_side_deg for p in tool.params if p.kind == BBOX]
+    ceiling = min((b for b in bounds if b is not None), default=None)
     if ceiling is not None and ceiling < caps.bbox_deg:
         return ceiling, "perEndpointBbox"
     return caps.bbox_deg, "bboxDeg"
