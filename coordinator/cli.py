@@ -188,8 +188,10 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
         db = Database(settings.database_url)
         try:
             await prepare_database(settings, db)
-        finally:
-            await db.close()
+        except BaseException:
+            await db.close(after_error=True)
+            raise
+        await db.close()
 
     try:
         asyncio.run(prepare())

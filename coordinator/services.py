@@ -76,7 +76,7 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
             await load_demo_map(db, DEMO_CENTRE)
             await load_demo_population(db, DEMO_CENTRE, settings.data_dir)
     except BaseException:
-        await db.close()
+        await db.close(after_error=True)
         raise
     services = Services(settings=settings, db=db, sources=sources,
                         registry=registry or default_registry(),

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -193,6 +194,16 @@ def test_a_sqlite_file_whose_folder_cannot_be_made_is_said_in_one_line(tmp_path)
     (tmp_path / "taken").write_text("a file where the folder would be")
     line = one_line_refusal(run("migrate", "--database", f"sqlite:///{tmp_path}/taken/sis.db"))
     assert line == f"sis migrate: cannot make the folder of the SQLite file {tmp_path}/taken/sis.db: {tmp_path}/taken is a file"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, a folder no one can write")
+def test_a_sqlite_file_in_a_folder_that_cannot_be_written_is_said_in_one_line():
+    """aiosqlite stops the thread of a connection that failed to open without waiting for it: unless the
+    coordinator waits, the thread's answer finds the event loop closed and prints tracebacks under the line."""
+    for command in (["serve", "--port", str(free_port())], ["keys", "create", "--name", "x", "--scopes",
+                                                           "earth.limits"]):
+        line = one_line_refusal(run(*command, "--database", "sqlite:////proc/sis-test.db"))
+        assert line == f"sis {command[0]}: cannot open the SQLite file /proc/sis-test.db: its folder cannot be written"
 
 
 def test_a_config_file_that_is_not_there_is_said_in_one_line(tmp_path):

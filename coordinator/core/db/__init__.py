@@ -8,8 +8,10 @@ the same engine; row claims there use ``FOR UPDATE SKIP LOCKED``.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import threading
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -123,7 +125,29 @@ class Database:
         async with self.write_engine.begin() as conn:
             yield conn
 
-    async def close(self) -> None:
+    async def close(self, after_error: bool = False) -> None:
+        """Close the pools. ``after_error``: the caller is ending on an exception, which may be a
+        SQLite file that failed to open; its driver thread is let finish first
+        (``_sqlite_threads_done``)."""
         await self.engine.dispose()
         if self.write_engine is not self.engine:
             await self.write_engine.dispose()
+        if after_error and self.is_sqlite:
+            await _sqlite_threads_done()
+
+
+SQLITE_THREADS_WAIT_S = 0.5
+
+
+async def _sqlite_threads_done(limit_s: float = SQLITE_THREADS_WAIT_S) -> None:
+    """Wait, while the event loop still runs, for aiosqlite's worker threads to end (at most
+    ``limit_s``). aiosqlite 0.22 stops the thread of a connection that failed to open without
+    waiting for it, and the thread answers through the loop: when ``asyncio.run`` has closed
+    the loop by then (a command ending on its one-line start-up error, a folder that cannot be
+    written), the thread prints "Event loop is closed" tracebacks under that line. Threads of
+    connections still open elsewhere in the process do not end, hence the cap."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit_s
+    while loop.time() < end and any(t.is_alive() and t.name.endswith("(_connection_worker_thread)")
+                                    for t in threading.enumerate()):
+        await asyncio.sleep(0.01)

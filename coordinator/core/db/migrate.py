@@ -94,9 +94,13 @@ async def with_database(settings: Settings, work, prog: str = "sis", *, create: 
     db = Database(settings.database_url)
     try:
         await prepare_database(settings, db)
-        return int(await work(db) or 0)
+        code = int(await work(db) or 0)
     except SchemaOutOfDate as exc:
+        await db.close()
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
-    finally:
-        await db.close()
+    except BaseException:
+        await db.close(after_error=True)
+        raise
+    await db.close()
+    return code
