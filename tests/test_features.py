@@ -272,6 +272,19 @@ async def test_road_geometry_carries_the_width_model(loaded):
     assert all(f["properties"]["distanceM"] <= 1000 for f in body["features"])
 
 
+async def test_a_circle_across_the_antimeridian_says_its_far_side_was_not_searched(c):
+    """The boxes the store and Overpass search run west to east and stop at 180 degrees: near Taveuni
+    (Fiji) a circle's far side is not searched, and the answer says so rather than count it as none."""
+    from coordinator.features.grid import ANTIMERIDIAN
+    for lon, cut in ((179.999, True), (-179.9995, True), (179.9, False)):
+        for route in (f"/earth/environment?lat=-16.8&lon={lon}&radius=400",
+                      f"/earth/road-geometry?lat=-16.8&lon={lon}&radius=400",
+                      f"/earth/site-intel?lat=-16.8&lon={lon}&radius=400"):
+            r = await c.get(route)
+            assert r.status == 200, (route, r.json())
+            assert (ANTIMERIDIAN in r.json()["caveats"]) == cut, route
+
+
 async def test_place_trends_between_the_two_newest_snapshots(loaded):
     body = (await loaded.get(f"/earth/place-trends?bbox={TOWN}")).json()
     assert body["covered"] is True and body["to"]["version"] == loaded.new.id and body["from"]["version"] == loaded.old.id

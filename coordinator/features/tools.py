@@ -70,9 +70,12 @@ async def _find(ctx: ToolContext, kind: str, classes: Sequence[str], box: grid.B
     return await query(None, read.records), read.report, []
 
 
-async def _near(ctx: ToolContext, params: dict[str, Any], classes: Sequence[str]) -> tuple[store.Found, SourceReport]:
+async def _near(ctx: ToolContext, params: dict[str, Any],
+                classes: Sequence[str]) -> tuple[store.Found, SourceReport, list[str]]:
     """OSM features of ``classes`` within the radius of a point, nearest first, from the
-    loaded extract covering the circle or from Overpass."""
+    loaded extract covering the circle or from Overpass, and the caveats of the search: a
+    circle across the antimeridian is searched on the point's side only (the store's and
+    Overpass's boxes run west to east)."""
     la, lo, r, limit = params["lat"], params["lon"], params["radius"], _limit(ctx)
 
     async def query(version_id, rows):  # noqa: ANN001, ANN202
@@ -81,7 +84,7 @@ async def _near(ctx: ToolContext, params: dict[str, Any], classes: Sequence[str]
         return await store.near(ctx.services.db, version_id, classes, la, lo, r, limit)
 
     found, report, _ = await _find(ctx, store.OSM_KIND, classes, grid.circle_box(la, lo, r), query)
-    return found, report
+    return found, report, [grid.ANTIMERIDIAN] if grid.cut_at_antimeridian(la, lo, r) else []
 
 
 def _licenses(rows: list[dict]) -> dict[str, int]:
@@ -156,11 +159,11 @@ async def infrastructure_bbox(ctx: ToolContext, params: dict[str, Any]) -> Answe
       params=(lat(), lon(), radius(100, 800, 400)), routes={"earth": "/environment"}, cache_ttl_s=600,
       per_plan=True, tags=("features",))
 async def environment_features(ctx: ToolContext, params: dict[str, Any]) -> Answer:
-    found, report = await _near(ctx, params, ENVIRONMENT)
+    found, report, cut = await _near(ctx, params, ENVIRONMENT)
     return _answer(found, report, [geojson.feature(f, geojson.mapped_properties(f)) for f in found.rows],
                    {"radiusM": params["radius"]},
                    ["Positions only: heights are absent; heightPrior is a class prior for rendering, not a "
-                    "measurement."])
+                    "measurement.", *cut])
 
 
 @tool(TOOLS, name="road_geometry", title="Road centerlines near a point",
@@ -170,13 +173,13 @@ async def environment_features(ctx: ToolContext, params: dict[str, Any]) -> Answ
       params=(lat(), lon(), radius(100, 1000, 400)), routes={"earth": "/road-geometry"}, cache_ttl_s=600,
       per_plan=True, tags=("features",))
 async def road_geometry(ctx: ToolContext, params: dict[str, Any]) -> Answer:
-    found, report = await _near(ctx, params, ROADS)
+    found, report, cut = await _near(ctx, params, ROADS)
     feats = [geojson.feature(f, store.road_props(f)) for f in found.rows]
     return _answer(found, report, feats, {"radiusM": params["radius"], "widthModel": MODEL},
                    ["ruasWidthM is one direction of carriageway from a per-class model (PP 34/2006 minimum "
                     "road-body widths, halved per direction), not a measurement; a two-way road is about 2 ruas. "
                     "null means the class is outside the model.",
-                    "Geometry is clipped to the pieces of each road within the radius."])
+                    "Geometry is clipped to the pieces of each road within the radius.", *cut])
 
 
 @tool(TOOLS, name="place_trends", title="Place churn between the two newest archived snapshots",

@@ -62,7 +62,8 @@ async def site_intel(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     if category:
         body["saturation"] = sc.saturation.as_json(category)
     body["model"] = MODEL
-    return Answer(body, caveats=_site_caveats(sc), health=Health(ground.reports))
+    cut = [grid.ANTIMERIDIAN] if grid.cut_at_antimeridian(la, lo, r) else []
+    return Answer(body, caveats=_site_caveats(sc) + cut, health=Health(ground.reports))
 
 
 def pending_site(params: dict[str, Any]) -> dict[str, Any]:
