@@ -30,15 +30,7 @@ entrances, drains, fences, trees, wires, facades):
   the dense network's focal head learnt those objects' image rows (on
   validation scenes with the furniture left out it read the focal length 25 %
   short, on the independent renderer's plain roads 47 %, about 0.55 x the
-  larger side whatever the truth), and the depth its scale from them;
-- since ``sis-synth-train/5``, bare roads (``Variety.bare``, 15 % of scenes):
-  no vehicle and no street furniture, only the road, its verges and what
-  stands behind them. Generator 4 drew one in 120 scenes (no vehicle in one
-  of seven, no furniture by chance), and on it the eighth run's focal head
-  read the focal length 47 % short: nothing there had taught it to read an
-  empty road. An empty road is common in real sweeps. Whether a scene is
-  bare is drawn from its own stream (``(seed, index, 5)``), so every other
-  scene is generator 4's, pixel for pixel.
+  larger side whatever the truth), and the depth its scale from them.
 """
 from __future__ import annotations
 
@@ -53,7 +45,7 @@ from ..synth import render, street_scene
 from ..synth.look import draw_look
 from . import augment
 
-GENERATOR_VERSION = "sis-synth-train/5"
+GENERATOR_VERSION = "sis-synth-train/4"
 
 
 def generator_id() -> str:
@@ -80,7 +72,6 @@ class Variety:
     augment: float = 1.0
     look: float = 0.8   # share of scenes with a drawn layout and look (the rest: flat palette, kerbs both sides)
     spread: bool = True  # things at drawn places (``street_scene(spread=True)``); False: generator 3's fixed ones
-    bare: float = 0.15   # share of bare roads: no vehicle, no furniture (0: generator 4's scenes)
 
 
 @dataclass
@@ -148,31 +139,22 @@ def boxes_from_instances(inst: np.ndarray, frame, min_pixels: int = 12, min_side
     return np.array(boxes, np.float32).reshape(-1, 4), labels
 
 
-def is_bare(seed: int, index: int, v: Variety) -> bool:
-    """Whether scene ``(seed, index)`` is a bare road, from a stream of its own so that the rest are unchanged."""
-    return bool(np.random.default_rng([seed, index, 5]).random() < v.bare)
-
-
 def sample(seed: int, index: int, *, width: int = 256, height: int = 192, variety: Variety | None = None) -> Sample:
     v = variety or Variety()
     rng = np.random.default_rng([seed, index])
     params = scene_params(rng, v, width, height)
-    bare = is_bare(seed, index, v)
-    if bare:
-        params["n_vehicles"] = 0
     scene_seed = int(rng.integers(0, 2**31 - 1))
     look, layout = None, {}
     if rng.random() < v.look:
         layout = layout_params(rng, params["road_width_m"])
         look = draw_look(rng)
-    frame = render(street_scene(scene_seed, width=width, height=height, spread=v.spread,
-                                furniture=not bare, **params, **layout), look)
+    frame = render(street_scene(scene_seed, width=width, height=height, spread=v.spread, **params, **layout), look)
     r = float(rng.uniform(-v.roll_deg, v.roll_deg)) if rng.random() < 0.5 else 0.0
     rgb, depth, seg, inst = augment.roll(frame.rgb, frame.depth, frame.seg, frame.instance, r)
     rgb = augment.photometric(rgb, np.where(seg == augment.IGNORE, 0, seg), rng, strength=v.augment)
     boxes, labels = boxes_from_instances(inst, frame)
     return Sample(rgb=rgb, depth=depth, seg=seg, boxes=boxes, labels=labels, frame=frame, roll_deg=r,
-                  info={**params, **layout, "look": look is not None, "bare": bare})
+                  info={**params, **layout, "look": look is not None})
 
 
 def det_label_index(label: str) -> int:

@@ -16,7 +16,7 @@ from sweep_engine.config import EngineConfig
 from sweep_engine.synth import street_scene
 from sweep_engine.models import load_models
 from sweep_engine.train import augment
-from sweep_engine.train.data import Variety, generator_id, is_bare, sample, scene_params
+from sweep_engine.train.data import Variety, generator_id, sample, scene_params
 from sweep_engine.train.loop import _RUN, assemble, main, parser, train
 
 TINY = ["--steps", "2", "--batch", "2", "--width", "64", "--height", "48", "--threads", "1", "--log-every", "1",
@@ -247,25 +247,6 @@ def test_a_spread_street_draws_where_things_stand():
         assert a.street.road_width_m == b.street.road_width_m
         assert [(v.a0, v.a1, v.z1) for v in a.boxes if v.seg == "vehicle"] == \
             [(v.a0, v.a1, v.z1) for v in b.boxes if v.seg == "vehicle"]
-
-def test_a_share_of_the_scenes_are_bare_roads_and_the_rest_are_generator_4s():
-    """An empty road (no vehicle, no furniture) is common in real sweeps; generator 4 drew one in 120 scenes
-    and the focal head had nothing to learn it from. Generator 5 draws 15 %, from a stream of their own."""
-    v = Variety(augment=0.0, roll_deg=0.0)
-    bare = [i for i in range(2000) if is_bare(21, i, v)]
-    assert 0.13 < len(bare) / 2000 < 0.17
-    s = sample(21, bare[0], width=96, height=72, variety=v)
-    assert s.info["bare"] and s.info["n_vehicles"] == 0 and len(s.labels) == 0
-    assert {b.name for b in s.frame.scene.boxes} <= {"building", "hedge"}  # what stands behind the verges
-    # Every other scene is generator 4's, pixel for pixel; with ``bare=0`` all of them are.
-    other = next(i for i in range(2000) if i not in bare and sample(21, i, width=64, height=48,
-                                                                    variety=v).info["n_vehicles"] > 0)
-    for i in (other, bare[0]):
-        g4 = sample(21, i, width=64, height=48, variety=Variety(augment=0.0, roll_deg=0.0, bare=0.0))
-        g5 = sample(21, i, width=64, height=48, variety=v)
-        assert np.array_equal(g4.rgb, g5.rgb) == (i == other)
-        assert not g4.info["bare"]
-
 
 def test_roll_keeps_the_truth_exact():
     s = sample(11, 0, width=96, height=72, variety=Variety(augment=0.0, roll_deg=0.0))
