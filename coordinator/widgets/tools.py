@@ -63,7 +63,7 @@ def union_params(cat: Catalogue) -> tuple[Param, ...]:
 class WidgetTool(Tool):
     """A tool whose parameters are its widget's: validation reads the widget's record."""
 
-    def validate(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+    def validate(self, raw: Mapping[str, Any], bbox_sides: bool = True) -> dict[str, Any]:
         wid = raw.get("id")
         if wid is None or wid == "":
             raise BadParameter("'id' is required", {"parameter": "id"})
@@ -73,7 +73,7 @@ class WidgetTool(Tool):
         if w is None:
             raise NotFound(f"no widget with id '{wid[:100]}'", {"id": wid[:100], "widgets": "/earth/widgets.json"})
         own = Tool(f"widget {wid}", "", "", self.handler, params=w.params)
-        params = Tool.validate(own, {k: v for k, v in raw.items() if k != "id"})
+        params = Tool.validate(own, {k: v for k, v in raw.items() if k != "id"}, bbox_sides)
         for name in ("start", "end"):      # the pattern says YYYY-MM-DD; the calendar says whether it exists
             if params.get(name) is not None:
                 try:
