@@ -185,13 +185,8 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
     from coordinator.core.db import Database
 
     async def prepare() -> None:
-        db = Database(settings.database_url)
-        try:
+        async with Database(settings.database_url) as db:
             await prepare_database(settings, db)
-        except BaseException:
-            await db.close(after_error=True)
-            raise
-        await db.close()
 
     try:
         asyncio.run(prepare())

@@ -54,7 +54,7 @@ def widen(box: BBox, deg: float) -> BBox:
 
 def circle_box(lat: float, lon: float, radius_m: float) -> BBox:
     """The bbox around a circle (exact enough for the radii served here, far from the poles),
-    stopped at the antimeridian: what lies past it is not in the box (``cut_at_antimeridian``)."""
+    stopped at the antimeridian: what lies past it is not in the box (``antimeridian_caveats``)."""
     dlat = math.degrees(radius_m / EARTH_R)
     dlon = dlat / max(math.cos(math.radians(lat)), 1e-6)
     return (max(-180.0, lon - dlon), max(-90.0, lat - dlat), min(180.0, lon + dlon), min(90.0, lat + dlat))
@@ -64,10 +64,10 @@ ANTIMERIDIAN = ("The circle reaches across the antimeridian (180 degrees): only 
                 "what lies beyond 180 degrees is neither listed nor counted.")
 
 
-def cut_at_antimeridian(lat: float, lon: float, radius_m: float) -> bool:
-    """Whether the circle reaches past 180 degrees, where ``circle_box`` stops."""
+def antimeridian_caveats(lat: float, lon: float, radius_m: float) -> list[str]:
+    """The caveat of a circle that reaches past 180 degrees, where ``circle_box`` stops; else none."""
     w, _, e, _ = circle_box(lat, lon, radius_m)
-    return w <= -180.0 or e >= 180.0
+    return [ANTIMERIDIAN] if w <= -180.0 or e >= 180.0 else []
 
 
 def distance_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:

@@ -84,7 +84,7 @@ async def _near(ctx: ToolContext, params: dict[str, Any],
         return await store.near(ctx.services.db, version_id, classes, la, lo, r, limit)
 
     found, report, _ = await _find(ctx, store.OSM_KIND, classes, grid.circle_box(la, lo, r), query)
-    return found, report, [grid.ANTIMERIDIAN] if grid.cut_at_antimeridian(la, lo, r) else []
+    return found, report, grid.antimeridian_caveats(la, lo, r)
 
 
 def _licenses(rows: list[dict]) -> dict[str, int]:

@@ -62,8 +62,8 @@ async def site_intel(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     if category:
         body["saturation"] = sc.saturation.as_json(category)
     body["model"] = MODEL
-    cut = [grid.ANTIMERIDIAN] if grid.cut_at_antimeridian(la, lo, r) else []
-    return Answer(body, caveats=_site_caveats(sc) + cut, health=Health(ground.reports))
+    return Answer(body, caveats=_site_caveats(sc) + grid.antimeridian_caveats(la, lo, r),
+                  health=Health(ground.reports))
 
 
 def pending_site(params: dict[str, Any]) -> dict[str, Any]:

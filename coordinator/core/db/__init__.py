@@ -135,6 +135,12 @@ class Database:
         if after_error and self.is_sqlite:
             await _sqlite_threads_done()
 
+    async def __aenter__(self) -> "Database":
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
+        await self.close(after_error=exc_type is not None)
+
 
 SQLITE_THREADS_WAIT_S = 0.5
 

@@ -91,16 +91,10 @@ async def with_database(settings: Settings, work, prog: str = "sis", *, create: 
         if path and path != ":memory:" and not Path(path).exists():
             print(f"{prog}: no database at {path} (sis migrate or sis serve makes one)", file=sys.stderr)
             return 2
-    db = Database(settings.database_url)
-    try:
-        await prepare_database(settings, db)
-        code = int(await work(db) or 0)
-    except SchemaOutOfDate as exc:
-        await db.close()
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    except BaseException:
-        await db.close(after_error=True)
-        raise
-    await db.close()
-    return code
+    async with Database(settings.database_url) as db:
+        try:
+            await prepare_database(settings, db)
+            return int(await work(db) or 0)
+        except SchemaOutOfDate as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
