@@ -20,6 +20,7 @@ from coordinator.core.db.models import CoverageCell, SeenMeasurement
 from coordinator.core.registry import ToolRegistry
 from coordinator.datasets import ingest
 from coordinator.demo.photos import FakePhoto, FakePhotoProvider
+from coordinator.features import grid
 from coordinator.fingerprint import reading
 from coordinator.seen.publish import fact_doc, insert_facts
 from coordinator.seen.spatial import Disc
@@ -436,6 +437,10 @@ async def test_the_prior_says_why_it_is_missing(sqlite_url, upstream, photos, mo
         body = (await c.get(URL)).json()
         assert body["crossCheck"]["widthPrior"] == {"available": False, "reason": "no loaded map extract covers "
                                                                                    "this point (sis ingest osm)"}
+        assert grid.ANTIMERIDIAN not in body["caveats"]
+        # Within 50 m of 180 degrees the photo search and the prior's stop at the meridian, and the answer says so.
+        body = (await c.get("/earth/fingerprint?lat=0&lon=179.9999")).json()
+        assert grid.ANTIMERIDIAN in body["caveats"]
         write_street(tmp_path / "street.osm.pbf")
         await ingest.run(c.services.db, "osm", tmp_path / "street.osm.pbf")
         c.services.cache.clear()

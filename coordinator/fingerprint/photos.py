@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import math
 from dataclasses import dataclass
 
 from sweep_engine.schema import PhotoRef
 
 from coordinator.core.honesty import SourceReport
+from coordinator.features import grid
 from coordinator.seen.spatial import distance_m
 from coordinator.sources.base import Query, Source, SourceError, fetch
 
@@ -28,7 +28,6 @@ MAX_IMAGE_BYTES = 20_000_000  # a provider's image larger than this is not read
 MAX_SIDE_PX = 1024         # a 2048-px JPEG then decodes at half scale (draft): 37 ms, not 58 at 1280
 SENT_AS_IS = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}   # what Ollama takes
 IMAGES_REPORT = "street photos (image bytes)"
-M_PER_DEG = 111_320.0
 
 
 @dataclass(frozen=True)
@@ -44,17 +43,12 @@ class Nearby:
                 "geometry": {"type": "Point", "coordinates": [p.lon, p.lat]}}
 
 
-def circle_bbox(lat: float, lon: float, radius_m: float) -> tuple[float, float, float, float]:
-    dlat = radius_m / M_PER_DEG
-    dlon = radius_m / (M_PER_DEG * max(math.cos(math.radians(lat)), 1e-6))
-    return (max(-180.0, lon - dlon), max(-90.0, lat - dlat), min(180.0, lon + dlon), min(90.0, lat + dlat))
-
-
 async def nearest_photos(provider: Source, lat: float, lon: float, n: int,
                          radius_m: float = RADIUS_M) -> tuple[list[Nearby], SourceReport]:
     """The ``n`` photos nearest the point within ``radius_m``, nearest first, and the
-    provider's report (its records: how many references it listed around the point)."""
-    read = await provider.read(Query(bbox=circle_bbox(lat, lon, radius_m), limit=SEARCH_LIMIT))
+    provider's report (its records: how many references it listed around the point). The
+    search stops at 180 degrees, as the map's does (``grid.circle_box``)."""
+    read = await provider.read(Query(bbox=grid.circle_box(lat, lon, radius_m), limit=SEARCH_LIMIT))
     near = [Nearby(p, d) for p in read.records if (d := distance_m(lat, lon, p.lat, p.lon)) <= radius_m]
     near.sort(key=lambda x: (x.distance_m, x.photo.id))
     return near[:n], read.report

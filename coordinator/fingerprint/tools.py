@@ -23,6 +23,7 @@ from typing import Any
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer, Health, SourceReport
 from coordinator.core.registry import Tool, lat, lon, tool
+from coordinator.features import grid
 from coordinator.sources.base import Query
 from . import crosscheck, reading
 from .photos import RADIUS_M, image_urls, nearest_photos
@@ -126,7 +127,9 @@ def _answer(params: dict[str, Any], status: str, health: Health, why: str = "", 
     caveats = []
     if status in STATUS_CAVEAT:
         caveats.append(STATUS_CAVEAT[status].format(why=why, radius=RADIUS_M, n=len(data["photos"])))
-    caveats += _cross_caveats(data["crossCheck"]) + CAVEATS
+    # Within 50 m of 180 degrees the photo search and the road prior's stop at the meridian.
+    caveats += _cross_caveats(data["crossCheck"]) + grid.antimeridian_caveats(
+        params["lat"], params["lon"], RADIUS_M) + CAVEATS
     return Answer(data, caveats=caveats, health=health)
 
 
