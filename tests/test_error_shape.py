@@ -1,8 +1,10 @@
 """The one error body shape, pinned: {"error": {"code", "message", "details"}}."""
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from coordinator.core.access import credentials as creds
 from coordinator.core.honesty import Answer
 from coordinator.core.registry import NUMBER, Param, Tool, ToolRegistry
 from coordinator.catalogue import all_tools
@@ -86,3 +88,25 @@ def test_an_answer_copied_with_new_headers_shares_its_encoding_but_not_a_new_bod
     assert dataclasses.replace(a, headers={"X": "1"}).encoded(json.dumps) is first
     b = dataclasses.replace(a, data={"n": 2}, _memo={})
     assert json.loads(b.encoded(json.dumps))["n"] == 2
+
+
+async def test_the_logs_never_hold_a_usable_key(sqlite_url, upstream, caplog):
+    """The database keeps only digests of keys; the access log and the 500s' error log cut a key
+    in the path or ``?key=`` to the prefix the operator's lists show."""
+    async def boom(ctx: Any, params: dict) -> Answer:
+        raise RuntimeError("boom")
+
+    registry = ToolRegistry([*all_tools(), Tool(name="boom", title="Boom", description="fails",
+                                                handler=boom, routes={"earth": "/boom"})])
+    c = await start_coordinator(make_settings(sqlite_url, upstream), registry)
+    caplog.set_level(logging.INFO)
+    try:
+        secret, _ = await creds.create_key(c.services.db, "logged", "Free")
+        assert (await c.get(f"/public/v1/{secret}/limits")).status == 200
+        assert (await c.get(f"/earth/limits?key={secret}")).status == 200
+        assert (await c.get(f"/earth/boom?key={secret}")).status == 500
+        text = "\n".join(r.getMessage() for r in caplog.records)
+        assert secret not in text and secret[5:] not in text
+        assert f"GET /public/v1/{secret[:9]}…/limits" in text and f"/earth/boom?key={secret[:9]}…" in text
+    finally:
+        await stop_coordinator(c)

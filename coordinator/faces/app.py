@@ -4,7 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 import tornado.web
+from tornado.log import access_log
 
+from coordinator.core.access.credentials import redacted
 from coordinator.faces.mcp import mcp_routes, openapi_paths as mcp_openapi_paths
 from coordinator.faces.node_protocol import NODE_PATHS, node_routes
 from coordinator.faces.openapi import openapi_document
@@ -91,6 +93,14 @@ class Application(tornado.web.Application):
         ]
         super().__init__(routes, default_handler_class=NotFoundHandler, compress_response=True, **settings)
 
+
+    def log_request(self, handler: tornado.web.RequestHandler) -> None:
+        """Tornado's access log line, with the credential in the path or ``?key=`` cut to its
+        prefix (``credentials.redacted``)."""
+        status, req = handler.get_status(), handler.request
+        write = access_log.info if status < 400 else access_log.warning if status < 500 else access_log.error
+        write("%d %s %s (%s) %.2fms", status, req.method, redacted(req.uri or ""), req.remote_ip,
+              1000.0 * req.request_time())
 
     def start_request(self, server_conn: Any, request_conn: Any) -> Any:
         """Read request heads up to ``HEADER_READ_CEILING`` (Tornado's 64 KB default closes

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import tornado.web
 
+from coordinator.core.access.credentials import redacted
 from coordinator.core.errors import CODE_BY_STATUS, BadParameter, PayloadTooLarge, ServiceError, error_body
 from coordinator.core.honesty import Answer
 
@@ -261,7 +262,7 @@ class BaseHandler(tornado.web.RequestHandler):
         if isinstance(value, tornado.web.HTTPError) and value.status_code < 500:
             return
         log.error("request %s failed: %s %s", getattr(self, "request_id", "?"), self.request.method,
-                  self.request.uri, exc_info=(typ, value, tb))
+                  redacted(self.request.uri or ""), exc_info=(typ, value, tb))
 
 
 class NotFoundHandler(BaseHandler):

@@ -29,6 +29,7 @@ EMBED_PREFIX = "sise_"
 _BODY = r"[A-Za-z0-9_-]{32}"
 KEY_RE = re.compile(re.escape(KEY_PREFIX) + _BODY)
 EMBED_RE = re.compile(re.escape(EMBED_PREFIX) + _BODY)
+_IN_TEXT = re.compile(r"(sis[ke]_[A-Za-z0-9_-]{4})[A-Za-z0-9_-]{28}")
 
 # The review API's scope (docs/review.md): held by reviewers' keys (``sis reviewers create``),
 # never by a key made without asking for it, nor by the anonymous credential, and not a scope
@@ -52,6 +53,13 @@ def now() -> datetime:
 def aware(t: datetime) -> datetime:
     """SQLite hands back naive datetimes for timezone-aware columns; they were written in UTC."""
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def redacted(text: str) -> str:
+    """``text`` (a request's URI, as the logs write it) with every key and embed token in it
+    cut to the prefix that ``sis keys list`` shows (``sisk_2vTk…``): the database keeps only
+    digests so that a leak of it gives nothing usable, and a log must not undo that."""
+    return _IN_TEXT.sub(r"\1…", text)
 
 
 def digest(secret: str) -> str:
