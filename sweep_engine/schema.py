@@ -59,6 +59,7 @@ FACT_KINDS: tuple[str, ...] = (
 CONFIDENCES = ("high", "low", "unknown")
 SCALE_TRUSTS = ("high", "low", "unknown")
 BASES = ("measured", "modelled", "assumed")
+UNITS = ("m",)   # every quantity a fact carries is a length (PHYSICAL_BOUNDS); a node's free text is not served
 
 # Per kind, the value keys a fact may carry and their plausible range in metres.
 PHYSICAL_BOUNDS: dict[str, dict[str, tuple[float, float]]] = {
@@ -570,7 +571,7 @@ class Fact(_Wire):
         if not source or not all(isinstance(s, str) and s for s in source):
             r.fail("source", "must list the photo ids it rests on")
         return cls(kind=kind, lon=r.num("lon", -180, 180), lat=r.num("lat", -90, 90), value=value,
-                   unit=r.text("unit"), confidence=confidence, basis=r.text("basis", choices=BASES),
+                   unit=r.text("unit", choices=UNITS), confidence=confidence, basis=r.text("basis", choices=BASES),
                    source=source, timestamp=r.time("timestamp"), spread=spread)
 
 

@@ -125,6 +125,7 @@ def _obj_mut(**over):
     (_fact_mut(kind="trees"), "facts[0].kind: must be one of roadway, kerbs, gates"),
     (_fact_mut(confidence="certain"), "facts[0].confidence: must be one of high, low, unknown"),
     (_fact_mut(basis="guessed"), "facts[0].basis: must be one of measured, modelled, assumed"),
+    (_fact_mut(unit='m<img src="http://x/beacon">'), "facts[0].unit: must be one of m"),
     (_fact_mut(value=None), "facts[0].value: is null, so confidence must be 'unknown'"),
     (_fact_mut(confidence="unknown"), "facts[0].value: must be null when confidence is 'unknown'"),
     (_fact_mut(value={"depthM": 3}), "facts[0].value.depthM: unknown field"),

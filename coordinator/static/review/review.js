@@ -157,9 +157,10 @@
     detail.clearLayers();
     L.geoJSON(job.area, { style: { color: "#36c", weight: 2, fillOpacity: 0.05 } }).addTo(detail);
     job.photos.forEach((p) => L.circleMarker([p.lat, p.lon], { radius: 3, color: "#333", weight: 1, fillOpacity: 0.6 })
-      .bindTooltip("photo " + p.id).addTo(detail));
+      .bindTooltip(escapeHtml("photo " + p.id)).addTo(detail));
     state.markers = job.facts.map((f, i) => L.circleMarker([f.lat, f.lon], { radius: 6, color: KINDS[f.kind] || "#000", weight: 2, fillOpacity: 0.5, className: "fact fact-" + f.kind + " fact-n" + i })
-      .bindTooltip(f.kind + ": " + fmt(f.value) + " " + f.unit + " (" + f.confidence + ", " + f.basis + ")")
+      // Leaflet writes a string tooltip as HTML, and every word of it came from a node or the photos' provider.
+      .bindTooltip(escapeHtml(f.kind + ": " + fmt(f.value) + " " + f.unit + " (" + f.confidence + ", " + f.basis + ")"))
       .on("click", () => selectFact(state.fact === i ? -1 : i)).addTo(detail));
     state.fact = -1;
     map.fitBounds(L.geoJSON(job.area).getBounds(), { padding: [30, 30], animate: false });
