@@ -23,7 +23,11 @@ def load_published(folder: Path) -> tuple[list[Published], list[str]]:
     """Every valid manifest in ``folder`` (newest version first) and the reasons others were refused.
 
     Trust follows rotations in version order, as an agent that saw every manifest would."""
-    trusted = mf.TrustedKeys.from_dir(folder / "keys")
+    try:
+        trusted = mf.TrustedKeys.from_dir(folder / "keys")
+    except mf.ManifestError as exc:      # a threshold file that cannot be read: nothing can be trusted
+        log.warning("manifest keys refused: %s", exc)
+        return [], [str(exc)]
     envelopes = []
     refused: list[str] = []
     for path in sorted(folder.glob("node-app*.json")):

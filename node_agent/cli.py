@@ -284,9 +284,8 @@ def cmd_verify_manifest(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"not verified: {args.file} cannot be read as JSON ({exc})", file=sys.stderr)
         return 1
-    keys = pinned_keys(Path(args.keys) if args.keys else KEYS_DIR)
     try:
-        v = verify(envelope, keys)
+        v = verify(envelope, pinned_keys(Path(args.keys) if args.keys else KEYS_DIR))
     except ManifestError as exc:
         print(f"not verified: {exc}", file=sys.stderr)
         return 1

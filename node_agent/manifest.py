@@ -20,7 +20,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from sweep_engine.manifest import ManifestError, TrustedKeys, Verified, canonical_json, key_id
+from sweep_engine.manifest import ManifestError, TrustedKeys, Verified, canonical_json, key_id, pinned_threshold
 from sweep_engine.manifest import verify as verify_envelope
 
 from . import __version__
@@ -51,7 +51,7 @@ def pinned_keys(folder: Path = KEYS_DIR) -> TrustedKeys:
             log.error("pinned key %s cannot be read: %s", path.name, exc)
             continue
         keys[key_id(key)] = key
-    return TrustedKeys(keys)
+    return TrustedKeys(keys, pinned_threshold(folder, len(keys)))
 
 
 def verify(envelope: Any, keys: TrustedKeys | dict[str, Ed25519PublicKey], **kw: Any) -> Verified:

@@ -16,14 +16,19 @@ Envelope (TUF-like)::
 What is signed is the canonical JSON of ``signed`` (sorted keys, no spaces,
 UTF-8). A key id is the sha256 of the raw 32-byte public key, in hex.
 
-Trust and rotation: a verifier holds trusted keys (pinned in the agent and in
-``manifests/keys/``). A manifest is valid when at least ``threshold`` of the
-*trusted* keys signed it, it has not expired, and (when the verifier remembers
-one) its version is not older than the last one accepted. Rotation: a manifest
-signed by a trusted (old) key that lists a new key in ``signed.keys`` and is
-also signed by that new key moves trust to the keys it lists: the verifier then
-trusts exactly ``signed.keys``. A key that is dropped from ``signed.keys`` is no
-longer trusted after that.
+Trust and rotation: a verifier holds trusted keys and a threshold (pinned in
+the agent and in ``manifests/keys/``: ``*.pub`` files and, for more than one
+signature, a ``threshold`` file). A manifest is valid when at least the
+*verifier's* threshold of its trusted keys signed it, it has not expired, and
+(when the verifier remembers one) its version is not older than the last one
+accepted. The manifest's own ``signed.threshold`` is what it asks of the
+manifests after it, never what it is checked against: were it read from the
+manifest being checked, a thief of one of two keys would write threshold 1 and
+sign alone. Rotation: a manifest signed by enough trusted (old) keys that lists
+a new key in ``signed.keys`` and is also signed by that new key moves trust to
+the keys it lists: the verifier then trusts exactly ``signed.keys``, with the
+manifest's threshold. A key that is dropped from ``signed.keys`` is no longer
+trusted after that.
 """
 from __future__ import annotations
 
@@ -62,22 +67,39 @@ def public_from_hex(text: str) -> Ed25519PublicKey:
     return Ed25519PublicKey.from_public_bytes(bytes.fromhex(text.strip()))
 
 
+THRESHOLD_FILE = "threshold"
+
+
 @dataclass(frozen=True)
 class TrustedKeys:
     keys: dict[str, Ed25519PublicKey]
+    threshold: int = 1    # trusted signatures a manifest needs: the trust root's, never the manifest's own
 
     @classmethod
-    def from_hex(cls, hexes: Iterable[str]) -> "TrustedKeys":
+    def from_hex(cls, hexes: Iterable[str], threshold: int = 1) -> "TrustedKeys":
         ks = [public_from_hex(h) for h in hexes]
-        return cls({key_id(k): k for k in ks})
+        return cls({key_id(k): k for k in ks}, threshold)
 
     @classmethod
     def from_dir(cls, folder: Path) -> "TrustedKeys":
-        """Public keys as ``*.pub`` files holding the hex of the raw key."""
-        return cls.from_hex(p.read_text() for p in sorted(Path(folder).glob("*.pub")))
+        """Public keys as ``*.pub`` files holding the hex of the raw key, and the ``threshold`` file's."""
+        keys = cls.from_hex(p.read_text() for p in sorted(Path(folder).glob("*.pub"))).keys
+        return cls(keys, pinned_threshold(Path(folder), len(keys)))
 
     def as_json(self) -> dict[str, dict[str, str]]:
         return {kid: {"keytype": "ed25519", "public": public_raw(k).hex()} for kid, k in sorted(self.keys.items())}
+
+
+def pinned_threshold(folder: Path, n_keys: int) -> int:
+    """The signatures a pinned folder's keys require: its ``threshold`` file (a whole number, at
+    most the number of keys), or 1 without one."""
+    path = folder / THRESHOLD_FILE
+    if not path.exists():
+        return 1
+    text = path.read_text().strip()
+    if not text.isdigit() or not 1 <= int(text) <= max(n_keys, 1):
+        raise ManifestError(f"{path}: {text!r} is not a whole number from 1 to the {n_keys} pinned key(s)")
+    return int(text)
 
 
 def generate_key() -> tuple[Ed25519PrivateKey, str]:
@@ -153,8 +175,8 @@ def verify(envelope: Any, trusted: TrustedKeys, *, now: datetime | None = None,
     version = signed.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ManifestError("signed.version must be a positive integer")
-    threshold = signed.get("threshold", 1)
-    if not isinstance(threshold, int) or threshold < 1:
+    threshold = signed.get("threshold", 1)   # what this manifest asks of the ones after it
+    if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1:
         raise ManifestError("signed.threshold must be a positive integer")
     signers = _valid_signers(envelope, trusted.keys)
     if not signers:
@@ -162,8 +184,8 @@ def verify(envelope: Any, trusted: TrustedKeys, *, now: datetime | None = None,
         if known & set(trusted.keys):
             raise ManifestError("bad signature: the manifest was altered after signing, or the signature is corrupt")
         raise ManifestError("signed by no trusted key (unknown key id)")
-    if len(signers) < threshold:
-        raise ManifestError(f"only {len(signers)} trusted signature(s); the threshold is {threshold}")
+    if len(signers) < trusted.threshold:
+        raise ManifestError(f"only {len(signers)} trusted signature(s); the threshold is {trusted.threshold}")
     now = now or datetime.now(timezone.utc)
     if _parse_time(signed.get("expires")) <= now:
         raise ManifestError(f"expired at {signed['expires']}")
@@ -175,7 +197,7 @@ def verify(envelope: Any, trusted: TrustedKeys, *, now: datetime | None = None,
         if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
             raise ManifestError("every build needs a sha256 of 64 hex digits")
 
-    trusted_after, rotated = trusted, False
+    after, rotated = trusted.keys, False
     listed = signed.get("keys")
     if isinstance(listed, dict) and listed:
         try:
@@ -188,8 +210,11 @@ def verify(envelope: Any, trusted: TrustedKeys, *, now: datetime | None = None,
             newcomers = set(new) - set(trusted.keys)
             if newcomers - _valid_signers(envelope, new):
                 raise ManifestError("rotation refused: every new key must also sign the manifest")
-            trusted_after, rotated = TrustedKeys(new), True
-    return Verified(signed, signers, trusted_after, rotated)
+            after, rotated = new, True
+    if threshold > len(after):
+        raise ManifestError(f"signed.threshold {threshold} is more than the {len(after)} key(s) trusted after it: "
+                            "no later manifest could be valid")
+    return Verified(signed, signers, TrustedKeys(after, threshold), rotated)
 
 
 def sha256_file(path: Path) -> tuple[str, int]:

@@ -99,6 +99,33 @@ def test_rotation_without_the_new_keys_signature_is_refused(old_key, trusted):
         mf.verify(mf.sign(signed_doc(version=2, keys=[new_key]), [old_key]), trusted)
 
 
+def test_the_threshold_is_the_trust_roots_not_the_manifests_own(tmp_path, old_key):
+    """Two pinned keys and threshold 2: a thief of one cannot sign alone by writing threshold 1,
+    nor rotate the other key out; the two together may lower it for the manifests after."""
+    other, thief = mf.generate_key()[0], mf.generate_key()[0]
+    for i, k in enumerate((old_key, other)):
+        (tmp_path / f"k{i}.pub").write_text(mf.public_raw(k.public_key()).hex())
+    (tmp_path / "threshold").write_text("2\n")
+    root = mf.TrustedKeys.from_dir(tmp_path)
+    assert root.threshold == 2
+    v1 = mf.verify(mf.sign({**signed_doc(keys=[old_key, other]), "threshold": 2}, [old_key, other]), root)
+    assert v1.trusted_after.threshold == 2
+    for trust in (root, v1.trusted_after):
+        with pytest.raises(mf.ManifestError, match="only 1 trusted signature"):
+            mf.verify(mf.sign(signed_doc(version=2), [old_key]), trust)               # it says threshold 1
+        with pytest.raises(mf.ManifestError, match="only 1 trusted signature"):
+            mf.verify(mf.sign({**signed_doc(version=2, keys=[old_key, thief])}, [old_key, thief]), trust)
+    lowered = mf.verify(mf.sign(signed_doc(version=2, keys=[old_key, other]), [old_key, other]), v1.trusted_after)
+    assert lowered.trusted_after.threshold == 1
+    mf.verify(mf.sign(signed_doc(version=3), [other]), lowered.trusted_after)
+    with pytest.raises(mf.ManifestError, match="more than the 2 key"):
+        mf.verify(mf.sign({**signed_doc(version=2), "threshold": 3}, [old_key, other]), root)
+    for bad in ("0", "3", "two"):
+        (tmp_path / "threshold").write_text(bad)
+        with pytest.raises(mf.ManifestError, match="not a whole number from 1 to the 2 pinned"):
+            mf.TrustedKeys.from_dir(tmp_path)
+
+
 def test_release_tool_keygen_sign_verify(tmp_path):
     tool = [sys.executable, str(ROOT / "build" / "manifest.py")]
     keys = tmp_path / "pub"
