@@ -41,8 +41,8 @@ def _measure(args) -> int:
         return 2
     try:
         engine = Engine(_config(args))
-    except WeightsError as exc:
-        print(f"sis-engine: {exc}", file=sys.stderr)
+    except (WeightsError, RuntimeError) as exc:   # RuntimeError: --device cuda with no GPU, an unknown timm model
+        print(f"sis-engine: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
     try:
         image = decode(data, engine.device)
@@ -55,6 +55,11 @@ def _measure(args) -> int:
                             captured_at="1970-01-01T00:00:00Z", camera_make=exif.get("make"),
                             camera_model=exif.get("model"), focal_mm=exif.get("focal_mm"), width=w, height=h,
                             url=f"http://localhost/{path.name}", license="unknown", provider="local file")
+    try:
+        schema.validate(photo)      # --lat 100 or --heading 400 measured, as a job's photo would not be
+    except schema.SchemaError as exc:
+        print(f"sis-engine: {exc}", file=sys.stderr)
+        return 2
     if args.heading is None:
         print("sis-engine: no --heading: bearings are relative to the camera's forward direction", file=sys.stderr)
     focal_px = args.focal_px
@@ -78,6 +83,16 @@ def in_photo_pixels(measurement: dict, photo_size: tuple[int, int], frame: tuple
                                 "photoHeightPx": photo_size[1],
                                 "note": "focal lengths in this evidence are in the frame's pixels"}
     return measurement
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive number")
+    return v
 
 
 def _init_weights(args) -> int:
@@ -137,8 +152,8 @@ def parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("measure", help="measure one photo and print its measurements as JSON")
     m.add_argument("photo", help="path of a JPEG or PNG")
-    m.add_argument("--focal-px", type=float, help="focal length in pixels (else EXIF, else 0.85 x larger side)")
-    m.add_argument("--camera-height", type=float, help="camera height above the ground, metres")
+    m.add_argument("--focal-px", type=_positive, help="focal length in pixels (else EXIF, else 0.85 x larger side)")
+    m.add_argument("--camera-height", type=_positive, help="camera height above the ground, metres")
     m.add_argument("--lat", type=float, default=0.0)
     m.add_argument("--lon", type=float, default=0.0)
     m.add_argument("--heading", type=float, help="degrees clockwise from north")

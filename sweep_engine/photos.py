@@ -7,7 +7,10 @@ failure is that photo's reason to be skipped, never the job's end.
 
 Decoding reads the bytes in memory: on CUDA, JPEGs are decoded on the GPU
 (torchvision's nvJPEG path); otherwise, and for other formats, by Pillow on
-the CPU.
+the CPU. Either way the EXIF orientation is applied, so a phone's portrait
+photo is measured upright, as it is shown: read as stored, a road's edges
+lie across the frame and its width came out a third of the truth while the
+verdict still read high.
 """
 from __future__ import annotations
 
@@ -21,6 +24,11 @@ import torchvision
 from torchvision.io import ImageReadMode
 
 Fetch = Callable[[str], Awaitable[bytes]]
+
+MIN_SIDE_PX = 64               # a smaller photo holds too few rows for a road's edges (an 8 x 8 read 2.9 m)
+FOCAL_MM = (0.5, 2000.0)       # an EXIF focal length outside this is not a lens's (the wire schema's bound)
+FOCAL_35MM = (1.0, 4000.0)
+ROTATED = (5, 6, 7, 8)         # EXIF orientations that turn the stored frame a quarter
 
 
 class PhotoError(RuntimeError):
@@ -84,32 +92,57 @@ async def fetch_all(urls: dict[str, str], fetch: Fetch, *, concurrency: int = 8,
 
 
 def decode(data: bytes, device: torch.device) -> torch.Tensor:
-    """(3, H, W) uint8 RGB on ``device``: JPEGs on the GPU (nvJPEG) when it is CUDA, else Pillow on the CPU."""
+    """(3, H, W) uint8 RGB on ``device``, turned as its EXIF orientation says: JPEGs on the GPU (nvJPEG)
+    when it is CUDA, else Pillow on the CPU. ``PhotoError`` for what is not an image, one over Pillow's
+    decompression-bomb bound, or one too small to measure."""
     if device.type == "cuda" and data[:2] == b"\xff\xd8":
         try:
             raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-            return torchvision.io.decode_jpeg(raw, mode=ImageReadMode.RGB, device=device)
+            return _big_enough(torchvision.io.decode_jpeg(raw, mode=ImageReadMode.RGB, device=device,
+                                                          apply_exif_orientation=True))
         except RuntimeError:
             pass  # a JPEG nvJPEG cannot read (progressive, CMYK) may still be one Pillow can
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
         with Image.open(io.BytesIO(data)) as im:
-            rgb = np.asarray(im.convert("RGB"))
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
+            rgb = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+    except UnidentifiedImageError:
+        raise PhotoError("undecodable image: not a format Pillow reads") from None
+    except Image.DecompressionBombError as exc:
+        raise PhotoError(f"image too large to decode: {str(exc)[:200]}") from None
+    except (OSError, ValueError, SyntaxError) as exc:
         raise PhotoError(f"undecodable image: {str(exc)[:200]}") from None
-    return torch.from_numpy(rgb.copy()).permute(2, 0, 1).to(device)
+    return _big_enough(torch.from_numpy(rgb.copy()).permute(2, 0, 1).to(device))
+
+
+def _big_enough(image: torch.Tensor) -> torch.Tensor:
+    h, w = int(image.shape[-2]), int(image.shape[-1])
+    if min(h, w) < MIN_SIDE_PX:
+        raise PhotoError(f"photo too small to measure: {w} x {h} px (at least {MIN_SIDE_PX} a side)")
+    return image
+
+
+def _within(value, bounds: tuple[float, float]) -> float | None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    return v if bounds[0] <= v <= bounds[1] else None   # NaN (a rational over 0) is within nothing
 
 
 def exif_metadata(data: bytes) -> dict:
-    """What the EXIF says about the camera: make, model, focal length (mm, and 35 mm equivalent)."""
+    """What the EXIF says about the camera: make, model, focal length (mm, and 35 mm equivalent), and the
+    photo's size as ``decode`` turns it. A focal length no lens has (0, a rational over 0, 100 m) is left
+    out, as if the EXIF had none: the engine then assumes one and says so."""
     from PIL import Image
 
     out: dict = {}
     try:
         with Image.open(io.BytesIO(data)) as im:
-            out["width"], out["height"] = im.size
             exif = im.getexif()
+            w, h = im.size
+            out["width"], out["height"] = (h, w) if exif.get(0x0112) in ROTATED else (w, h)
             sub = exif.get_ifd(0x8769)  # Exif sub-IFD, where the focal lengths live
     except Exception:
         return out
@@ -117,10 +150,10 @@ def exif_metadata(data: bytes) -> dict:
         out["make"] = str(exif.get(0x010F)).strip("\x00 ")
     if exif.get(0x0110):
         out["model"] = str(exif.get(0x0110)).strip("\x00 ")
-    focal = sub.get(0x920A)
+    focal = _within(sub.get(0x920A), FOCAL_MM)
     if focal:
-        out["focal_mm"] = float(focal)
-    focal35 = sub.get(0xA405)
+        out["focal_mm"] = focal
+    focal35 = _within(sub.get(0xA405), FOCAL_35MM)
     if focal35:
-        out["focal_35mm"] = float(focal35)
+        out["focal_35mm"] = focal35
     return out
