@@ -199,6 +199,37 @@ async def test_a_photo_the_provider_cannot_serve_is_skipped_with_its_reason(coor
     assert skipped == [{"photoId": gone.id, "reason": "fetch failed: HTTP 404"}]
 
 
+def _bomb_jpeg(width: int = 14000, height: int = 13000) -> bytes:
+    """A JPEG of 16 x 16 px whose header declares ``width`` x ``height``: past Pillow's
+    decompression-bomb bound (2 x MAX_IMAGE_PIXELS) at the defaults, in under a kilobyte."""
+    import struct
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16)).save(buf, "JPEG")
+    data = bytearray(buf.getvalue())
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5:sof + 9] = struct.pack(">HH", height, width)
+    return bytes(data)
+
+
+async def test_a_decompression_bomb_is_skipped_with_its_reason_and_its_job_goes_on(coord, photos, tmp_path):
+    """Pillow raised DecompressionBombError out of the fetch: the whole job was lost, on every node."""
+    await request_sweep(coord)
+    bomb = photos.photos[0]
+    photos._jpegs[bomb.id] = _bomb_jpeg()
+    agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
+    task = asyncio.create_task(agent.run())
+    jobs = len((await db_counts(coord))["jobs"])
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 30)
+    agent.request_stop()
+    await asyncio.wait_for(task, 10)
+    skipped = [k for r in (await db_counts(coord))["results"] for k in r.body["skipped"]]
+    assert [k["photoId"] for k in skipped] == [bomb.id]
+    assert skipped[0]["reason"].startswith("image too large to decode (DecompressionBombError")
+
+
 def test_progress_bar_redraws_in_place_on_a_terminal_and_logs_phases_elsewhere(caplog):
     caplog.set_level(logging.INFO, logger="sis.node")
     out = io.StringIO()
