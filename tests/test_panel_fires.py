@@ -71,6 +71,17 @@ async def test_the_edge_moves_with_the_clock_and_modis_rows_parse(c, upstream, m
     assert body["detections"][0]["satellite"] == "Aqua"
 
 
+async def test_the_demo_sample_answers_any_area_with_the_rows_inside_it(c, upstream):
+    """The recorded sample is one area's answer; under ``--demo`` any other area is answered from it, as
+    the real service answers an area (not 404, which left every demo brief degraded): the rows inside."""
+    part = (await c.get("/public/v1/anon/fires?bbox=113.9,-2.32,114,-2.25")).json()
+    assert part["health"]["degraded"] is False and 0 < part["count"] < 6
+    assert all(113.9 <= d["longitude"] <= 114 and -2.32 <= d["latitude"] <= -2.25 for d in part["detections"])
+    away = (await c.get("/public/v1/anon/fires?bbox=107.5,-7.0,107.7,-6.8")).json()
+    assert away["health"]["degraded"] is False and away["count"] == 0
+    assert upstream.hits["/firms/DEMO_MAP_KEY/VIIRS_SNPP_NRT/107.5,-7,107.7,-6.8/2"] == 1
+
+
 async def test_the_plan_bbox_cap_applies(c):
     r = await c.get("/public/v1/anon/fires?bbox=113.7,-2.5,114,-2.25")          # 0.3 deg > anon 0.25
     assert r.status == 400 and r.json()["error"]["details"]["cap"] == "bboxDeg"

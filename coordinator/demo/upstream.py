@@ -6,7 +6,10 @@ It serves every registered adapter's samples by convention, with no table to
 extend: the file ``samples/<name>/<path>`` beside the adapter's module answers
 ``/<name>/<path>`` (the adapter's base URL is ``{fake}/<name>``). A file's
 suffix says its format and may be left off the path (``EVENTS4APP.json``
-answers ``/gdacs/events/geteventlist/EVENTS4APP``).
+answers ``/gdacs/events/geteventlist/EVENTS4APP``). A path segment that is
+an area (``w,s,e,n``, as FIRMS puts it in the path) answers any area: the
+sample is one area's answer, and the adapter keeps the rows inside the one
+it asked for, as it does with the real service's.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import abc
 import asyncio
 import json
 import mimetypes
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +28,7 @@ import tornado.web
 
 from ..sources.registry import load_adapters
 
+AREA_SEGMENT = re.compile(r"^-?[0-9.]+,-?[0-9.]+,-?[0-9.]+,-?[0-9.]+$")
 FORMATS = {".json": "application/json", ".geojson": "application/geo+json", ".csv": "text/csv",
            ".xml": "application/xml", ".txt": "text/plain"}
 
@@ -65,7 +70,7 @@ class _CannedHandler(tornado.web.RequestHandler):
     async def get(self, *_: str) -> None:
         path = self.request.path
         self.upstream.hits[path] = self.upstream.hits.get(path, 0) + 1
-        canned = self.upstream.routes.get(path)
+        canned = self.upstream.answer(path)
         if canned is None:
             self.set_status(404)
             self.finish("not found")
@@ -119,8 +124,15 @@ class FakeUpstream(LoopbackServer):
 
     def __init__(self) -> None:
         self.routes: dict[str, Canned] = {}
+        self.area_routes: dict[tuple[str, ...], Canned] = {}   # a path's segments, * where any area goes
         self.hits: dict[str, int] = {}
         self.bodies: dict[str, list[bytes]] = {}
+
+    def answer(self, path: str) -> Canned | None:
+        """The canned answer of ``path``: its own, else a recorded one for another area in the same place."""
+        if path in self.routes:
+            return self.routes[path]
+        return self.area_routes.get(_area_free(path))
 
     @property
     def base_url(self) -> str:
@@ -136,10 +148,16 @@ class FakeUpstream(LoopbackServer):
         for path, f in recorded(adapters):
             kind = FORMATS.get(f.suffix) or mimetypes.guess_type(f.name)[0] or "application/octet-stream"
             self.set(path, Canned(200, f.read_bytes(), kind))
+            if any(AREA_SEGMENT.match(part) for part in path.split("/")):
+                self.area_routes[_area_free(path)] = self.routes[path]
         return self
 
     def app(self) -> tornado.web.Application:
         return tornado.web.Application([(r"/(.*)", _CannedHandler, {"upstream": self})])
+
+
+def _area_free(path: str) -> tuple[str, ...]:
+    return tuple("*" if AREA_SEGMENT.match(part) else part for part in path.split("/"))
 
 
 async def start_demo_upstream(adapters: dict | None = None) -> FakeUpstream:
