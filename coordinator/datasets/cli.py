@@ -26,6 +26,8 @@ def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
     dsub = ds.add_subparsers(dest="datasets_command", required=True, metavar="ACTION")
     dl = dsub.add_parser("list", help="every dataset version: id, kind, state, counts, extent, license, sha256")
     dl.add_argument("--kind", help="only versions of this kind")
+    dl.add_argument("--bad", action="store_true", help="under each version, every bad record's reason kept with it "
+                                                       "(the first twenty)")
     db_arg(dl)
     dd = dsub.add_parser("drop", help="delete what dataset versions stored (rows, files); their records are kept, "
                                       "marked dropped")
@@ -96,7 +98,7 @@ async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
         if v.bad_records:
             shown = v.bad_samples[:5]
             print(f"sis ingest: {v.bad_records} bad record{'s' if v.bad_records != 1 else ''} not loaded "
-                  f"(counted with version {v.id}; `sis datasets list` shows them); first: {'; '.join(shown)}",
+                  f"(counted with version {v.id}; `sis datasets list --bad` shows them); first: {'; '.join(shown)}",
                   file=sys.stderr)
         return 0
 
@@ -119,6 +121,11 @@ async def list_datasets(args: argparse.Namespace, settings) -> int:  # noqa: ANN
             print(f"{v.id:7d} {v.kind:16} {v.state:7} {iso(v.loaded_at):20} {v.records:9d} {v.bad_records:6d} "
                   f"{extent:36} {v.license:16} {(v.sha256 or '-')[:12]:12} {v.source}"
                   f"{'  (' + note + ')' if note else ''}")
+            if args.bad and v.bad_samples:
+                for reason in v.bad_samples:
+                    print(f"{'':8}bad: {reason}")
+                if v.bad_records > len(v.bad_samples):
+                    print(f"{'':8}... and {v.bad_records - len(v.bad_samples)} more, not kept")
         print(f"{len(rows)} dataset versions")
         return 0
 
