@@ -27,6 +27,17 @@ async def test_bad_parameter_is_400_naming_the_unknown_parameter(coordinator):
     assert r.headers["Cache-Control"] == "no-store"
 
 
+async def test_a_key_in_the_query_of_the_credentialed_family_is_refused_not_ignored(coordinator):
+    """There the credential is the path segment; served as ``anon`` with the key ignored, a caller who put
+    it in the query would get anonymous caps without a word."""
+    r = await coordinator.get("/public/v1/anon/events?key=sisk_" + "a" * 32)
+    assert r.status == 400
+    assert_error_shape(r.json(), "bad_parameter")
+    assert "the credential is the path segment" in r.json()["error"]["message"]
+    assert r.json()["error"]["details"]["parameter"] == "key"
+    assert (await coordinator.get("/earth/events?key=sisk_" + "a" * 32)).status == 401   # the direct family reads it
+
+
 async def test_unknown_path_is_404(coordinator):
     r = await coordinator.get("/earth/no-such-tool")
     assert r.status == 404

@@ -55,6 +55,11 @@ class ToolHandler(BaseHandler):
                         raise BadParameter(f"'{k}' is given in both the query and the body, differently",
                                            {"parameter": k})
                     raw[k] = v
+        if "key" in raw and FAMILIES[self.family].credential_in_path:
+            # Taken as the direct family takes it, a key here would be ignored and the call served as the
+            # path's credential (anon, say) without a word.
+            raise BadParameter("'key' is not a parameter here: on this family the credential is the path "
+                               "segment after /public/v1/ (/public/v1/KEY/...)", {"parameter": "key"})
         raw.pop("key", None)  # an API key travels in the query but is not a tool parameter
         raw.update(path_values)
         return raw
