@@ -3,6 +3,7 @@ API -> the seen layer. Approval makes facts live and ground covered; rejection s
 from __future__ import annotations
 
 import asyncio
+import re
 
 from sqlalchemy import func, select
 
@@ -90,6 +91,7 @@ async def test_approved_sweep_makes_the_seen_layer_covered_with_its_facts(review
     assert set(f) >= {"kind", "geometry", "value", "confidence", "source", "timestamp", "basis", "license"}
     assert f["basis"] == "measured" and f["license"] == "CC-BY-SA-4.0" and f["geometry"]["type"] == "Point"
     assert f["source"].startswith("panoramax:") and f["photos"][0] in f["source"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", f["timestamp"])   # the provider wrote +00:00
     assert [x["distanceM"] for x in body["facts"]] == sorted(x["distanceM"] for x in body["facts"])
     assert not any(c.startswith("Not covered") for c in body["caveats"])
 
@@ -113,6 +115,7 @@ async def test_approved_sweep_makes_the_seen_layer_covered_with_its_facts(review
     assert m["roadWidth"]["spreadM"] >= 0.3 and m["roadWidth"]["basis"] == "measured"
     assert m["scenes"] and all(s["scaleTrust"] == "high" for s in m["scenes"])
     assert m["scenes"][0]["photoUrl"].startswith(photos.api_url)
+    assert all(s["capturedAt"].endswith("Z") for s in m["scenes"])
     pole = m["objects"][0]
     assert pole["label"] == "pole" and pole["heightIsLowerBound"] is True and pole["size"]["heightM"] == 7.2
     assert pole["geometry"]["type"] == "Point" and 0 <= pole["bearingDeg"] <= 360 and pole["distanceM"] == 6.5

@@ -2,7 +2,7 @@
 write transaction, so a fact is live exactly when its job is approved)."""
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 import orjson
 from sqlalchemy import insert
@@ -18,6 +18,19 @@ def _license(licenses: set[str]) -> str:
     """A fact derived from photos under one license carries it; from several, all of them,
     so that share-alike and permissive records stay separable."""
     return " AND ".join(sorted(licenses)) if licenses else "unknown"
+
+
+def utc_z(text: str) -> str:
+    """A time as the service writes every time it serves (``2026-06-01T08:13:32Z``): providers give
+    offsets (``+00:00``, ``+07:00``) and fractions. A time with no zone, or none that reads, is kept as it
+    came: turning it to UTC would invent a zone."""
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return text
+    if t.tzinfo is None:
+        return text
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def fact_doc(row: dict) -> str:
@@ -54,7 +67,7 @@ async def publish(session, job: SweepJob, result: Result, at: datetime) -> tuple
             "cell": coverage.point_cell(f.lat, f.lon), "kind": f.kind, "lat": f.lat, "lon": f.lon,
             "value": f.value, "unit": f.unit, "confidence": f.confidence, "basis": f.basis,
             "photos": list(f.source), "provider": (srcs[0]["provider"] if srcs else "unknown")[:40],
-            "license": _license({p["license"] for p in srcs}), "observed_at": f.timestamp,
+            "license": _license({p["license"] for p in srcs}), "observed_at": utc_z(f.timestamp),
             "job_id": job.id, "sweep_id": job.sweep_id, "approved_at": at})
         facts[-1]["doc"] = fact_doc(facts[-1])
     measurements = []
@@ -65,7 +78,7 @@ async def publish(session, job: SweepJob, result: Result, at: datetime) -> tuple
         d = m.to_dict()
         measurements.append({
             "cell": coverage.point_cell(p["lat"], p["lon"]), "photo_id": p["id"], "lat": p["lat"],
-            "lon": p["lon"], "heading": p.get("heading"), "captured_at": p["capturedAt"],
+            "lon": p["lon"], "heading": p.get("heading"), "captured_at": utc_z(p["capturedAt"]),
             "provider": p["provider"][:40], "license": p["license"], "photo_url": p["url"],
             "road_width": d["roadWidth"], "calibration": d["calibration"], "objects": d["objects"],
             "job_id": job.id, "approved_at": at})
