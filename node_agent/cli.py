@@ -187,7 +187,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     paths = config_mod.paths()
     status = StatusFile(paths.status_file).read() or {}
     contrib = Contribution(paths.stats_file).read()
-    ident = ident_mod.load(paths.identity_file)
+    try:
+        ident, ident_problem = ident_mod.load(paths.identity_file), None
+    except ident_mod.IdentityUnreadable as exc:
+        ident, ident_problem = None, str(exc)
+        log.warning("%s", exc)
     paused = manual_pause(paths.pause_file)
     from .spool import Spool
     spooled = len(Spool(paths.spool_dir)) if paths.spool_dir.exists() else 0
@@ -197,8 +201,11 @@ def cmd_status(args: argparse.Namespace) -> int:
                           "nodeId": ident.node_id if ident else None, "spooled": spooled}, indent=1))
         return 0
     lines = [f"sis-node {__version__}"]
-    lines.append(f"node:         {ident.node_id or 'not enrolled'} at {ident.coordinator}" if ident
-                 else "node:         not enrolled yet (run `sis-node run --coordinator URL`)")
+    if ident_problem:
+        lines.append(f"node:         its identity file {paths.identity_file} cannot be read (see the warning)")
+    else:
+        lines.append(f"node:         {ident.node_id or 'not enrolled'} at {ident.coordinator}" if ident
+                     else "node:         not enrolled yet (run `sis-node run --coordinator URL`)")
     state = status.get("state", "never run") if running else "not running"
     lines.append(f"agent:        {state}" + (f" on {status.get('device')}" if running else ""))
     if paused:

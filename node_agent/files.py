@@ -51,6 +51,31 @@ def read_json(path: Path) -> Any | None:
         return None
 
 
+class Unreadable(Exception):
+    """A file that exists and does not hold what it should; the message names it and why."""
+
+
+def read_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None when there is no such file. A file that exists and
+    is not a JSON object (empty, cut short, ``"y"``, ``[1]``, unreadable) raises ``Unreadable``:
+    ``read_json`` answers None for it as for no file, and a caller that took it for a first
+    run made a new identity over the node's enrolment, or a caller that used it as an object
+    raised AttributeError in ``sis-node status``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:     # permissions, a folder, bytes that are not UTF-8
+        raise Unreadable(f"{path} cannot be read ({exc.__class__.__name__}: {exc})") from None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise Unreadable(f"{path} is not JSON" + (" (it is empty)" if not text.strip() else "")) from None
+    if not isinstance(doc, dict):
+        raise Unreadable(f"{path} does not hold a JSON object")
+    return doc
+
+
 def remove(path: Path) -> None:
     try:
         path.unlink()

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .files import read_json, write_json
+from .files import Unreadable, read_object, write_json
 
 log = logging.getLogger("sis.node.identity")
 
@@ -89,11 +89,26 @@ def normalise(url: str) -> str:
 ENROLMENT_KEYS = ("nodeId", "token", "enrolledAt")
 
 
+class IdentityUnreadable(Exception):
+    """The identity file exists and cannot be used. Never taken for a first run: a new identity
+    written over it lost the node's enrolments (node ids, tokens, the coordinators' trust in
+    it) for good. The message names the file and what the volunteer can do."""
+
+
 def _read(path: Path) -> dict[str, Any] | None:
-    """The identity file in the current form, in memory: a file of one identity (before
-    enrolments were kept per coordinator) gives its enrolment as the only one."""
-    doc = read_json(path)
-    if not isinstance(doc, dict) or not doc.get("installId"):
+    """The identity file in the current form, in memory, or None before the first run: a file
+    of one identity (before enrolments were kept per coordinator) gives its enrolment as the
+    only one. ``IdentityUnreadable`` when the file exists and is not an identity."""
+    try:
+        doc = read_object(path)
+        if doc is not None and not doc.get("installId"):
+            raise Unreadable(f"{path} holds no installId")
+    except Unreadable as exc:
+        raise IdentityUnreadable(
+            f"the node's identity file {exc}. It holds this node's enrolments, so sis-node does not start "
+            f"over it as a new node: restore it from a backup, or move it away to start as a new node "
+            f"(which enrols again)") from None
+    if doc is None:
         return None
     enrolments = doc.get("enrolments")
     if not isinstance(enrolments, dict):
@@ -113,7 +128,8 @@ def _identity(doc: dict[str, Any], coordinator: str) -> Identity:
 
 def load(path: Path, coordinator: str | None = None) -> Identity | None:
     """The identity for ``coordinator`` (by default the coordinator used last), or None before
-    the first run. Not enrolled when this node has no enrolment there."""
+    the first run. Not enrolled when this node has no enrolment there. ``IdentityUnreadable``
+    when the file exists and is not an identity."""
     doc = _read(path)
     if doc is None:
         return None

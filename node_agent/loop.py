@@ -452,7 +452,10 @@ class Agent:
 
     async def _enrol(self) -> bool:
         p = self.paths
-        self.identity = ident_mod.for_coordinator(p.identity_file, self.config.coordinator, self.config.name)
+        try:
+            self.identity = ident_mod.for_coordinator(p.identity_file, self.config.coordinator, self.config.name)
+        except ident_mod.IdentityUnreadable as exc:
+            raise Fatal(str(exc)) from None
         while not self.identity.enrolled:
             self.status.update(state="enrolling")
             facts = {"name": self.identity.name[:120], "platform": ident_mod.platform_text()[:200],

@@ -6,10 +6,11 @@ import logging
 import os
 import stat
 
+import pytest
 from sqlalchemy import func, select
 
 from coordinator.core.db.models import Node
-from node_agent import identity
+from node_agent import cli, identity
 from node_agent.files import read_json, write_json
 
 from .support import FakeEngine, make_agent
@@ -152,3 +153,25 @@ async def test_an_agent_pointed_at_another_coordinator_and_back_keeps_its_first_
     assert (back.node_id, back.token) == (first.node_id, first.token)
     assert await _nodes(coord) == 1                       # not enrolled a second time
     assert "enrols again" not in caplog.text and f"(node {first.node_id}) is used again" in caplog.text
+
+
+@pytest.mark.parametrize("spoilt", ["", '{"installId": "f', '"y"', "[1]", "{}"])
+async def test_an_identity_file_that_cannot_be_read_is_never_taken_for_a_first_run(coord, tmp_path, caplog, spoilt,
+                                                                                     monkeypatch, capsys):
+    """An empty or cut-short identity.json made a new identity over the node's enrolment."""
+    home = tmp_path / "a"
+    await _start_and_stop(make_agent(home, coord.base_url, FakeEngine()))
+    path = home / "identity.json"
+    path.write_text(spoilt)
+    again = make_agent(home, coord.base_url, FakeEngine())
+    assert await asyncio.wait_for(again.run(), 20) == 2
+    assert path.read_text() == spoilt                     # kept as it was, for the volunteer to restore
+    assert await _nodes(coord) == 1                       # no second enrolment
+    why = again.status.doc["lastError"]
+    assert str(path) in why and "restore it" in why and "move it away to start as a new node" in why
+    assert why in caplog.text
+    with pytest.raises(identity.IdentityUnreadable):
+        identity.load(path)
+    monkeypatch.setenv("SIS_NODE_HOME", str(home))
+    assert cli.main(["status"]) == 0                      # says so, without a traceback
+    assert f"its identity file {path} cannot be read" in capsys.readouterr().out
