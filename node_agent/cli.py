@@ -24,6 +24,7 @@ from .progress import StatusFile, bar
 EXIT_NO_GPU = 3
 EXIT_CONFIG = 2
 EXIT_RUNNING = 4    # another agent runs with this data folder (node_agent.lock)
+EXIT_UNSENT = 5     # run --max-jobs N ended with a result not acknowledged (node_agent.loop.EXIT_UNSENT)
 
 log = logging.getLogger("sis.node")
 
@@ -346,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run on the CPU when no GPU is usable: for development and tests only; results say so")
     r.add_argument("--max-jobs", type=_non_negative, default=0, metavar="N",
                    help="stop after N jobs are finished and their results sent (default 0: run until stopped); "
-                        "a quick way to check that a machine works")
+                        "a quick way to check that a machine works: exit 5 when a result was not acknowledged")
     r.add_argument("--enrol-secret-file", metavar="FILE",
                    help="file holding the coordinator's enrolment secret, where it asks for one")
     s = sub.add_parser("status", help="what the agent is doing and what it has contributed")

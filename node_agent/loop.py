@@ -55,6 +55,7 @@ from .spool import Spool, Spooled
 log = logging.getLogger("sis.node.loop")
 UPDATE_CHECK_S = 24 * 3600.0
 RELEASE_NOW_S = 2.0     # how long a second stop signal waits to give back the job held ahead
+EXIT_UNSENT = 5         # --max-jobs: a result of the run is not acknowledged (left in the spool, or refused)
 
 
 class EngineLike(Protocol):
@@ -180,6 +181,7 @@ class Agent:
         self.leases_lost = 0
         self._next_update_check = 0.0
         self.jobs_finished = 0
+        self.results_rejected = 0         # results the coordinator refused for good in this run
         self._recovered = False
         self._engine_failures = 0
         self._last_unreachable = Unreachable("the coordinator cannot be reached")
@@ -284,7 +286,22 @@ class Agent:
         finally:
             self._let_go_ahead()     # ended by a fault or a cancel: its heartbeats must end with it
             await self.client.close()
-        return self._stopped(0)
+        return self._stopped(self._max_jobs_outcome())
+
+    def _max_jobs_outcome(self) -> int:
+        """0, or ``EXIT_UNSENT`` when a ``--max-jobs`` run ends with a result the coordinator has
+        not acknowledged: ``--max-jobs 1`` is the documented end-to-end check of a new machine,
+        and it said 0 with its result left in the spool (the coordinator down) or refused for good."""
+        if not self.max_jobs:
+            return 0
+        unsent = len(self.spool)
+        if unsent:
+            log.error("--max-jobs %d: %d result(s) not sent, the coordinator could not be reached: they wait in "
+                      "the spool (%s) and are sent at the next start", self.max_jobs, unsent, self.spool.folder)
+        if self.results_rejected:
+            log.error("--max-jobs %d: %d result(s) refused for good by the coordinator (kept in %s, with the "
+                      "reason above)", self.max_jobs, self.results_rejected, self.spool.rejected_dir)
+        return EXIT_UNSENT if unsent or self.results_rejected else 0
 
     async def _check_updates(self) -> None:
         """Once at start and then daily: is a newer node app published? Tells; never downloads."""
@@ -794,5 +811,6 @@ class Agent:
         why = exc.message + (": " + "; ".join(map(str, reasons[:10])) if reasons else "")
         log.error("result of %s refused for good (kept in %s): %s", item.job_id, self.spool.rejected_dir, why)
         self.spool.rejected(item, why)
+        self.results_rejected += 1
         self.contribution.rejected()
         self.status.update(lastRejected={"jobId": item.job_id, "reason": why, "at": time.time()})

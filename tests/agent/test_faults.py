@@ -271,3 +271,38 @@ async def test_a_revoked_node_drops_its_job_and_stops_with_the_coordinators_reas
     assert "this node has been revoked" in agent.status.doc["lastError"]
     assert len(agent.spool) == 0 and (await db_counts(coord))["results"] == []
     assert not agent.paths.current_job_file.exists()
+
+
+async def test_max_jobs_with_its_result_left_in_the_spool_exits_non_zero_and_says_so(coord, tmp_path, caplog):
+    """``--max-jobs 1`` is the end-to-end check of a new machine: it said 0 with its result unsent."""
+    from node_agent import cli
+    from node_agent.loop import EXIT_UNSENT
+
+    caplog.set_level(logging.INFO, logger="sis.node")
+    await request_sweep(coord)
+    engine = FakeEngine(hold=True)
+    agent = make_agent(tmp_path / "a", coord.base_url, engine, max_jobs=1)
+    task = asyncio.create_task(agent.run())
+    try:
+        await asyncio.to_thread(engine.started.wait, 20)
+        await take_down(coord)
+        engine.gate.set()            # the job finishes while the coordinator is down
+        assert await asyncio.wait_for(task, 30) == EXIT_UNSENT == cli.EXIT_UNSENT
+    finally:
+        engine.gate.set()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert len(agent.spool) == 1
+    assert (f"--max-jobs 1: 1 result(s) not sent, the coordinator could not be reached: they wait in the spool "
+            f"({agent.spool.folder})") in caplog.text
+
+
+async def test_max_jobs_with_its_result_refused_for_good_exits_non_zero_and_says_so(coord, tmp_path, caplog):
+    from node_agent.loop import EXIT_UNSENT
+
+    await request_sweep(coord)
+    # Every photo over the size limit: the result read no photo, and the coordinator refuses it for good.
+    agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine(), max_jobs=1, photo_max_bytes=2000)
+    assert await asyncio.wait_for(agent.run(), 60) == EXIT_UNSENT
+    assert len(agent.spool) == 0 and len(list(agent.spool.rejected_dir.glob("*.json"))) == 1
+    assert "--max-jobs 1: 1 result(s) refused for good by the coordinator" in caplog.text
