@@ -40,10 +40,10 @@ def expected(tool: Tool, case: str) -> tuple[int, str | None]:
                      "expired-embed": "expired"}[case]
     have = {"anon": frozenset(plans.ANON_SCOPES), "missing-scope": MISSING_SCOPES, "embed": EMBED_SCOPES,
             "exhausted-budget": EMBED_SCOPES}.get(case, frozenset(creds.ALL_SCOPES))
+    if case == "anon" and not tool.keyless:      # said before any scope: anon needs a key, not a scope
+        return 403, "needs_key"
     if not set(tool.scopes) <= have:
         return 403, None
-    if case == "anon" and not tool.keyless:
-        return 403, "needs_key"
     if case == "exhausted-budget" and tool.name not in policy.SELF_READS:   # /limits reads a spent budget
         return 403, "embed_budget_exhausted"
     if tool.name == "renew_embed":
@@ -120,5 +120,6 @@ async def test_site_intel_needs_its_scope_and_is_not_keyless(sqlite_url, upstrea
         else:
             assert r.status == 403
             assert r.json()["error"]["details"]["missingScopes"] == ["earth.site-intel"]
+            assert r.json()["error"]["details"].get("reason") == ("needs_key" if case == "anon" else None)
     finally:
         await stop_coordinator(c)

@@ -38,6 +38,8 @@ def test_every_source_setting_is_listed_by_sis_settings_and_the_scheme_is_docume
         assert f"SIS_SOURCES__{name.upper()}__BASE_URL" in listed
         for opt in cls.options:
             assert f"SIS_SOURCES__{name.upper()}__{opt.upper()}" in listed
+        if cls.needs_key or cls.takes_key:      # a key it sends where set is a setting like any other
+            assert f"SIS_SOURCES__{name.upper()}__API_KEY" in listed
     text = (ROOT / "docs" / "settings.md").read_text()
     for key in ("BASE_URL", "TIMEOUT_S", "API_KEY", "API_KEY_FILE", "SIS_SOURCES__<NAME>__<KEY>"):
         assert f"`{key}`" in text, key

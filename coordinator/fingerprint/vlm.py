@@ -62,6 +62,7 @@ class VisionModel(Source[dict]):
     license = "n/a"
     default_base_url = ""                  # none: a model server is the operator's to name
     default_timeout_s = 45.0
+    takes_key = True                       # a hosted server's bearer token; a local one needs none
     options = {"model": "", "max_photos": "3", "images": "data", "max_tokens": "1200"}
     description = ("an OpenAI-compatible chat API serving a vision-language model (vLLM, Ollama, llama.cpp "
                    "server), with its /v1: {base}/chat/completions; empty: no model, the fingerprint says so")

@@ -100,6 +100,7 @@ class Source(abc.ABC, Generic[T]):
     default_timeout_s: ClassVar[float | None] = None     # None: SIS_SOURCE_TIMEOUT_S
     options: ClassVar[Mapping[str, Any]] = {}            # the adapter's own settings and their defaults
     needs_key: ClassVar[bool] = False
+    takes_key: ClassVar[bool] = False    # a key it sends where one is set, and works without (a model server)
     # The key a keyed adapter sends in --demo, where its recorded sample answers (FIRMS's sits in
     # the path); None where no sample is recorded, so the demo says the key is missing. A real
     # key is never sent to the demo upstream.
@@ -118,7 +119,7 @@ class Source(abc.ABC, Generic[T]):
         """The settings this source takes (``SIS_SOURCES__<NAME>__<KEY>``, or ``[sources.<name>]``
         keys), lower case: base_url, timeout_s, the key's two ways where it needs one, then its
         own options."""
-        return ["base_url", "timeout_s", *(("api_key", "api_key_file") if cls.needs_key else ()),
+        return ["base_url", "timeout_s", *(("api_key", "api_key_file") if cls.needs_key or cls.takes_key else ()),
                 *(o.lower() for o in cls.options)]
 
     @classmethod

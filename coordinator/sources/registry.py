@@ -112,5 +112,9 @@ def source_settings_rows() -> Iterable[tuple[str, str, str]]:
             yield (env_name(name, "api_key"), "None",
                    f"API key of {name} (or {env_name(name, 'api_key_file')}: a file holding it). Without it the "
                    "source answers degraded, naming this setting.")
+        elif cls.takes_key:
+            yield (env_name(name, "api_key"), "None",
+                   f"API key of {name}, sent where set (or {env_name(name, 'api_key_file')}: a file holding it); "
+                   "it works without one.")
         for opt, default in cls.options.items():
             yield env_name(name, opt), repr(default), f"Option {opt!r} of {name}."

@@ -221,11 +221,13 @@ class Access:
             return await self._identify_direct(tool, ip, facts.api_key)
         caller = await self._identify_public(ip, facts.credential or "")
         missing = [s for s in tool.scopes if s not in caller.scopes]
-        if missing:
-            raise Forbidden(f"this credential lacks the scope {missing[0]}", {"missingScopes": missing})
+        # A key-only route says so to anon first: "use a key" is what it needs to hear, and the scopes
+        # it lacks come with it.
         if not tool.keyless and caller_kind(caller) == KIND_ANON:
             raise Forbidden(f"{tool.name} is not open to the anonymous credential: use a key or an embed token",
-                            {"reason": "needs_key"})
+                            {"reason": "needs_key", **({"missingScopes": missing} if missing else {})})
+        if missing:
+            raise Forbidden(f"this credential lacks the scope {missing[0]}", {"missingScopes": missing})
         if tool.name in SELF_READS:
             caller.extra["self_read"] = True
         return caller
