@@ -55,6 +55,15 @@ def setup_logging(paths: config_mod.Paths, cfg: config_mod.Config, console: bool
             logger.addHandler(h)
 
 
+def _ensured() -> config_mod.Paths | None:
+    """The agent's folders, made; None, once the reason is printed, when they cannot be."""
+    try:
+        return config_mod.paths().ensure()
+    except config_mod.ConfigError as exc:
+        print(f"sis-node: {exc}", file=sys.stderr)
+        return None
+
+
 def _config(args: argparse.Namespace, paths: config_mod.Paths, **overrides: Any) -> config_mod.Config:
     return config_mod.load(paths, coordinator=getattr(args, "coordinator", None), gpus=getattr(args, "gpus", None),
                            name=getattr(args, "name", None), **overrides)
@@ -87,7 +96,9 @@ def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
     """``sis-node run``. The data folder's lock comes first, before any file in it or the config
     file is written (a second agent rewrote the first's status and took its journalled job):
     with another agent running on this data folder it exits at once with ``EXIT_RUNNING``."""
-    paths = config_mod.paths().ensure()
+    paths = _ensured()
+    if paths is None:
+        return EXIT_CONFIG
     data_lock = DataLock(paths.lock_file)
     try:
         data_lock.acquire()
@@ -233,7 +244,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
-    paths = config_mod.paths().ensure()
+    paths = _ensured()
+    if paths is None:
+        return EXIT_CONFIG
     set_paused(paths.pause_file, args.reason or "paused by the volunteer")
     running = _running(StatusFile(paths.status_file).read())
     print("paused: no new job will be leased" + (" (a job already running finishes first)" if running else "")
@@ -242,9 +255,17 @@ def cmd_pause(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    paths = config_mod.paths().ensure()
+    """Lift the pause, then say what else holds the agent; a setting that cannot be read is
+    said in one line (exit 2) after the pause is lifted, as ``run`` would refuse it."""
+    paths = _ensured()
+    if paths is None:
+        return EXIT_CONFIG
     print("resumed" if clear_paused(paths.pause_file) else "was not paused by `sis-node pause`")
-    cfg = config_mod.load(paths)
+    try:
+        cfg = config_mod.load(paths)
+    except config_mod.ConfigError as exc:
+        print(f"sis-node: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     verdict = Policy(cfg, paths.pause_file).check()
     if verdict.paused:
         print("still held by: " + "; ".join(verdict.reasons))

@@ -19,6 +19,7 @@ from typing import Any
 
 APP = "sis-node"
 ENV_PREFIX = "SIS_NODE_"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,14 @@ class Paths:
         return self.data_dir / "logs"
 
     def ensure(self) -> "Paths":
+        """Make the folders; ``ConfigError`` naming the one that cannot be made (a path under a
+        regular file, /proc, no permission), which the commands print as one line, not a traceback."""
         for d in (self.config_dir, self.data_dir, self.spool_dir, self.log_dir):
-            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+            try:
+                d.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:
+                raise ConfigError(f"the folder {d} cannot be made ({exc.strerror or exc}); give SIS_NODE_HOME "
+                                  f"a folder this user can write") from None
         return self
 
 
@@ -158,6 +165,8 @@ class Config:
                 problems.append(f"{name}: must be positive")
         if self.coordinator and not self.coordinator.startswith(("http://", "https://")):
             problems.append(f"coordinator: {self.coordinator!r} is not an http(s) URL")
+        if self.log_level.upper() not in LOG_LEVELS:    # else logging raised "Unknown level" at start
+            problems.append(f"log_level: {self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
         self.gpu_indices()
         if problems:
             raise ConfigError("; ".join(problems))

@@ -5,11 +5,14 @@ crash is counted once, and a result refused for good is counted apart.
 """
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
-from .files import read_json, write_json
+from .files import Unreadable, read_object, write_json
+
+log = logging.getLogger("sis.node.contribution")
 
 FIELDS = ("jobs", "photos", "facts", "gpuSeconds", "cpuSeconds", "rejected", "refusedJobs")
 
@@ -19,7 +22,13 @@ class Contribution:
         self.path = path
 
     def read(self) -> dict[str, Any]:
-        doc = read_json(self.path) or {}
+        """The counts so far; a file that cannot be read (``"y"``, ``[1]``: TypeError in
+        ``status``) counts as none, with a warning."""
+        try:
+            doc = read_object(self.path) or {}
+        except Unreadable as exc:
+            log.warning("%s; taken as no contribution counted yet", exc)
+            doc = {}
         return {**{k: 0 for k in FIELDS}, "firstAt": None, "lastAt": None, **doc}
 
     def _add(self, **inc: float) -> dict[str, Any]:

@@ -504,7 +504,8 @@ class Agent:
         if not doc:
             self._recovered = True
             return True
-        lease_id = str(doc.get("leaseId") or "")
+        # A journal that is not an object ("y") raised here at every turn, and no job ever ran.
+        lease_id = str(doc.get("leaseId") or "") if isinstance(doc, dict) else ""
         if not lease_id or self.spool.get(lease_id) is not None:
             remove(self.paths.current_job_file)
             self._recovered = True

@@ -33,7 +33,7 @@ from typing import Callable
 import psutil
 
 from .config import Config
-from .files import read_json, remove, write_json
+from .files import Unreadable, read_object, remove, write_json
 
 log = logging.getLogger("sis.node.policy")
 
@@ -53,9 +53,16 @@ def clear_paused(pause_file: Path) -> bool:
 
 
 def manual_pause(pause_file: Path) -> str | None:
-    if not pause_file.exists():
+    """The reason of ``sis-node pause``, or None when not paused. The file's presence is the
+    pause: one whose content cannot be read (``"y"``, ``[1]``: AttributeError in ``status``)
+    still pauses, with the default reason and a warning."""
+    try:
+        doc = read_object(pause_file)
+    except Unreadable as exc:
+        log.warning("%s; paused all the same (`sis-node resume` lifts it)", exc)
+        doc = {}
+    if doc is None:
         return None
-    doc = read_json(pause_file) or {}
     return str(doc.get("reason") or "paused by the volunteer")
 
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from .files import read_json, write_json
+from .files import Unreadable, read_object, write_json
 
 log = logging.getLogger("sis.node.progress")
 
@@ -83,4 +83,10 @@ class StatusFile:
             self.on_update()
 
     def read(self) -> dict[str, Any] | None:
-        return read_json(self.path)
+        """The status as the agent last wrote it; None when there is none, or when it cannot be
+        read (``"y"``, ``[1]``: AttributeError in ``status``), with a warning."""
+        try:
+            return read_object(self.path)
+        except Unreadable as exc:
+            log.warning("%s; taken as no status", exc)
+            return None

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from node_agent import __version__, cli
 
 from .support import FakeEngine, make_agent, request_sweep, run_holding_ahead
@@ -139,3 +141,58 @@ def test_a_compiled_build_reports_what_was_written_into_it(tmp_path, monkeypatch
     assert out[:3] == ["sis-node 9.9.9", f"engine 0.1.0, build {'ab' * 32}",
                        "backends: CPU; no GPU backend (a CPU-only build) (torch 2.15.0+cpu)"]
     assert out[4] == f"  depth: dav2-metric-outdoor/vits, sha256 {'cd' * 8}"
+
+
+@pytest.mark.parametrize("command", ["run", "pause", "resume"])
+@pytest.mark.parametrize("home", ["/proc/sis-node-test", "{tmp}/a-file/sis-node"])
+def test_a_data_folder_that_cannot_be_made_is_one_line_and_status_2(tmp_path, monkeypatch, capsys, command, home):
+    """FileNotFoundError / NotADirectoryError came out of Paths.ensure as a traceback."""
+    (tmp_path / "a-file").write_text("")
+    folder = home.format(tmp=tmp_path)
+    monkeypatch.setenv("SIS_NODE_HOME", folder)
+    assert cli.main([command]) == cli.EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert err.startswith(f"sis-node: the folder {folder} cannot be made (") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("setting", [("file", "coordinator = \n", "node.toml"),
+                                     ("env", "abc", "cpu_busy_percent: 'abc' is not a float")])
+def test_resume_with_a_setting_it_cannot_read_lifts_the_pause_and_names_the_setting(tmp_path, monkeypatch, capsys,
+                                                                                     setting):
+    """It printed "resumed", then a ConfigError traceback."""
+    where, value, needle = setting
+    monkeypatch.setenv("SIS_NODE_HOME", str(tmp_path))
+    assert cli.main(["pause"]) == 0
+    if where == "file":
+        (tmp_path / "node.toml").write_text(value)
+    else:
+        monkeypatch.setenv("SIS_NODE_CPU_BUSY_PERCENT", value)
+    capsys.readouterr()
+    assert cli.main(["resume"]) == cli.EXIT_CONFIG
+    out = capsys.readouterr()
+    assert out.out == "resumed\n" and out.err.startswith("sis-node: ") and needle in out.err
+    assert not (tmp_path / "paused.json").exists()
+
+
+def test_an_unknown_log_level_is_a_configuration_problem(tmp_path, monkeypatch, capsys):
+    """ValueError: Unknown level: 'VERBOSE' came out of logging at start."""
+    monkeypatch.setenv("SIS_NODE_HOME", str(tmp_path))
+    monkeypatch.setenv("SIS_NODE_LOG_LEVEL", "verbose")
+    assert cli.main(["run", "--coordinator", "http://127.0.0.1:9", "--allow-cpu"]) == cli.EXIT_CONFIG
+    assert "log_level: 'verbose' is not one of DEBUG, INFO, WARNING, ERROR" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["paused.json", "contribution.json", "status.json"])
+@pytest.mark.parametrize("content", ['"y"', "[1]", "{"])
+def test_status_takes_a_file_that_is_not_a_json_object_as_unreadable_with_a_warning(tmp_path, monkeypatch, capsys,
+                                                                                   caplog, name, content):
+    """A paused.json, contribution.json or status.json of "y" or [1] raised AttributeError/TypeError."""
+    monkeypatch.setenv("SIS_NODE_HOME", str(tmp_path))
+    (tmp_path / name).write_text(content)
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "contribution: 0 jobs, 0 photos" in out and "agent:        not running" in out
+    assert ("paused:       yes (paused by the volunteer)" in out) == (name == "paused.json")
+    assert f"{tmp_path / name} " in caplog.text
+    assert cli.main(["status", "--json"]) == 0
+    json.loads(capsys.readouterr().out)

@@ -48,6 +48,7 @@ def test_flags_beat_environment_beat_file_beat_defaults(tmp_path):
     ("photo_concurrency = 64\n", "photo_concurrency: 64 is outside 1-16"),
     ('coordinator = "ftp://x"\n', "is not an http(s) URL"),
     ("coordinator = \n", "node.toml"),
+    ('log_level = "verbose"\n', "log_level: 'verbose' is not one of DEBUG, INFO, WARNING, ERROR"),
 ])
 def test_a_bad_setting_is_refused_with_its_name(tmp_path, text, needle):
     p = c.Paths(tmp_path, tmp_path)

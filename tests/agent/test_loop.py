@@ -278,3 +278,14 @@ async def test_a_photo_over_the_size_limit_is_not_downloaded_whole_and_is_skippe
     assert len(sent) == jobs
     reasons = {k["reason"] for r in sent for k in r["skipped"]}
     assert reasons == {"fetch refused: larger than 2000 bytes"}
+
+
+async def test_a_job_journal_that_is_not_an_object_is_dropped_and_the_agent_works(coord, photos, tmp_path):
+    """A current-job.json of "y" raised at every turn: the agent ran and never took a job."""
+    await request_sweep(coord)
+    home = tmp_path / "a"
+    home.mkdir()
+    (home / "current-job.json").write_text('"y"')
+    agent = make_agent(home, coord.base_url, FakeEngine(), max_jobs=1)
+    assert await asyncio.wait_for(agent.run(), 30) == 0
+    assert agent.contribution.read()["jobs"] == 1
