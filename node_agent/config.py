@@ -163,7 +163,7 @@ class Config:
                      "photo_timeout_s", "pause_poll_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name}: must be positive")
-        if self.coordinator and not self.coordinator.startswith(("http://", "https://")):
+        if self.coordinator and not self.coordinator.lower().startswith(("http://", "https://")):  # schemes ignore case
             problems.append(f"coordinator: {self.coordinator!r} is not an http(s) URL")
         if self.log_level.upper() not in LOG_LEVELS:    # else logging raised "Unknown level" at start
             problems.append(f"log_level: {self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")

@@ -175,3 +175,15 @@ async def test_an_identity_file_that_cannot_be_read_is_never_taken_for_a_first_r
     monkeypatch.setenv("SIS_NODE_HOME", str(home))
     assert cli.main(["status"]) == 0                      # says so, without a traceback
     assert f"its identity file {path} cannot be read" in capsys.readouterr().out
+
+
+async def test_a_coordinator_url_whose_scheme_is_in_capitals_is_taken(coord, photos, tmp_path):
+    """HTTP://127.0.0.1:8080 was refused as "not an http(s) URL": a scheme's case means nothing."""
+    from .support import request_sweep
+
+    await request_sweep(coord)
+    url = coord.base_url.replace("http://", "HTTP://")
+    agent = make_agent(tmp_path / "a", url, FakeEngine(), max_jobs=1)
+    assert await asyncio.wait_for(agent.run(), 30) == 0
+    assert agent.contribution.read()["jobs"] == 1
+    assert identity.load(agent.paths.identity_file).coordinator == coord.base_url    # keyed as normalised
