@@ -313,8 +313,19 @@ def cmd_verify_manifest(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"not verified: {args.file} cannot be read as JSON ({exc})", file=sys.stderr)
         return 1
+    # The folder named by --keys is checked here: without a key it was told apart from the
+    # built-in folder by nothing, and the answer was "no public key is pinned in this build".
+    folder = Path(args.keys) if args.keys else KEYS_DIR
+    if args.keys and not folder.is_dir():
+        print(f"not verified: the key folder {folder} " + ("is not a folder" if folder.exists() else "does not exist"),
+              file=sys.stderr)
+        return 1
+    keys = pinned_keys(folder)
+    if args.keys and not keys.keys:
+        print(f"not verified: the key folder {folder} holds no readable *.pub key", file=sys.stderr)
+        return 1
     try:
-        v = verify(envelope, pinned_keys(Path(args.keys) if args.keys else KEYS_DIR))
+        v = verify(envelope, keys)
     except ManifestError as exc:
         print(f"not verified: {exc}", file=sys.stderr)
         return 1

@@ -81,6 +81,20 @@ def test_verify_manifest_command_answers_with_its_exit_status(keys, tmp_path, ca
     assert "no public key is pinned" in capsys.readouterr().err
 
 
+def test_verify_manifest_names_a_key_folder_that_is_missing_or_holds_no_key(keys, tmp_path, capsys):
+    """--keys /nonexistent answered "no public key is pinned in this build"."""
+    key, _ = keys
+    good = tmp_path / "m.json"
+    good.write_text(json.dumps(_sign(_signed(), key)))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for folder, why in ((tmp_path / "nonexistent", "does not exist"), (good, "is not a folder"),
+                        (empty, "holds no readable *.pub key")):
+        assert cli.main(["verify-manifest", str(good), "--keys", str(folder)]) == 1
+        err = capsys.readouterr().err
+        assert err == f"not verified: the key folder {folder} {why}\n" and "pinned in this build" not in err
+
+
 async def test_update_notice_only_for_a_verified_newer_version(keys):
     key, folder = keys
 
