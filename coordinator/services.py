@@ -107,7 +107,7 @@ async def _demo_photos(settings: Settings, sources: Sources, closers: list) -> S
     """Demo mode's street photos: a fake provider on loopback (generated scenes around
     Bandung) in place of the real one, and the development engine build accepted from
     nodes unless builds are configured."""
-    fake = await start_demo_photos()
+    fake = await start_demo_photos(settings.port)    # the port after the coordinator's: job URLs outlive a restart
     closers.append(fake.stop)
     sources[PhotoProvider.name] = PhotoProvider(config_for(PhotoProvider, settings, base_url=fake.api_url),
                                                 demo=True)

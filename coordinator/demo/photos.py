@@ -12,13 +12,15 @@ round trip and transfer). Each photo carries its synthetic ground
 truth (road width), which ``honest_result`` reports as a correct engine would:
 tests and the queue benchmark use it to play well-behaved nodes.
 
-``sis serve --demo`` starts one with photos along a few streets.
+``sis serve --demo`` starts one with photos along a few streets, on the port after the
+coordinator's (8081 beside 8080; ``start_demo_photos``).
 """
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import io
+import logging
 import math
 import random
 from dataclasses import dataclass
@@ -27,11 +29,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 import tornado.escape
+import tornado.httpserver
 import tornado.web
 
 from ..sweeps.coverage import offset
 from .upstream import LoopbackServer
 
+log = logging.getLogger("sis.demo")
 # A development engine build, in the form of sweep_engine.build_hash() (64 hex digits).
 DEV_ENGINE_BUILD = hashlib.sha256(b"sis-engine development build").hexdigest()
 LICENSE = "CC-BY-SA-4.0"
@@ -197,10 +201,37 @@ class FakePhotoProvider(LoopbackServer):
         return tornado.web.Application([(r"/api/search", _Search, {"fake": self}),
                                         (r"/api/pictures/([^/]+)/hd\.jpg", _Image, {"fake": self})])
 
+    async def start(self, port: int = 0) -> "FakePhotoProvider":
+        """On loopback ``port``, or a free one when 0; ``OSError`` when ``port`` is taken."""
+        if not port:
+            return await super().start()
+        server = tornado.httpserver.HTTPServer(self.app())
+        server.listen(port, "127.0.0.1")
+        self.server, self.port = server, port
+        return self
 
-async def start_demo_photos() -> FakePhotoProvider:
+
+def demo_photos_port(coordinator_port: int) -> int:
+    """The demo photo provider's port: the one after the coordinator's (0, a free one, when
+    the coordinator's is 0 or the last)."""
+    return coordinator_port + 1 if 0 < coordinator_port < 65535 else 0
+
+
+async def start_demo_photos(coordinator_port: int = 0) -> FakePhotoProvider:
+    """The demo's photo provider, on ``demo_photos_port``. A stable port, not a free one: a
+    queued job keeps its photos' URLs, port and all, so after a restart of ``sis serve --demo``
+    on a new free port every photo of every job queued before pointed at the old process, and
+    a node skipped them all. When the port is taken it falls back to a free one and says so."""
     fake = FakePhotoProvider()
     fake.scatter(*DEMO_CENTRE, radius_m=900, n=240, seed=1)
+    port = demo_photos_port(coordinator_port)
+    if port:
+        try:
+            return await fake.start(port)
+        except OSError as exc:
+            log.warning("demo photo provider: port %d cannot be used (%s); it serves on a free port instead, so "
+                        "the photos of sweep jobs queued now are out of reach after a restart", port,
+                        exc.strerror or exc)
     return await fake.start()
 
 
