@@ -172,6 +172,28 @@ def test_a_value_out_of_range_is_named_by_its_flag_variable_or_file_key(clean_en
     assert not (tmp_path / "m.db").exists()
 
 
+@pytest.mark.parametrize("name, value, said", [
+    ("SIS_LOG_LEVEL", "verbose", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    ("SIS_TRUSTED_PROXIES", "10.0.0.0/33", "not addresses or CIDR ranges"),
+    ("SIS_HOST", "", "is empty: give an address (127.0.0.1 for this machine only"),
+    ("SIS_DATA_DIR", " ", "is empty: give a folder"),
+])
+def test_a_setting_that_would_fail_later_or_quietly_is_refused_before_anything_starts(clean_env, tmp_path, capsys,
+                                                                                      name, value, said):
+    """An unknown log level or proxy range was a traceback after the migrations had run; an empty host
+    listened on every interface and an empty data folder wrote into the working one."""
+    clean_env.setenv(name, value)
+    line = refused(["serve", "--database", f"sqlite:///{tmp_path}/m.db"], capsys)
+    assert line.startswith(f"sis serve: {name}=") and said in line
+    assert not (tmp_path / "m.db").exists()
+
+
+def test_a_log_level_in_lower_case_is_taken(clean_env):
+    from coordinator.core.settings import Settings
+    clean_env.setenv("SIS_LOG_LEVEL", "debug")
+    assert Settings().log_level == "DEBUG"
+
+
 def test_a_secret_is_never_echoed_in_a_refusal(clean_env):
     from coordinator.core.settings_check import where
     clean_env.setenv("SIS_SOURCES__FIRMS__API_KEY", "s3cret")

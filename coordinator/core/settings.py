@@ -51,6 +51,9 @@ class SourceSettings(BaseModel):
     api_key_file: Path | None = None
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SIS_", env_nested_delimiter="__", extra="forbid",
                                       validate_default=True)
@@ -60,7 +63,7 @@ class Settings(BaseSettings):
     public_base_url: str = Field("", description="Base URL the service is reached at, for links in documents; empty means derived from each request.")
     database_url: str = Field(DEFAULT_DB, description="SQLAlchemy URL: sqlite+aiosqlite:///path (embedded default) or postgresql+asyncpg://user@host/db. In demo mode, when no database is named (--database, SIS_DATABASE_URL or the SIS_CONFIG file), sqlite+aiosqlite:///var/demo.db.")
     demo: bool = Field(False, description="Answer sources from bundled recorded samples served by an in-process fake upstream (offline; labelled demo in every answer).")
-    log_level: str = Field("INFO", description="Log level of the coordinator.")
+    log_level: str = Field("INFO", description="Log level of the coordinator: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case).")
 
     source_timeout_s: float = Field(8.0, gt=0, le=120, description="Timeout of one request to an upstream source, where its adapter declares none of its own and SIS_SOURCES__<NAME>__TIMEOUT_S does not set one.")
     sources: dict[str, SourceSettings] = Field(default_factory=dict, description="Per-source settings by adapter name: SIS_SOURCES__<NAME>__BASE_URL, __TIMEOUT_S, __API_KEY or __API_KEY_FILE, and the adapter's options (`sis settings` lists every source's, with defaults).")
@@ -107,6 +110,34 @@ class Settings(BaseSettings):
     review_tiles_attribution_url: str = Field("https://www.openstreetmap.org/copyright", pattern=r"^(https?://\S+)?$", description="Link of that attribution (the tiles' licence page); empty for none.")
 
     seen_max_facts: int = Field(1000, ge=10, le=20000, description="Most facts one seen_layer answer serves; beyond it the nearest are served with truncated:true and a caveat, so latency stays bounded.")
+
+    @field_validator("log_level")
+    @classmethod
+    def _a_log_level(cls, v: str) -> str:
+        level = v.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return level
+
+    @field_validator("host", "data_dir")
+    @classmethod
+    def _not_empty(cls, v: str, info) -> str:  # noqa: ANN001
+        """An env file whose templated value came out empty: for the host, listening on every interface
+        (a public service from a setting meant for this machine); for the data folder, the working one."""
+        if not v.strip():
+            raise ValueError("is empty" + (": give an address (127.0.0.1 for this machine only, 0.0.0.0 for every "
+                                           "interface)" if info.field_name == "host" else ": give a folder"))
+        return v
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_read(cls, v: str) -> str:
+        from .access.clientip import parse_proxies
+        try:
+            parse_proxies(v)
+        except ValueError as exc:
+            raise ValueError(f"not addresses or CIDR ranges: {exc}") from None
+        return v
 
     @field_validator("redis_url")
     @classmethod
