@@ -101,7 +101,8 @@ async def test_twin_points_share_the_whole_evenly(c, tmp_path):
                                                      900))
     import json
     countries = [{"type": "Feature", "properties": {"NAME": f"C{i}", "ISO_A3": f"C{i:02d}", "POP_EST": i,
-                                                    "LABEL_X": 10.0, "LABEL_Y": 10.0}, "geometry": None}
+                                                    "LABEL_X": 10.0, "LABEL_Y": 10.0},
+                  "geometry": {"type": "Polygon", "coordinates": [[[9, 9], [11, 9], [11, 11], [9, 9]]]}}
                  for i in range(900)]
     (tmp_path / "c.geojson").write_text(json.dumps({"type": "FeatureCollection", "features": countries}))
     await ingest.run(c.services.db, "ne_countries", tmp_path / "c.geojson")
@@ -129,6 +130,12 @@ async def test_a_malformed_record_is_counted_bad_never_loaded_nor_the_end_of_the
                          {"type": "Feature", "properties": {"NAME": "Somewhere"},
                           "geometry": {"type": "Polygon", "coordinates": [[[1, 1], [2, 1], [2, 2], [1, 1]]]}}],
     }
+    # A places file read as countries: names and label points, but no outline; every record bad, no version.
+    cases_of_another_kind = json.loads((SAMPLES / FILES["ne_places"]).read_text())["features"]
+    path = tmp_path / "places-as-countries.geojson"
+    path.write_text(json.dumps({"type": "FeatureCollection", "features": cases_of_another_kind}))
+    with pytest.raises(ingest.IngestError, match="not a country.s outline"):
+        await ingest.run(c.services.db, "ne_countries", path)
     for kind, feats in cases.items():
         path = tmp_path / f"{kind}.geojson"
         path.write_text(json.dumps({"type": "FeatureCollection", "features": feats}))

@@ -132,7 +132,12 @@ def _points(geometry: dict[str, Any]) -> Iterable[list[float]]:
 
 def country(f: dict[str, Any]) -> dict[str, Any]:
     """A Natural Earth country at its label point (``LABEL_X``/``LABEL_Y``), else the centre of
-    its outline's bounding box; the outline itself is not served in the twin."""
+    its outline's bounding box; the outline itself is not served in the twin. Its outline must
+    be one (a Polygon or MultiPolygon): a places or rivers file, which has names and even label
+    points, is then every record bad, as the other kinds refuse a file of another kind."""
+    g = f.get("geometry") or {}
+    if g.get("type") not in ("Polygon", "MultiPolygon"):
+        raise ValueError(f"geometry {g.get('type')!r}, not a country's outline (Polygon or MultiPolygon)")
     p = f.get("properties") or {}
     name = _text(_prop(p, "NAME", "ADMIN"))
     iso3 = _text(_prop(p, "ISO_A3", "ISO_A3_EH", "ADM0_A3"))
@@ -142,9 +147,9 @@ def country(f: dict[str, Any]) -> dict[str, Any]:
     if lx is not None and ly is not None:
         lon, lat, how = number(lx), number(ly), "label-point"
     else:
-        pts = list(_points(f.get("geometry") or {}))
+        pts = list(_points(g))
         if not pts:
-            raise ValueError("no geometry and no label point")
+            raise ValueError("an outline with no points and no label point")
         xs, ys = [number(q[0]) for q in pts], [number(q[1]) for q in pts]
         lon, lat, how = (min(xs) + max(xs)) / 2, (min(ys) + max(ys)) / 2, "bbox-centre"
     pop = _ne_number(_prop(p, "POP_EST"))
