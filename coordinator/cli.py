@@ -386,8 +386,9 @@ async def _embed(args: argparse.Namespace) -> int:
                 key = await creds.find_key_by_id(db, args.key_id)
                 if key is None or key.revoked_at is not None:
                     return _fail(ValueError(f"no live key with id {args.key_id}"))
-                secret, rec = await creds.mint_embed(db, key, args.origin, args.budget or settings.embed_budget,
-                                                     args.ttl or settings.embed_ttl_s)
+                secret, rec = await creds.mint_embed(
+                    db, key, args.origin, settings.embed_budget if args.budget is None else args.budget,
+                    settings.embed_ttl_s if args.ttl is None else args.ttl)
                 print(f"{rec.id}\t{rec.chain_id}\t{rec.expires_at.isoformat()}\t{secret}")
             elif args.embed_command == "list":
                 for rec in await creds.list_embeds(db, args.key_id):

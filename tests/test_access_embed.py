@@ -203,3 +203,25 @@ async def test_keys_are_stored_hashed(coordinator):
     async with coordinator.services.db.read() as s:
         stored = (await s.execute(text("SELECT token_hash FROM embed_tokens"))).scalar_one()
     assert stored == creds.digest(minted["token"]) and minted["token"] not in stored
+
+
+async def test_sis_embed_refuses_a_zero_budget_a_key_without_the_scope_and_an_unknown_chain(tmp_path, upstream):
+    """--budget 0 became the default 500, a key without earth.embed minted from the CLI where the HTTP route
+    refuses it, and a mistyped chain id was 'revoked' with exit 0."""
+    db_url = f"sqlite+aiosqlite:///{tmp_path}/sis.db"
+    c = await start_coordinator(make_settings(db_url, upstream))
+    try:
+        _, full = await creds.create_key(c.services.db, "full", "Basic")
+        _, narrow = await creds.create_key(c.services.db, "narrow", "Basic", ["earth.events"])
+        origin = ("--origin", "https://maps.example.org", "--database", db_url)
+        for flag in ("--budget", "--ttl"):
+            rc, out, err = await sis("embed", "mint", full.id, flag, "0", *origin)
+            assert rc == 1 and out == "" and ("'budget' must be at least 1" if flag == "--budget" else "'ttl'") in err
+        rc, out, err = await sis("embed", "mint", narrow.id, *origin)
+        assert rc == 1 and "lacks the scope earth.embed" in err
+        rc, out, err = await sis("embed", "revoke", "chn_typo", "--database", db_url)
+        assert rc == 1 and "no embed chain with id chn_typo" in err
+        rc, out, err = await sis("embed", "list", "--database", db_url)
+        assert rc == 0 and out == ""                                   # nothing was minted
+    finally:
+        await stop_coordinator(c)

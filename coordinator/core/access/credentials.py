@@ -21,7 +21,7 @@ from sqlalchemy import func, select, update
 
 from coordinator.core.db import Database
 from coordinator.core.db.models import AccessKey, EmbedToken
-from coordinator.core.errors import BadParameter, Conflict, NotFound
+from coordinator.core.errors import BadParameter, Conflict, Forbidden, NotFound
 from coordinator.core.access import plans
 
 KEY_PREFIX = "sisk_"
@@ -35,9 +35,10 @@ _IN_TEXT = re.compile(r"(sis[ke]_[A-Za-z0-9_-]{4})[A-Za-z0-9_-]{28}")
 # never by a key made without asking for it, nor by the anonymous credential, and not a scope
 # of the public contract (no tool declares it; the review API checks it itself).
 REVIEW_SCOPE = "review"
+EMBED_SCOPE = "earth.embed"
 # Scopes a key may hold: the anonymous ones, the site-intel scope, the right to mint embed
 # tokens, and the review scope. A key made without ``scopes`` gets all but the last.
-DEFAULT_KEY_SCOPES: tuple[str, ...] = (*plans.ANON_SCOPES, "earth.site-intel", "earth.embed")
+DEFAULT_KEY_SCOPES: tuple[str, ...] = (*plans.ANON_SCOPES, "earth.site-intel", EMBED_SCOPE)
 ALL_SCOPES: tuple[str, ...] = (*DEFAULT_KEY_SCOPES, REVIEW_SCOPE)
 KEY_PLANS = tuple(p for p in plans.PLANS if p != "anon")
 MIN_EMBED_TTL_S, MAX_EMBED_TTL_S = 60, 7 * 86400
@@ -275,7 +276,11 @@ async def find_embed(db: Database, secret: str) -> EmbedRecord | None:
 async def mint_embed(db: Database, key: KeyRecord, origin: str, budget: int, ttl_s: int) -> tuple[str, EmbedRecord]:
     """Mint a new embed token chain from ``key``. The origin is checked here, once.
 
-    The plan's "max embed keys" bounds the chains alive at once (unrevoked, unexpired)."""
+    The plan's "max embed keys" bounds the chains alive at once (unrevoked, unexpired). The key
+    must hold ``earth.embed``, whoever asks (the HTTP route and ``sis embed mint`` alike)."""
+    if EMBED_SCOPE not in key.scopes:
+        raise Forbidden(f"key {key.id} lacks the scope {EMBED_SCOPE}, which minting embed tokens needs",
+                        {"missingScopes": [EMBED_SCOPE]})
     origin = normalise_origin(origin)
     if budget < 1:
         raise BadParameter("'budget' must be at least 1", {"parameter": "budget"})
@@ -319,10 +324,14 @@ async def renew_embed(db: Database, token: EmbedRecord) -> tuple[str, EmbedRecor
 
 
 async def revoke_embed_chain(db: Database, chain_id: str) -> int:
-    """Revoke every token of an embed chain (`sis embed revoke`); returns how many were live."""
+    """Revoke every token of an embed chain (`sis embed revoke`); returns how many were live.
+    ``NotFound`` for a chain id no token has (a typo), which must not read as done."""
     async with db.write() as s:
         res = await s.execute(update(EmbedToken).where(EmbedToken.chain_id == chain_id,
                                                        EmbedToken.revoked_at.is_(None)).values(revoked_at=now()))
+        if not res.rowcount and (await s.execute(select(func.count()).select_from(EmbedToken).where(
+                EmbedToken.chain_id == chain_id))).scalar_one() == 0:
+            raise NotFound(f"no embed chain with id {chain_id} (sis embed list shows them)", {"chainId": chain_id})
         return res.rowcount or 0
 
 
