@@ -285,6 +285,29 @@ async def test_a_circle_across_the_antimeridian_says_its_far_side_was_not_search
             assert (ANTIMERIDIAN in r.json()["caveats"]) == cut, route
 
 
+@pytest.mark.parametrize("header", [True, False], ids=["declared bounds", "records' reach"])
+async def test_an_extract_across_the_antimeridian_covers_its_own_ground_and_no_other(c, tmp_path, header):
+    """A Fiji extract from 179.8 to -179.8: read as minima and maxima its extent was the band round the
+    Earth but its own ground, so its towers were never served and Madagascar was answered 'none mapped'
+    from it. libosmium keeps a crossing header box as -179.8..179.8; it is read as the file meant it."""
+    import osmium
+    path = tmp_path / "fiji.osm.pbf"
+    h = osmium.io.Header()
+    if header:
+        h.add_box(osmium.osm.Box(osmium.osm.Location(179.8, -16.9), osmium.osm.Location(-179.8, -16.7)))
+    w = osmium.SimpleWriter(str(path), header=h)
+    for i, (lon, lat) in enumerate(((179.9, -16.9), (-179.9, -16.7)), 1):
+        w.add_node(osmium.osm.mutable.Node(id=i, location=(lon, lat), tags={"power": "tower"}))
+    w.close()
+    v = await ingest.run(c.services.db, "osm", path)
+    assert v.west > v.east and v.west == pytest.approx(179.8 if header else 179.9)
+    for w, e in ((179.9, 180), (-180, -179.9)):             # each side of 180, inside the records' reach too
+        body = (await c.get(f"/earth/infrastructure?bbox={w},-16.9,{e},-16.7")).json()
+        assert body["answeredBy"] == "dataset:osm" and body["count"] == 1, (w, body)
+    body = (await c.get("/earth/infrastructure?bbox=46.4,-16.85,46.5,-16.75")).json()     # Madagascar
+    assert body["answeredBy"] != "dataset:osm"
+
+
 async def test_place_trends_between_the_two_newest_snapshots(loaded):
     body = (await loaded.get(f"/earth/place-trends?bbox={TOWN}")).json()
     assert body["covered"] is True and body["to"]["version"] == loaded.new.id and body["from"]["version"] == loaded.old.id

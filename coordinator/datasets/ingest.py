@@ -22,7 +22,7 @@ from coordinator.core.db import Database
 from coordinator.core.db.models import DatasetVersion
 from . import versions
 from .kinds import KINDS, DatasetKind, KindRegistry
-from .versions import BAD_SAMPLES_KEPT, Extent
+from .versions import BAD_SAMPLES_KEPT, Extent, Reach, arc_holds
 
 CHUNK = 1 << 20
 
@@ -60,6 +60,21 @@ class NoProgress:
 
     def close(self) -> None:
         """Nothing to close."""
+
+
+def _declared_as_meant(declared: tuple[float, float, float, float],
+                       reach: tuple[float, float, float, float] | None) -> tuple[float, float, float, float]:
+    """A declared box as its file meant it. libosmium keeps an extract's header box as
+    minima and maxima, so a box across 180 (Fiji: 177 to -178) comes back as -178 to 177,
+    the rest of the world: where that box excludes the file's own records and the same box
+    read across 180 holds them, it is read across 180."""
+    w, s, e, n = declared
+    if reach is None or w > e:
+        return declared
+    rw, _, re, _ = reach
+    if not arc_holds(w, e, rw, rw) and arc_holds(e, w, rw, rw) and arc_holds(e, w, re, re):
+        return (e, s, w, n)
+    return declared
 
 
 class _HashingReader(io.RawIOBase):
@@ -104,7 +119,7 @@ class Load:
     records: int = 0
     bad_records: int = 0
     bad_samples: list[str] = field(default_factory=list)
-    _box: list[float] | None = None
+    _reach: Reach = field(default_factory=Reach)
     _declared: tuple[float, float, float, float] | None = None
     _reader: _HashingReader | None = None
     _read_elsewhere: bool = False
@@ -144,13 +159,9 @@ class Load:
         (west, south, east, north)."""
         self.records += count
         if lon is not None and lat is not None:
-            bbox = (lon, lat, lon, lat)
-        if bbox is not None:
-            if self._box is None:
-                self._box = list(bbox)
-            else:
-                b = self._box
-                b[0], b[1], b[2], b[3] = min(b[0], bbox[0]), min(b[1], bbox[1]), max(b[2], bbox[2]), max(b[3], bbox[3])
+            self._reach.add(lon, lat, lon, lat)
+        elif bbox is not None:
+            self._reach.add(*bbox)
         if self.records % 1000 == 0 or count > 1:
             self._progress.counts(self.records, self.bad_records)
 
@@ -169,9 +180,10 @@ class Load:
 
     @property
     def extent(self) -> Extent | None:
+        reach = self._reach.box()
         if self._declared is not None:
-            return Extent(*self._declared)
-        return Extent(*self._box) if self._box else None
+            return Extent(*_declared_as_meant(self._declared, reach))
+        return Extent(*reach) if reach else None
 
     def _sha256(self) -> str:
         """The file's checksum: from what ``open`` hashed when the file was read through it

@@ -20,8 +20,9 @@ BAD_SAMPLES_KEPT = 20          # the first bad records' reasons kept with the ve
 
 @dataclass(frozen=True)
 class Extent:
-    """West, south, east, north in degrees (WGS 84). Plain minima and maxima: an extent
-    across the antimeridian reads as the whole band of longitudes between."""
+    """West, south, east, north in degrees (WGS 84). West greater than east is an extent
+    across the antimeridian, as RFC 7946 writes such a box (an extract of Fiji: 177 to
+    -178): its longitudes run east from ``west`` through 180 to ``east`` (``arc_holds``)."""
 
     west: float
     south: float
@@ -30,6 +31,71 @@ class Extent:
 
     def as_list(self) -> list[float]:
         return [self.west, self.south, self.east, self.north]
+
+
+def arc_span(west: float, east: float) -> float:
+    """Degrees of longitude from ``west`` eastwards to ``east`` (through 180 when west > east)."""
+    return east - west if west <= east else east - west + 360.0
+
+
+def arc_holds(west: float, east: float, lo: float, hi: float, slack: float = 0.0) -> bool:
+    """Whether the longitudes ``lo``..``hi`` (a box that does not cross 180) lie in the arc
+    ``west``..``east`` widened by ``slack`` each side."""
+    span = arc_span(west, east) + 2 * slack
+    return span >= 360.0 or (lo - (west - slack)) % 360.0 + (hi - lo) <= span + 1e-9
+
+
+def arc_meets(west: float, east: float, lo: float, hi: float) -> bool:
+    """Whether the longitudes ``lo``..``hi`` (not crossing 180) share any with the arc."""
+    span = arc_span(west, east)
+    return span >= 360.0 or (lo - west) % 360.0 <= span or (west - lo) % 360.0 <= hi - lo
+
+
+class Reach:
+    """The narrowest longitudes holding every point and box a load accepted, and their
+    latitudes. Plain minima and maxima give a load spanning 180 (points at 179.9 and
+    -179.9) the whole band round the Earth but its own ground; the same read in 0-360
+    degrees gives it the 0.2 degrees it has. Both are kept as records come, and the
+    narrower one is the extent (``box``)."""
+
+    __slots__ = ("plain", "shifted")
+
+    def __init__(self) -> None:
+        self.plain: list[float] | None = None     # west, south, east, north in -180..180
+        self.shifted: list[float] | None = None   # west, east in 0..360; None once a box spans 0 there
+
+    def add(self, w: float, s: float, e: float, n: float) -> None:
+        w3, e3 = (w + 360.0 if w < 0 else w), (e + 360.0 if e < 0 else e)
+        if self.plain is None:
+            self.plain, self.shifted = [w, s, e, n], ([w3, e3] if w3 <= e3 else None)
+            return
+        b = self.plain
+        if w < b[0]:
+            b[0] = w
+        if s < b[1]:
+            b[1] = s
+        if e > b[2]:
+            b[2] = e
+        if n > b[3]:
+            b[3] = n
+        t = self.shifted
+        if t is not None:
+            if w3 > e3:              # a box across 0 degrees: the 0-360 reading cannot hold it
+                self.shifted = None
+            else:
+                if w3 < t[0]:
+                    t[0] = w3
+                if e3 > t[1]:
+                    t[1] = e3
+
+    def box(self) -> tuple[float, float, float, float] | None:
+        if self.plain is None:
+            return None
+        w, s, e, n = self.plain
+        t = self.shifted
+        if t is not None and t[1] - t[0] < e - w:
+            w, e = (t[0] - 360.0 if t[0] > 180.0 else t[0]), (t[1] - 360.0 if t[1] > 180.0 else t[1])
+        return (w, s, e, n)
 
 
 def _now() -> datetime:

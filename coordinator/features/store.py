@@ -168,13 +168,14 @@ SLACK_DEG = 1e-6      # extents are stored at OSM's 7 decimals; a request on the
 
 
 def holds(v: DatasetVersion, box: grid.BBox) -> bool:
-    """Whether a version's extent holds the whole box."""
-    return (v.west is not None and v.west <= box[0] + SLACK_DEG and v.south <= box[1] + SLACK_DEG
-            and v.east >= box[2] - SLACK_DEG and v.north >= box[3] - SLACK_DEG)
+    """Whether a version's extent holds the whole box (an extent across 180 too: ``versions.Extent``)."""
+    return (v.west is not None and v.south <= box[1] + SLACK_DEG and v.north >= box[3] - SLACK_DEG
+            and versions.arc_holds(v.west, v.east, box[0], box[2], SLACK_DEG))
 
 
 def _meets(v: DatasetVersion, box: grid.BBox) -> bool:
-    return v.west is not None and v.west <= box[2] and v.east >= box[0] and v.south <= box[3] and v.north >= box[1]
+    return (v.west is not None and v.south <= box[3] and v.north >= box[1]
+            and versions.arc_meets(v.west, v.east, box[0], box[2]))
 
 
 async def covering(db: Database, kind: str, box: grid.BBox, n: int = 1, *, partial: bool = False) -> list[DatasetVersion]:
