@@ -6,6 +6,7 @@ import asyncio
 from alembic import context
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from coordinator.core.db import sqlite_threads_done
 from coordinator.core.db.models import Base
 
 config = context.config
@@ -34,9 +35,18 @@ def _run_sync(connection) -> None:  # noqa: ANN001
 
 async def _run_async() -> None:
     engine = create_async_engine(_url())
-    async with engine.connect() as conn:
-        await conn.run_sync(_run_sync)
-        await conn.commit()
+    try:
+        async with engine.connect() as conn:
+            await conn.run_sync(_run_sync)
+            await conn.commit()
+    except BaseException:
+        # A SQLite file that failed to open leaves aiosqlite's thread answering a loop that
+        # asyncio.run is about to close: its "Event loop is closed" traceback would print
+        # over the command's one-line error, now and then. Let it end first.
+        await engine.dispose()
+        if engine.dialect.name == "sqlite":
+            await sqlite_threads_done()
+        raise
     await engine.dispose()
 
 

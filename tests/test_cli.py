@@ -201,9 +201,14 @@ def test_a_sqlite_file_in_a_folder_that_cannot_be_written_is_said_in_one_line():
     """aiosqlite stops the thread of a connection that failed to open without waiting for it: unless the
     coordinator waits, the thread's answer finds the event loop closed and prints tracebacks under the line."""
     for command in (["serve", "--port", str(free_port())], ["keys", "create", "--name", "x", "--scopes",
-                                                           "earth.limits"]):
+                                                           "earth.limits"], ["migrate"], ["migrate"], ["migrate"]):
         line = one_line_refusal(run(*command, "--database", "sqlite:////proc/sis-test.db"))
         assert line == f"sis {command[0]}: cannot open the SQLite file /proc/sis-test.db: its folder cannot be written"
+
+
+def test_a_folder_named_as_the_sqlite_file_is_said_to_be_one(tmp_path):
+    line = one_line_refusal(run("keys", "list", "--database", f"sqlite:///{tmp_path}"))
+    assert line == f"sis keys: cannot open the SQLite file {tmp_path}: it is a folder; name a file in it (…/sis.db)"
 
 
 def test_a_config_file_that_is_not_there_is_said_in_one_line(tmp_path):

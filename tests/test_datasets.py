@@ -410,6 +410,8 @@ def test_the_cli_ingests_lists_and_refuses_in_one_line(backend, cli_kinds, tmp_p
 
     rc, out, err = cli(capsys, "datasets", "list", "--kind", "test-failing", "--database", url)
     assert rc == 0 and out[-1] == "1 dataset versions" and out[1].split()[:3] == ["2", "test-failing", "failed"]
+    rc, out, err = cli(capsys, "datasets", "list", "--kind", "test-pionts", "--database", url)
+    assert rc == 2 and "no kind 'test-pionts'; the kinds are" in err[0]
     rc, out, err = cli(capsys, "datasets", "list", "--bad", "--database", url)        # every kept reason
     assert rc == 0 and out[2].strip().startswith("bad: line 2:") and out[3].split()[:2] == ["2", "test-failing"]
 

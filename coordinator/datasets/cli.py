@@ -109,6 +109,11 @@ async def list_datasets(args: argparse.Namespace, settings) -> int:  # noqa: ANN
     from coordinator.core.db.migrate import with_database
     from .versions import extent_of, iso, list_versions
 
+    if args.kind and args.kind not in KINDS.names():          # a typo would list "0 dataset versions"
+        print(f"sis datasets list: no kind {args.kind!r}; the kinds are {', '.join(sorted(KINDS.names()))}",
+              file=sys.stderr)
+        return 2
+
     async def work(db) -> int:  # noqa: ANN001
         rows = await list_versions(db, args.kind)
         print(f"{'version':>7} {'kind':16} {'state':7} {'loaded at':20} {'records':>9} {'bad':>6} "

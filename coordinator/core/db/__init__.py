@@ -128,12 +128,12 @@ class Database:
     async def close(self, after_error: bool = False) -> None:
         """Close the pools. ``after_error``: the caller is ending on an exception, which may be a
         SQLite file that failed to open; its driver thread is let finish first
-        (``_sqlite_threads_done``)."""
+        (``sqlite_threads_done``)."""
         await self.engine.dispose()
         if self.write_engine is not self.engine:
             await self.write_engine.dispose()
         if after_error and self.is_sqlite:
-            await _sqlite_threads_done()
+            await sqlite_threads_done()
 
     async def __aenter__(self) -> "Database":
         return self
@@ -145,7 +145,7 @@ class Database:
 SQLITE_THREADS_WAIT_S = 0.5
 
 
-async def _sqlite_threads_done(limit_s: float = SQLITE_THREADS_WAIT_S) -> None:
+async def sqlite_threads_done(limit_s: float = SQLITE_THREADS_WAIT_S) -> None:
     """Wait, while the event loop still runs, for aiosqlite's worker threads to end (at most
     ``limit_s``). aiosqlite 0.22 stops the thread of a connection that failed to open without
     waiting for it, and the thread answers through the loop: when ``asyncio.run`` has closed

@@ -121,6 +121,8 @@ def connection_problem(exc: BaseException, url: str) -> str | None:
                     return f"cannot make the folder of the {where}: {e.filename} is a file"
                 return f"cannot make the folder of the {where}: {e.filename}: {e.strerror}"
             if type(e).__name__ == "OperationalError" and "unable to open database file" in str(e):
+                if parsed.database and Path(parsed.database).is_dir():
+                    return f"cannot open the {where}: it is a folder; name a file in it (…/sis.db)"
                 return f"cannot open the {where}: its folder cannot be written"
         return None
     host = f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
