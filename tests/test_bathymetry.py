@@ -253,6 +253,11 @@ async def test_a_load_without_its_tid_grid_or_with_a_mismatched_one_fails_cleanl
                          data_dir=c.services.settings.data_dir)
     assert err.value.version.state == "failed"
     assert not versions.folder_of(c.services.settings.data_dir, err.value.version).exists()
+    empty = tmp_path / "my-tid.nc"
+    empty.write_bytes(b"")
+    with pytest.raises(ingest.IngestError, match="my-tid.nc is not a netCDF file"):    # the file given, not the copy
+        await ingest.run(c.services.db, "bathymetry", pair[0], companions={"tid": empty},
+                         data_dir=c.services.settings.data_dir)
     body = (await c.get("/public/v1/anon/bathymetry?lat=-3.5&lon=11")).json()
     assert body["health"]["degraded"] is True and body["depthM"]["value"] is None
 

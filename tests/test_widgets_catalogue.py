@@ -109,6 +109,14 @@ def test_sis_widgets_build_catalogue_writes_a_catalogue(tmp_path, capsys):
     # with the contract's counts the small listings cannot fill Macro: said, nothing written
     assert main(["widgets", "build-catalogue", str(LISTINGS), "--out", str(tmp_path / "no.json")]) == 2
     assert "sis widgets build-catalogue:" in capsys.readouterr().err and not (tmp_path / "no.json").exists()
+    # a listing or --counts that is not JSON is named
+    assert main(["widgets", "build-catalogue", str(LISTINGS), "--out", str(out), "--counts", "notjson"]) == 2
+    assert "--counts is not JSON" in capsys.readouterr().err
+    broken = tmp_path / "listings"
+    broken.mkdir()
+    (broken / "fred-series.json").write_text('{"seriess": []}\n{}')
+    assert main(["widgets", "build-catalogue", str(broken), "--out", str(out)]) == 2
+    assert "fred-series.json: not JSON" in capsys.readouterr().err
 
 
 def test_sis_widgets_counts_prints_the_contracts_beside_the_catalogues(capsys):

@@ -18,7 +18,7 @@ import shutil
 from coordinator.datasets.ingest import CHUNK
 from coordinator.datasets.kinds import dataset_kind
 
-from .reader import Grid
+from .reader import Grid, sniff
 from .store import ELEVATION_FILE, KIND, LICENSE, MANIFEST_FILE, TID_FILE, citation
 
 
@@ -28,6 +28,8 @@ async def load(load) -> None:  # noqa: ANN001
     tid_path = load.companions["tid"]
     if not tid_path.name.lower().endswith(".nc"):
         raise ValueError(f"--tid {tid_path.name}: a TID grid ends with .nc")
+    for given in (load.path, tid_path):      # checked as given, so that a refusal names the operator's file,
+        sniff(given)                         # not the copy it is read from
     folder = load.folder()
     try:
         with load.open() as src, open(folder / ELEVATION_FILE, "wb") as out:

@@ -210,7 +210,10 @@ def read_listings(folder: Path) -> dict[str, Any]:
                 raise ValueError(f"{f.name}: a seed CSV needs an 'id' column")
             out["fred_seed"].append((f.name, rows))
             continue
-        doc = json.loads(f.read_text(encoding="utf-8"))
+        try:
+            doc = json.loads(f.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{f.name}: not JSON ({exc})") from None
         if isinstance(doc, list) and len(doc) == 2 and isinstance(doc[0], dict) and "page" in doc[0]:
             out["worldbank"].append((f.name, doc))
         elif isinstance(doc, dict) and isinstance(doc.get("seriess"), list):

@@ -48,7 +48,10 @@ def build_catalogue(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN0
         print(f"sis widgets build-catalogue: {folder} is not a folder", file=sys.stderr)
         return 2
     try:
-        counts_ = json.loads(args.counts) if args.counts else CATEGORY_COUNTS
+        try:
+            counts_ = json.loads(args.counts) if args.counts else CATEGORY_COUNTS
+        except ValueError as exc:
+            raise ValueError(f"--counts is not JSON ({exc})") from None
         doc = build(read_listings(folder), provenance=provenance_from_readme(folder), counts=counts_)
     except (ValueError, CatalogueError) as exc:
         print(f"sis widgets build-catalogue: {exc}", file=sys.stderr)
