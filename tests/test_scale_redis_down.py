@@ -52,6 +52,27 @@ async def test_with_redis_unreachable_limits_are_per_process_and_exact_and_the_c
         await stop_coordinator(c)
 
 
+@needs_redis
+async def test_a_redis_that_answers_with_errors_is_fallen_back_from_like_one_that_does_not_answer(
+        sqlite_url, upstream, caplog):
+    """Out of memory under noeviction, READONLY after a failover, a database index it does not have: Redis
+    answers every command with an error. The cache took only silence for an outage, and every cached
+    route answered 500 while the rate limiter beside it fell back."""
+    from urllib.parse import urlparse
+    caplog.set_level(logging.WARNING)
+    at = urlparse(REDIS_URL)
+    c = await start_coordinator(make_settings(sqlite_url, upstream, redis_url=f"redis://{at.hostname}:{at.port}/99",
+                                              rate_limit_prefix=unique_prefix()))
+    try:
+        for path in ("/earth/events", "/earth/limits", "/public/v1/anon/events"):
+            r = await c.get(path)
+            assert r.status == 200, (path, r.body)
+        assert c.services.cache.degraded and c.services.access.limiter.degraded
+        assert warnings_about(caplog, "answer cache storage (Redis) unreachable or failing") == 1
+    finally:
+        await stop_coordinator(c)
+
+
 class RedisProxy:
     """A TCP relay in front of the real Redis that can stop answering mid-run (every
     connection cut, the port refusing) and start again on the same port."""

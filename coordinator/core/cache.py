@@ -277,7 +277,7 @@ class RedisAnswerCache(AnswerCache):
     def _fell_back(self, exc: BaseException) -> None:
         if not self.degraded:
             self.fallbacks += 1
-            log.warning("answer cache storage (Redis) unreachable: %s; answers are cached per process "
+            log.warning("answer cache storage (Redis) unreachable or failing: %s; answers are cached per process "
                         "until it answers again (tried every %.0f s)", exc or type(exc).__name__, self.RETRY_S)
         self._down_until = self.clock() + self.RETRY_S
 
@@ -379,9 +379,13 @@ class RedisAnswerCache(AnswerCache):
 
 
 def _redis_down_errors() -> tuple[type[BaseException], ...]:
-    from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeout
+    """Every error a Redis command can end in: not only one that does not answer, but one that
+    answers with an error (out of memory under noeviction, READONLY after a failover, a database
+    index it does not have), which failed every cached route with a 500 where the rate limiter
+    beside it fell back."""
+    from redis.exceptions import RedisError
 
-    return (RedisConnectionError, RedisTimeout)
+    return (RedisError,)
 
 
 _REDIS_DOWN = _redis_down_errors()
