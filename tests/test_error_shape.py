@@ -115,9 +115,28 @@ async def test_the_logs_never_hold_a_usable_key(sqlite_url, upstream, caplog):
         secret, _ = await creds.create_key(c.services.db, "logged", "Free")
         assert (await c.get(f"/public/v1/{secret}/limits")).status == 200
         assert (await c.get(f"/earth/limits?key={secret}")).status == 200
-        assert (await c.get(f"/earth/boom?key={secret}")).status == 500
+        boom = await c.get(f"/earth/boom?key={secret}")
+        assert boom.status == 500
         text = "\n".join(r.getMessage() for r in caplog.records)
+        rid = boom.headers["X-Request-Id"]                   # the header, the body and the log name one id
+        assert boom.json()["error"]["details"]["requestId"] == rid and f"request {rid} failed" in text
         assert secret not in text and secret[5:] not in text
         assert f"GET /public/v1/{secret[:9]}…/limits" in text and f"/earth/boom?key={secret[:9]}…" in text
     finally:
         await stop_coordinator(c)
+
+
+def test_a_forked_worker_draws_request_ids_of_its_own():
+    """``sis serve --workers`` forks after import: each worker copied the parent's prefix and counter, so
+    every request id was given to one request in each worker."""
+    import os
+
+    from coordinator.faces import http
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                          # the worker
+        os.write(write, http._RUN.encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    assert len(child) == 8 and child != http._RUN

@@ -53,6 +53,17 @@ _RUN = os.urandom(4).hex()
 _SEQ = itertools.count(1)
 
 
+def _new_run() -> None:
+    """A forked worker (``sis serve --workers``) draws its own prefix: the parent's, copied into every
+    child with its counter, gave each request id to one request in each worker."""
+    global _RUN, _SEQ
+    _RUN, _SEQ = os.urandom(4).hex(), itertools.count(1)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_run)
+
+
 def dumps_bytes(obj: Any) -> bytes:
     """Compact UTF-8 JSON. orjson encodes the large answers (a thousand seen facts, a
     feed of events) several times faster than the standard library. A non-finite float
@@ -160,7 +171,10 @@ class BaseHandler(tornado.web.RequestHandler):
     it with 413. Nothing is ever buffered whole past the limit."""
 
     def set_default_headers(self) -> None:
-        self.request_id = f"{_RUN}{next(_SEQ):08x}"
+        # Drawn once a request: send_error clears the headers and calls this again, after the failure
+        # was logged under the id the answer must name.
+        if getattr(self, "request_id", None) is None:
+            self.request_id = f"{_RUN}{next(_SEQ):08x}"
         self.set_header("X-Request-Id", self.request_id)
         self.set_header("X-Content-Type-Options", "nosniff")
 
