@@ -140,3 +140,35 @@ def test_a_forked_worker_draws_request_ids_of_its_own():
     os.waitpid(pid, 0)
     child = os.read(read, 64).decode()
     assert len(child) == 8 and child != http._RUN
+
+
+async def test_a_database_that_does_not_answer_is_503_to_retry_in_one_log_line(sqlite_url, upstream, caplog):
+    """A tool whose database is down meets the driver's own error (asyncpg: ConnectionRefusedError,
+    unwrapped): a 503 with Retry-After, one warning, not a 500 and a traceback per request."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from tests.support import free_port
+
+    async def reads_a_dead_database(ctx: Any, params: dict) -> Answer:
+        engine = create_async_engine(f"postgresql+asyncpg://sis@127.0.0.1:{free_port()}/sis")
+        try:
+            async with engine.connect():
+                pass
+        finally:
+            await engine.dispose()
+        return Answer({})
+
+    registry = ToolRegistry([*all_tools(), Tool(name="dead_db", title="Dead", description="its database is down",
+                                                handler=reads_a_dead_database, routes={"earth": "/dead-db"})])
+    c = await start_coordinator(make_settings(sqlite_url, upstream), registry)
+    caplog.set_level(logging.WARNING)
+    try:
+        r = await c.get("/earth/dead-db")
+        assert r.status == 503 and r.headers["Retry-After"] == "5"
+        assert_error_shape(r.json(), "unavailable")
+        assert r.json()["error"]["details"]["requestId"] == r.headers["X-Request-Id"]
+        said = [x for x in caplog.records if "the database is not answering" in x.getMessage()]
+        assert len(said) == 1 and said[0].exc_info is None
+        assert not [x for x in caplog.records if x.levelno >= logging.ERROR and x.name != "tornado.access"]
+    finally:
+        await stop_coordinator(c)

@@ -64,6 +64,24 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_run)
 
 
+DATABASE_RETRY_AFTER_S = 5
+
+
+def database_unreachable(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the database not answering: asyncpg raises the socket's own
+    ConnectionRefusedError, unwrapped; SQLAlchemy its OperationalError, InterfaceError (a connection
+    lost mid-statement) or pool TimeoutError. Every request that needs the database then meets it,
+    and each was a 500 with a traceback of some 130 lines, where a 503 to try again says what it is."""
+    from sqlalchemy import exc as sa_exc
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, (ConnectionError, sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def dumps_bytes(obj: Any) -> bytes:
     """Compact UTF-8 JSON. orjson encodes the large answers (a thousand seen facts, a
     feed of events) several times faster than the standard library. A non-finite float
@@ -263,6 +281,10 @@ class BaseHandler(tornado.web.RequestHandler):
                 if "Allow" not in self._headers:
                     self.set_header("Allow", ", ".join(self.allowed_methods()))
             status, body = status_code, error_body(code, message)
+        elif database_unreachable(exc):
+            status, body = 503, error_body("unavailable", "the service's database is not answering; try again "
+                                                          "shortly", {"requestId": self.request_id})
+            self.set_header("Retry-After", str(DATABASE_RETRY_AFTER_S))
         else:
             status = status_code if status_code >= 500 else 500
             body = error_body("internal_error", "the service failed to answer this request; it has been logged",
@@ -274,6 +296,10 @@ class BaseHandler(tornado.web.RequestHandler):
         if isinstance(value, ServiceError) and value.status < 500:
             return  # a client error, answered in-band
         if isinstance(value, tornado.web.HTTPError) and value.status_code < 500:
+            return
+        if database_unreachable(value):     # said in a line: every request meets it while it lasts
+            log.warning("request %s: the database is not answering (%s: %s); answered 503",
+                        getattr(self, "request_id", "?"), type(value).__name__, str(value)[:200])
             return
         log.error("request %s failed: %s %s", getattr(self, "request_id", "?"), self.request.method,
                   redacted(self.request.uri or ""), exc_info=(typ, value, tb))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import threading
 from pathlib import Path
 from typing import AsyncIterator
@@ -23,6 +24,8 @@ from sqlalchemy.util import await_
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from .. import jsontext
+
+log = logging.getLogger("sis.db")
 
 
 def json_dumps(obj) -> str:
@@ -65,18 +68,28 @@ def _sqlite_engine(url: str, immediate: bool) -> AsyncEngine:
     return engine
 
 
+# Bounds on a PostgreSQL that stops answering (a hung server, a network that drops packets):
+# without them a request, /healthz and the process's stop waited as long as it did. A statement
+# may take long (an ingest's batch), a connection or the checkout's check may not.
+PG_CONNECT_TIMEOUT_S = 10.0
+PG_PING_TIMEOUT_S = 5.0
+PG_COMMAND_TIMEOUT_S = 120.0
+CLOSE_TIMEOUT_S = 10.0
+
+
 def _postgres_engine(url: str) -> AsyncEngine:
     """A pool whose connections are checked on every checkout, as ``pool_pre_ping`` does,
     with one round trip instead of its three: SQLAlchemy's asyncpg ping wraps its query in
     BEGIN and ROLLBACK (for PgBouncer's transaction mode, which is not used here), and
     every group-commit batch of the sweep queue starts with a checkout. A connection that
     fails the check is discarded and the pool opens a fresh one, as with the pre-ping."""
-    engine = _engine(url, pool_size=10, max_overflow=20)
+    engine = _engine(url, pool_size=10, max_overflow=20, pool_timeout=30,
+                     connect_args={"timeout": PG_CONNECT_TIMEOUT_S, "command_timeout": PG_COMMAND_TIMEOUT_S})
 
     @event.listens_for(engine.sync_engine, "checkout")
     def _ping(_dbapi_conn, record, _proxy):  # noqa: ANN001
         try:
-            await_(record.driver_connection.fetchrow(";"))
+            await_(record.driver_connection.fetchrow(";", timeout=PG_PING_TIMEOUT_S))
         except Exception as exc:
             raise DisconnectionError(f"the connection failed its check: {exc}") from exc
 
@@ -129,9 +142,12 @@ class Database:
         """Close the pools. ``after_error``: the caller is ending on an exception, which may be a
         SQLite file that failed to open; its driver thread is let finish first
         (``sqlite_threads_done``)."""
-        await self.engine.dispose()
-        if self.write_engine is not self.engine:
-            await self.write_engine.dispose()
+        for engine in (self.engine,) if self.write_engine is self.engine else (self.engine, self.write_engine):
+            try:   # a server that stopped answering must not hold the process's stop
+                await asyncio.wait_for(engine.dispose(), CLOSE_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                log.warning("the database did not let its connections close within %.0f s; left to the "
+                            "operating system", CLOSE_TIMEOUT_S)
         if after_error and self.is_sqlite:
             await sqlite_threads_done()
 
