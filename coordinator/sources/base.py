@@ -38,6 +38,12 @@ class SourceError(Exception):
     """The upstream answered, but not with something usable."""
 
 
+# What a parser raises on an upstream answer it cannot read (``Source.read``): LookupError
+# (KeyError, IndexError), a wrong type or value, and ArithmeticError and OSError, which
+# ``datetime.fromtimestamp`` raises for a time past what the platform holds (10**20 s).
+PARSE_ERRORS = (LookupError, TypeError, ValueError, AttributeError, ArithmeticError, OSError)
+
+
 async def fetch(url: str, timeout_s: float, accept: str = "application/json",
                 headers: Mapping[str, str] | None = None, form: Mapping[str, str] | None = None) -> tuple[int, bytes]:
     """GET ``url`` from an upstream (POST ``form`` url-encoded, for an upstream that takes
@@ -175,9 +181,19 @@ class Source(abc.ABC, Generic[T]):
             records = await self.fetch(query or Query())
         except SourceError as exc:
             return self._failed(str(exc))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            log.warning("%s: unparseable answer: %r", self.report_name, exc)
+        except PARSE_ERRORS as exc:
+            # What an upstream's odd answer raises in a parser (a missing key, a text where a
+            # number was, a time past what datetime holds: OverflowError, or OSError from the
+            # platform's clock functions). The source is degraded, named; the traceback is
+            # logged so a parser's own bug is still found.
+            log.warning("%s: unparseable answer: %r", self.report_name, exc, exc_info=True)
             return self._failed(f"unparseable answer ({type(exc).__name__})")
+        except Exception as exc:  # noqa: BLE001
+            # Anything else is a bug of the adapter, not the upstream's fault; it still must not
+            # turn every answer that reads this source (the whole twin) into a 500. Logged as
+            # an error with its traceback; the source is degraded, named.
+            log.exception("%s: adapter failed reading its answer", self.report_name)
+            return self._failed(f"adapter failed reading the answer ({type(exc).__name__})")
         return SourceRead(records, SourceReport(self.report_name, self.license, ok=True,
                                                 records=len(records), demo=self.demo))
 

@@ -1,20 +1,21 @@
 """USGS earthquake summary GeoJSON (UPSTREAMS.md §2)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
 from .base import Query, Source, SourceError
 from .events import EventRecord
 from .registry import register
+from .values import epoch_utc, finite
 
 LICENSE = "public-domain"
 
 
 def _iso(ms: Any) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """USGS times are milliseconds since the epoch; one that is not a number, or past what
+    Python's clock functions place (10**20), is unknown: the quake is still served."""
+    ms = finite(ms)
+    return None if ms is None else epoch_utc(ms / 1000)
 
 
 def parse_feature(feature: dict[str, Any]) -> EventRecord | None:

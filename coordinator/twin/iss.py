@@ -10,10 +10,9 @@ The recorded sample (``samples/wheretheiss/satellites/25544.json``) is the docum
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
+from coordinator.sources.values import epoch_utc
 
 from .records import point
 
@@ -35,7 +34,9 @@ class WhereTheIss(Source[dict]):
             raise SourceError("answer is not a wheretheiss.at position")
         if doc.get("units", "kilometers") != "kilometers":
             raise SourceError(f"units {doc.get('units')!r}, not kilometers")
-        at = datetime.fromtimestamp(int(doc["timestamp"]), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        # When the position was: unknown (null) where the timestamp is not a number Python's
+        # clock functions place (10**20 raised OverflowError and failed the twin with a 500).
+        at = epoch_utc(doc["timestamp"])
         return [point(f"norad:{doc.get('id', NORAD_ID)}", doc["longitude"], doc["latitude"], LICENSE,
                       name="ISS", at=at, altitudeKm=float(doc["altitude"]), velocityKmH=float(doc["velocity"]),
                       visibility=doc.get("visibility"), footprintKm=doc.get("footprint"))]

@@ -13,11 +13,11 @@ project in that format, not a recording.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from typing import Any
 
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
+from coordinator.sources.values import epoch_utc
 
 from .build import LICENSES
 
@@ -50,12 +50,13 @@ class CoinGecko(Source[dict]):
 
 
 def parse_price(doc: Any, coin: str, vs: str, license: str) -> list[dict]:
+    """A ``last_updated_at`` Python's clock functions cannot place (10**20) is unknown, not a
+    failed read."""
     if not isinstance(doc, dict):
         raise SourceError("not a CoinGecko price object")
     row = doc.get(coin)
     if not isinstance(row, dict) or vs not in row:
         raise SourceError(f"CoinGecko has no {vs} price for {coin!r}")
-    at = row.get("last_updated_at")
 
     def fig(key: str) -> dict[str, Any]:
         v = row.get(key)
@@ -63,5 +64,4 @@ def parse_price(doc: Any, coin: str, vs: str, license: str) -> list[dict]:
 
     return [{"coin": coin, "vsCurrency": vs, "price": fig(vs), "marketCap": fig(f"{vs}_market_cap"),
              "volume24h": fig(f"{vs}_24h_vol"), "change24hPct": fig(f"{vs}_24h_change"),
-             "lastUpdated": datetime.fromtimestamp(int(at), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-             if at is not None else None, "license": license}]
+             "lastUpdated": epoch_utc(row.get("last_updated_at")), "license": license}]

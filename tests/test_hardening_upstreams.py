@@ -1,0 +1,115 @@
+"""Odd upstream answers (the degraded-answers audit): a value of one record that cannot be read
+is unknown (null), never a 500, a zero, a default or the text passed on; an answer that cannot be
+read at all degrades its source, named, and is not cached; a count of a source that did not
+answer is null; a record listed twice is served once; a time far ahead of the clock has an
+unknown age. Each against a real coordinator and the fake upstream serving the recorded sample
+with one field changed."""
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+
+from coordinator.demo.upstream import sample
+from coordinator.sources import Query, Source
+from tests.support import make_settings, start_coordinator, stop_coordinator
+
+GDACS = "/gdacs/events/geteventlist/EVENTS4APP"
+USGS = "/usgs/4.5_week.geojson"
+ISS = "/wheretheiss/satellites/25544"
+CG = "/coingecko/api/v3/simple/price"
+FRED = "/fred/series/observations"
+MAGMA = "/magma/api/v1/gunung-api/tingkat-aktivitas"
+CRW = "/crw/griddap/noaacrwbaa7dDaily"
+WAQI = "/waqi/feed/jakarta"
+KEYS = {"fred": {"api_key": "k"}, "magma": {"api_key": "k"}, "waqi": {"api_key": "k"}}
+
+
+@pytest.fixture
+async def c(sqlite_url, upstream):
+    c = await start_coordinator(make_settings(sqlite_url, upstream, sources=KEYS))
+    yield c
+    await stop_coordinator(c)
+
+
+def serve(upstream, path: str, doc) -> None:  # noqa: ANN001
+    """``doc`` as the upstream's answer at ``path``, with and without its recorded extension
+    (adapters ask for one or the other)."""
+    for p in [q for q in upstream.routes if q == path or q.rsplit(".", 1)[0] == path]:
+        upstream.set_json(p, doc)
+
+
+def changed(source: str, path: str, edit) -> dict:  # noqa: ANN001
+    """The recorded sample of ``source`` at ``path`` with ``edit`` applied."""
+    doc = copy.deepcopy(sample(source, path))
+    edit(doc)
+    return doc
+
+
+async def ok_json(c, path: str) -> dict:  # noqa: ANN001
+    r = await c.get(path)
+    assert r.status == 200, (path, r.body[:300])
+    return r.json()
+
+
+def report(body: dict, name: str) -> dict:
+    return next(s for s in body["health"]["sources"] if s["name"] == name)
+
+
+# ---- 1. a time past what Python's clock functions hold ---------------------------------------
+
+@pytest.mark.parametrize("huge", [10 ** 20, 1e300])
+async def test_a_usgs_time_past_what_the_clock_holds_is_unknown_not_a_500(c, upstream, huge):
+    serve(upstream, USGS, changed("usgs", "4.5_week.geojson",
+                                  lambda d: d["features"][0]["properties"].__setitem__("time", huge)))
+    body = await ok_json(c, "/earth/events")
+    assert report(body, "USGS")["ok"] and not body["health"]["degraded"]
+    quake = next(e for e in body["events"] if e["id"] == "usgs:us7000r1a1")
+    assert quake["from"] is None and quake["to"] is None           # unknown, and the quake still served
+    # With its time unknown it is not matched to GDACS's quake: both are served.
+    assert "alsoKnownAs" not in next(e for e in body["events"] if e["id"] == "gdacs:EQ:1569499")
+    for path in ("/public/v1/anon/events", "/earth/w/twin_earth", "/public/v1/anon/twin?layers=quakes",
+                 "/earth/w/feed-usgs", "/earth/event-brief?id=usgs:us7000r1a1"):
+        await ok_json(c, path)
+
+
+async def test_an_iss_timestamp_past_what_the_clock_holds_is_unknown_not_a_500(c, upstream):
+    serve(upstream, ISS, changed("wheretheiss", "satellites/25544.json",
+                                 lambda d: d.__setitem__("timestamp", 10 ** 20)))
+    twin = await ok_json(c, "/public/v1/anon/twin?layers=iss")
+    assert not twin["health"]["degraded"]
+    feed = await ok_json(c, "/earth/w/feed-wheretheiss")
+    assert feed["count"] == 1 and feed["data"][0]["properties"]["at"] is None
+    await ok_json(c, "/earth/w/twin_earth")
+
+
+async def test_a_coingecko_update_time_past_what_the_clock_holds_is_unknown_not_a_500(c, upstream):
+    serve(upstream, CG, changed("coingecko", "api/v3/simple/price.json",
+                                lambda d: d["bitcoin"].__setitem__("last_updated_at", 10 ** 20)))
+    body = await ok_json(c, "/earth/w/cg-bitcoin")
+    row = body["data"][0]
+    assert row["lastUpdated"] is None and row["price"] == {"value": 91234.5, "confidence": "high"}
+
+
+class Broken(Source[dict]):
+    """An adapter (not registered) whose parser raises what ``raises`` names on a good answer."""
+
+    name = "broken"
+    label = "Broken upstream"
+    raises: type[BaseException] = OverflowError
+
+    async def fetch(self, query: Query) -> list[dict]:
+        await self.get_json(USGS)
+        raise self.raises("from the parser")
+
+
+@pytest.mark.parametrize("exc", [OverflowError, OSError, ZeroDivisionError, IndexError, NameError])
+async def test_any_parse_failure_degrades_its_source_named_and_logs_the_traceback(upstream, caplog, exc):
+    src = type("B", (Broken,), {"raises": exc}).at(upstream.base_url)
+    with caplog.at_level(logging.WARNING, logger="sis.sources"):
+        got = await src.read()
+    assert not got.report.ok and got.records == [] and got.report.name == "Broken upstream"
+    assert exc.__name__ in got.report.error
+    logged = [r for r in caplog.records if r.exc_info]
+    assert logged and logged[0].exc_info[0] is exc                   # the traceback is kept, not swallowed
