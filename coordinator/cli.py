@@ -171,6 +171,41 @@ def say(line: str) -> None:
 
 WORKER_RESTARTS = 3     # per worker, over the supervisor's life, before it gives up
 STOP_GRACE_S = 20       # how long a worker may take to stop after SIGTERM before it is killed
+WAIT_POLL_S = 0.1       # how often the supervisor looks for a worker that ended (and at its stop deadline)
+PR_SET_PDEATHSIG = 1    # prctl(2): the signal a process gets when the thread that forked it ends
+
+
+def _stop_with_supervisor(supervisor: int) -> None:
+    """In a worker just forked: SIGTERM when the supervisor ends, however it ends.
+
+    A supervisor killed with SIGKILL (or by the OOM killer) cannot stop its workers, and
+    they would go on serving as orphans holding the port, so that the next ``sis serve``
+    finds it in use. On Linux the kernel sends the signal (``PR_SET_PDEATHSIG``); the
+    supervisor may have gone between the fork and that call, so ``getppid`` is read after
+    it (an orphan has been handed to another parent). Elsewhere a daemon thread reads
+    ``getppid`` every second. SIGTERM, not SIGKILL: the worker stops as the supervisor
+    would have stopped it, its server closed and its connections given back."""
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != supervisor:          # gone already: no signal will come
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    if armed:
+        return
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == supervisor:
+            time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="sis-supervisor-watch", daemon=True).start()
 
 
 def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
@@ -180,7 +215,13 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
     Nothing that holds a connection or a thread is made before the fork: the schema step
     runs in an event loop of its own whose database pool is closed before any worker is
     forked, and each worker builds its services (database pools, Redis clients, its event
-    loop) after the fork. Only the listening sockets are inherited."""
+    loop) after the fork. Only the listening sockets are inherited.
+
+    The supervisor never blocks in ``wait``: a signal handler cannot end a blocking wait
+    (Python retries it), so a stop waiting for a worker that ignores SIGTERM (stopped,
+    or hung on its database) would wait for ever and the STOP_GRACE_S deadline would
+    never be looked at. It polls with ``WNOHANG`` every WAIT_POLL_S instead. A worker
+    stops by itself when the supervisor is gone (``_stop_with_supervisor``)."""
     from coordinator.core.db.migrate import SchemaOutOfDate, prepare_database
     from coordinator.core.db import Database
 
@@ -202,6 +243,8 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
     children: dict[int, int] = {}          # pid -> worker index
     restarts = [0] * n
     stopping = False
+    stop_deadline = float("inf")            # when the workers still there after SIGTERM are killed
+    supervisor = os.getpid()
 
     def spawn(i: int) -> None:
         sys.stdout.flush()
@@ -212,6 +255,7 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             code = 1
             try:
+                _stop_with_supervisor(supervisor)
                 code = asyncio.run(_serve(settings, sockets, worker=(i, n)))
             except KeyboardInterrupt:
                 code = 0
@@ -224,7 +268,9 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
         children[pid] = i
 
     def stop_all(signum=None, frame=None) -> None:  # noqa: ANN001
-        nonlocal stopping
+        nonlocal stopping, stop_deadline
+        if not stopping:                    # the grace counts from the first signal, not a second Ctrl-C
+            stop_deadline = time.monotonic() + STOP_GRACE_S
         stopping = True
         for pid in list(children):
             with contextlib.suppress(ProcessLookupError):     # that worker has already gone
@@ -237,28 +283,20 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
     port = sockets[0].getsockname()[1]
     say(f"sis {__version__}: {n} workers serving on http://{settings.host}:{port} (PostgreSQL); Ctrl-C stops")
     failed = False
-    stop_deadline = None
     while children:
-        if stopping:      # a worker that has not stopped STOP_GRACE_S after SIGTERM is killed
-            stop_deadline = stop_deadline or time.monotonic() + STOP_GRACE_S
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                if time.monotonic() > stop_deadline:
-                    for pid in list(children):
-                        log.error("worker pid %d did not stop %d s after SIGTERM: killed", pid, STOP_GRACE_S)
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGKILL)
-                    stop_deadline = float("inf")
-                time.sleep(0.1)
-                continue
-        else:
-            try:
-                pid, status = os.wait()
-            except ChildProcessError:
-                break
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:                        # none ended: a worker still there STOP_GRACE_S after SIGTERM is killed
+            if time.monotonic() > stop_deadline:
+                for pid in list(children):
+                    log.error("worker pid %d did not stop %d s after SIGTERM: killed", pid, STOP_GRACE_S)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                stop_deadline = float("inf")
+            time.sleep(WAIT_POLL_S)
+            continue
         i = children.pop(pid, None)
         if i is None or stopping:
             continue

@@ -52,9 +52,11 @@ async def pg_url(pg_database) -> str:
 
 
 class Workers:
-    """``sis serve --workers N`` as a child process of the test."""
+    """``sis serve --workers N`` as a child process of the test (``program``: what Python
+    runs, ``-c`` code to change a constant of the supervisor first)."""
 
-    def __init__(self, db_url: str, photos_url: str, n: int = 2, extra_env: dict | None = None) -> None:
+    def __init__(self, db_url: str, photos_url: str, n: int = 2, extra_env: dict | None = None,
+                 program: tuple[str, ...] = ("-m", "coordinator.cli")) -> None:
         self.port = free_port()
         self.n = n
         env = {**os.environ, "SIS_DATABASE_URL": db_url, "SIS_REDIS_URL": REDIS_URL,
@@ -62,7 +64,7 @@ class Workers:
                "SIS_SOURCES__PANORAMAX__BASE_URL": photos_url, "SIS_JOB_MAX_PHOTOS": "1",
                "SIS_NODE_ENROL_PER_MINUTE": str(NODES), "SIS_POLL_INTERVAL_S": "0",
                "SIS_LEASE_SWEEP_INTERVAL_S": "1", "SIS_LOG_LEVEL": "WARNING", **(extra_env or {})}
-        self.proc = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "serve", "--workers", str(n),
+        self.proc = subprocess.Popen([sys.executable, *program, "serve", "--workers", str(n),
                                       "--port", str(self.port)], cwd=ROOT, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.base_url = f"http://127.0.0.1:{self.port}"

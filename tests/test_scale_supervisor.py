@@ -1,0 +1,102 @@
+"""The supervisor of ``sis serve --workers 2`` and its workers, as real processes on a real
+PostgreSQL database: workers that do not stop after SIGTERM are killed STOP_GRACE_S later
+(the supervisor used to wait for ever in ``os.wait`` when none of them ended), and
+workers whose supervisor was killed stop by themselves and give the port back (they
+used to serve on as orphans, and a restart found the port in use)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_scale_workers import Workers
+
+pytestmark = pytest.mark.postgres
+GRACE_S = 2
+NO_PHOTOS = "http://127.0.0.1:9/api"     # no job is asked for here: the photo provider is never called
+# The supervisor with a short grace, so that the test does not wait the real 20 s.
+SHORT_GRACE = ("-c", f"import sys; from coordinator import cli; cli.STOP_GRACE_S = {GRACE_S}; "
+                     "sys.exit(cli.main(sys.argv[1:]))")
+
+
+@pytest.fixture
+async def pg_url(pg_database) -> str:
+    if not pg_database:
+        pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
+    from tests.conftest import fresh_postgres
+    return await fresh_postgres(pg_database)
+
+
+def gone(pid: int) -> bool:
+    """Whether the process has ended (a zombie nobody has reaped yet has ended too)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def port_free(port: int) -> bool:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)     # as bind_sockets does: TIME_WAIT is no holder
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def test_workers_that_ignore_sigterm_are_killed_after_the_grace(pg_url):
+    workers = Workers(pg_url, NO_PHOTOS, program=SHORT_GRACE)
+    pids: list[int] = []
+    try:
+        await workers.ready()
+        pids = workers.worker_pids()
+        assert len(pids) == 2
+        for pid in pids:                      # neither can act on SIGTERM now
+            os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        workers.proc.send_signal(signal.SIGTERM)
+        code = workers.proc.wait(GRACE_S + 15)
+        took = time.monotonic() - t0
+        log = workers.log()
+        assert code == 0, log
+        assert GRACE_S <= took < GRACE_S + 5, took
+        for pid in pids:
+            assert f"worker pid {pid} did not stop {GRACE_S} s after SIGTERM: killed" in log, log
+            assert gone(pid)
+    finally:
+        kill_all(pids)
+        if workers.proc.poll() is None:
+            workers.proc.kill()
+
+
+async def test_workers_stop_when_their_supervisor_is_killed(pg_url):
+    workers = Workers(pg_url, NO_PHOTOS)
+    pids: list[int] = []
+    try:
+        await workers.ready()
+        pids = workers.worker_pids()
+        assert len(pids) == 2
+        assert not port_free(workers.port)
+        workers.proc.kill()                   # SIGKILL: it cannot stop them itself
+        workers.proc.wait(10)
+        deadline = time.monotonic() + 20
+        while not all(gone(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert all(gone(p) for p in pids), "the workers serve on as orphans"
+        assert port_free(workers.port)        # a new `sis serve` may listen there
+    finally:
+        kill_all(pids)
