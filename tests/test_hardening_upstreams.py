@@ -113,3 +113,29 @@ async def test_any_parse_failure_degrades_its_source_named_and_logs_the_tracebac
     assert exc.__name__ in got.report.error
     logged = [r for r in caplog.records if r.exc_info]
     assert logged and logged[0].exc_info[0] is exc                   # the traceback is kept, not swallowed
+
+
+# ---- 2. a text value or an unreadable date ---------------------------------------------------
+
+@pytest.mark.parametrize("source, edit", [
+    ("usgs", lambda d: d["features"][0]["properties"].__setitem__("mag", "big")),
+    ("gdacs", lambda d: d["features"][0]["properties"].__setitem__(
+        "severitydata", {"severity": "n/a", "severitytext": "", "severityunit": "M"})),
+    ("gdacs", lambda d: d["features"][0]["properties"].__setitem__("fromdate", "26/10/2026")),
+    ("gdacs", lambda d: d["features"][0]["properties"].__setitem__("episodealertscore", "high")),
+], ids=["usgs-mag-text", "gdacs-severity-text", "gdacs-date-unreadable", "gdacs-score-text"])
+async def test_a_text_value_or_unreadable_date_is_unknown_not_a_500(c, upstream, source, edit):
+    path, name = (USGS, "4.5_week.geojson") if source == "usgs" else (GDACS, "events/geteventlist/EVENTS4APP")
+    serve(upstream, path, changed(source, name, edit))
+    body = await ok_json(c, "/earth/events")
+    assert not body["health"]["degraded"]
+    assert "gdacs:EQ:1569499" in [e["id"] for e in body["events"]]
+    first = "usgs:us7000r1a1" if source == "usgs" else "gdacs:EQ:1569499"
+    feed = await ok_json(c, f"/earth/w/feed-{source}")
+    ev = next(e for e in feed["data"] if e["id"] == first)
+    for value in ((ev.get("severity") or {}).get("value"), (ev.get("extra") or {}).get("magnitude")):
+        assert value is None or isinstance(value, float)             # never "big" or "n/a"
+    assert ev.get("fromTime") is None or ev["fromTime"].endswith("Z")
+    assert ev.get("alertScore") is None or isinstance(ev["alertScore"], float)
+    await ok_json(c, "/public/v1/anon/events")
+    await ok_json(c, "/earth/event-brief?id=gdacs:EQ:1569499")

@@ -166,3 +166,19 @@ def test_gdacs_scores_the_episode_it_levels_and_a_severity_of_0_is_no_measure():
     for kind in ("FL", "VO", "DR"):
         assert parse_feature(by[kind]).severity["value"] is None, kind
     assert parse_feature(by["EQ"]).severity["value"] == 4.8
+
+
+def test_the_merge_never_raises_on_a_value_it_cannot_read():
+    """An odd value that reaches the merge (a magnitude as text, a date that does not parse)
+    makes two records not the same quake, never a 500."""
+    from coordinator.hazards.feed import merge
+    from coordinator.sources.events import EventRecord
+
+    def quake(eid: str, source: str, when: str | None, mag) -> EventRecord:  # noqa: ANN001
+        return EventRecord(eid, source, "EQ", eid, 10.0, 10.0, None, None, "x", from_time=when,
+                           severity={"value": mag})
+    g = quake("gdacs:EQ:1", "GDACS", "26/10/2026", "n/a")
+    u = quake("usgs:a", "USGS", "2026-10-04T20:27:25Z", "big")
+    assert [e.id for e in merge([g], [u])] == ["gdacs:EQ:1", "usgs:a"]
+    g2 = quake("gdacs:EQ:2", "GDACS", "2026-10-04T20:27:25", "n/a")   # same time and place: one quake
+    assert [e.id for e in merge([g2], [u])] == ["gdacs:EQ:2"] and g2.also == [u]

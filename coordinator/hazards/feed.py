@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from coordinator.core.honesty import Health
 from ..sources import Sources
 from ..sources.events import EVENT_TYPES, EventRecord
+from ..sources.values import finite, iso_utc
 
 MATCH_KM = 100.0
 MATCH_S = 180.0
@@ -37,18 +37,25 @@ def _km(a: EventRecord, b: EventRecord) -> float:
 
 
 def _ts(text: str | None) -> float | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    """A record's time in seconds; None when absent or unreadable (never raises)."""
+    t = iso_utc(text)
+    return None if t is None else t.timestamp()
 
 
 def _same_quake(g: EventRecord, u: EventRecord) -> bool:
+    """Whether a GDACS and a USGS record are one quake. A time or position that cannot be read
+    makes them not the same (both are served); a magnitude that cannot be read does not stop
+    the match (time and place decide). Never raises: an odd value of one record failed the
+    whole merge, and with it every answer over the feed, with a 500."""
     tg, tu = _ts(g.from_time), _ts(u.from_time)
-    if tg is None or tu is None or abs(tg - tu) > MATCH_S or _km(g, u) > MATCH_KM:
+    try:
+        if tg is None or tu is None or abs(tg - tu) > MATCH_S or not _km(g, u) <= MATCH_KM:
+            return False
+    except (TypeError, ValueError, ArithmeticError):
         return False
-    mg = (g.severity or {}).get("value")
-    mu = (u.severity or {}).get("value")
-    return mg is None or mu is None or abs(float(mg) - float(mu)) <= MATCH_MAG
+    mg = finite((g.severity or {}).get("value"))
+    mu = finite((u.severity or {}).get("value"))
+    return mg is None or mu is None or abs(mg - mu) <= MATCH_MAG
 
 
 def merge(gdacs: list[EventRecord], usgs: list[EventRecord]) -> list[EventRecord]:

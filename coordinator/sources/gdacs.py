@@ -6,13 +6,15 @@ from typing import Any
 from .base import Query, Source, SourceError
 from .events import EventRecord
 from .registry import register
+from .values import finite, iso_utc
 
 LICENSE = "GDACS-terms-attribution"
 
 
-def _utc(text: str | None) -> str | None:
-    """GDACS dates are naive UTC strings: say so with a Z."""
-    if not text:
+def _utc(text: Any) -> str | None:
+    """GDACS dates are naive UTC strings: say so with a Z. A date that does not parse as ISO
+    8601 ("26/10/2026") is unknown (None): passed on, it failed the merge with USGS."""
+    if iso_utc(text) is None:
         return None
     return text if text.endswith("Z") or "+" in text[10:] else text + "Z"
 
@@ -56,15 +58,18 @@ def parse_feature(feature: dict[str, Any]) -> EventRecord | None:
 
 
 def _score(raw: Any) -> float | None:
-    return None if raw is None or isinstance(raw, bool) else float(raw)
+    """The alert score; one that is not a finite number ("high") is unknown."""
+    score = finite(raw)
+    return None if score is None else float(score)
 
 
 def _severity(sev: dict) -> dict | None:
     """GDACS's severity, its value null where it is 0: floods (GLoFAS), volcanoes and droughts
-    carry 0 for "no measure", which served as a value read as a zero severity."""
+    carry 0 for "no measure", which served as a value read as a zero severity. A value that is
+    not a finite number ("n/a") is unknown too: passed on, it failed the merge with USGS."""
     if not sev:
         return None
-    value = sev.get("severity")
+    value = finite(sev.get("severity"))
     return {"value": None if value in (0, 0.0, None) else value, "text": sev.get("severitytext") or None,
             "unit": sev.get("severityunit") or None}
 

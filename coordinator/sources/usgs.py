@@ -23,8 +23,8 @@ def parse_feature(feature: dict[str, Any]) -> EventRecord | None:
     if p.get("status") == "deleted" or (p.get("type") or "earthquake") != "earthquake":
         return None
     lon, lat = feature["geometry"]["coordinates"][:2]
-    depth = feature["geometry"]["coordinates"][2] if len(feature["geometry"]["coordinates"]) > 2 else None
-    mag = p.get("mag")
+    depth = finite(feature["geometry"]["coordinates"][2]) if len(feature["geometry"]["coordinates"]) > 2 else None
+    mag = finite(p.get("mag"))    # a magnitude that is not a finite number ("big") is unknown
     return EventRecord(
         id=f"usgs:{feature['id']}",
         source="USGS",
