@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from coordinator.demo.upstream import sample
+from coordinator.demo.upstream import Canned, sample
 from coordinator.sources import Query, Source
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
@@ -139,3 +139,25 @@ async def test_a_text_value_or_unreadable_date_is_unknown_not_a_500(c, upstream,
     assert ev.get("alertScore") is None or isinstance(ev["alertScore"], float)
     await ok_json(c, "/public/v1/anon/events")
     await ok_json(c, "/earth/event-brief?id=gdacs:EQ:1569499")
+
+
+# ---- 3. GDACS answering JSON null ------------------------------------------------------------
+
+async def test_gdacs_answering_null_is_degraded_not_no_events_and_not_cached(c, upstream):
+    upstream.set(GDACS, Canned(200, b"null"))
+    r = await c.get("/earth/events")
+    body = r.json()
+    gdacs = report(body, "GDACS")
+    assert not gdacs["ok"] and "null" in gdacs["error"] and body["health"]["degraded"]
+    assert r.headers["Cache-Control"] == "no-store"
+    upstream.set_json(GDACS, sample("gdacs", "events/geteventlist/EVENTS4APP"))
+    body = await ok_json(c, "/earth/events")
+    assert report(body, "GDACS")["ok"] and any(e["id"] == "gdacs:EQ:1569499" for e in body["events"])
+    await ok_json(c, "/earth/event-brief?id=gdacs:EQ:1569499")
+
+
+async def test_gdacs_204_is_still_no_events(c, upstream):
+    upstream.set(GDACS, Canned(204, b""))
+    body = await ok_json(c, "/earth/events")
+    assert report(body, "GDACS") == {"name": "GDACS", "ok": True, "license": "GDACS-terms-attribution",
+                                     "records": 0}

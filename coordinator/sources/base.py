@@ -159,16 +159,22 @@ class Source(abc.ABC, Generic[T]):
 
     async def get_json_at(self, url: str, *, empty_statuses: tuple[int, ...] = (),
                           accept: str = "application/json") -> Any:
-        """JSON from a whole URL (a next-page link an upstream gave); SourceError unless 200."""
+        """JSON from a whole URL (a next-page link an upstream gave); SourceError unless 200.
+        None means one of ``empty_statuses`` (GDACS's 204: no events), and only that: a 200
+        whose body is JSON ``null`` is no answer at all, so it is a SourceError there (served
+        as "no events" it was healthy, cached, and briefs of current events answered 404)."""
         code, body = await fetch(url, self.timeout_s, accept=accept)
         if code in empty_statuses:
             return None
         if code != 200:
             raise SourceError(f"HTTP {code}")
         try:
-            return json.loads(body)
+            doc = json.loads(body)
         except ValueError as exc:
             raise SourceError("answer is not JSON") from exc
+        if doc is None and empty_statuses:
+            raise SourceError("answer is JSON null, not a listing")
+        return doc
 
     @abc.abstractmethod
     async def fetch(self, query: Query) -> list[T]:

@@ -85,7 +85,7 @@ class GdacsSource(Source[EventRecord]):
 
     async def fetch(self, query: Query) -> list[EventRecord]:
         doc = await self.get_json(self.path, empty_statuses=(204,))
-        if doc is None:  # GDACS answers an empty list with 204 and no body
+        if doc is None:  # GDACS answers an empty list with 204 and no body (a JSON null is an error)
             return []
         if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection":
             raise SourceError("answer is not a GeoJSON FeatureCollection")
