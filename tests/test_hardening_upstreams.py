@@ -161,3 +161,17 @@ async def test_gdacs_204_is_still_no_events(c, upstream):
     body = await ok_json(c, "/earth/events")
     assert report(body, "GDACS") == {"name": "GDACS", "ok": True, "license": "GDACS-terms-attribution",
                                      "records": 0}
+
+
+# ---- 8. a record listed twice ----------------------------------------------------------------
+
+@pytest.mark.parametrize("source, index, eid", [("gdacs", 1, "gdacs:TC:1001214"), ("usgs", 1, "usgs:us7000r1b7")])
+async def test_a_record_listed_twice_is_served_once(c, upstream, source, index, eid):
+    path, name = (USGS, "4.5_week.geojson") if source == "usgs" else (GDACS, "events/geteventlist/EVENTS4APP")
+    serve(upstream, path, changed(source, name, lambda d: d["features"].append(copy.deepcopy(d["features"][index]))))
+    body = await ok_json(c, "/earth/events")
+    ids = [e["id"] for e in body["events"]]
+    assert ids.count(eid) == 1 and body["count"] == len(ids) == 9
+    assert report(body, source.upper())["records"] == (6 if source == "gdacs" else 4)
+    feed = await ok_json(c, f"/earth/w/feed-{source}")
+    assert [d["id"] for d in feed["data"]].count(eid) == 1

@@ -168,9 +168,9 @@ def test_gdacs_scores_the_episode_it_levels_and_a_severity_of_0_is_no_measure():
     assert parse_feature(by["EQ"]).severity["value"] == 4.8
 
 
-def test_the_merge_never_raises_on_a_value_it_cannot_read():
+def test_the_merge_never_raises_on_a_value_it_cannot_read_and_keeps_each_id_once():
     """An odd value that reaches the merge (a magnitude as text, a date that does not parse)
-    makes two records not the same quake, never a 500."""
+    makes two records not the same quake, never a 500; an id met twice is served once."""
     from coordinator.hazards.feed import merge
     from coordinator.sources.events import EventRecord
 
@@ -179,6 +179,6 @@ def test_the_merge_never_raises_on_a_value_it_cannot_read():
                            severity={"value": mag})
     g = quake("gdacs:EQ:1", "GDACS", "26/10/2026", "n/a")
     u = quake("usgs:a", "USGS", "2026-10-04T20:27:25Z", "big")
-    assert [e.id for e in merge([g], [u])] == ["gdacs:EQ:1", "usgs:a"]
+    assert [e.id for e in merge([g, g], [u, u])] == ["gdacs:EQ:1", "usgs:a"]
     g2 = quake("gdacs:EQ:2", "GDACS", "2026-10-04T20:27:25", "n/a")   # same time and place: one quake
     assert [e.id for e in merge([g2], [u])] == ["gdacs:EQ:2"] and g2.also == [u]

@@ -15,7 +15,7 @@ from typing import Any
 
 from coordinator.core.honesty import Health
 from ..sources import Sources
-from ..sources.events import EVENT_TYPES, EventRecord
+from ..sources.events import EVENT_TYPES, EventRecord, unique
 from ..sources.values import finite, iso_utc
 
 MATCH_KM = 100.0
@@ -59,6 +59,9 @@ def _same_quake(g: EventRecord, u: EventRecord) -> bool:
 
 
 def merge(gdacs: list[EventRecord], usgs: list[EventRecord]) -> list[EventRecord]:
+    """GDACS's events, then USGS's that are not one of GDACS's quakes; an id met again (an
+    upstream listing a feature twice) is dropped, the first kept."""
+    gdacs, usgs = unique(gdacs, "GDACS"), unique(usgs, "USGS")
     merged = list(gdacs)
     quakes = [e for e in gdacs if e.event_type == "EQ"]
     for u in usgs:

@@ -1,8 +1,11 @@
 """The normalised hazard event both event adapters produce."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger("sis.sources")
 
 # Ordering of alert levels for escalation. GDACS uses green/orange/red, USGS
 # PAGER green/yellow/orange/red. A missing level (None) has no rank: an event
@@ -52,3 +55,19 @@ class EventRecord:
 
 def rank(level: str | None) -> int | None:
     return LEVEL_RANK.get(level) if level else None
+
+
+def unique(records: list[EventRecord], source: str) -> list[EventRecord]:
+    """``records`` with each id once, the first kept: an upstream that lists a feature twice
+    (GDACS and USGS have) would otherwise serve and count one event as two. What is dropped is
+    logged (no answer counts an adapter's dropped records)."""
+    seen: set[str] = set()
+    out = []
+    for r in records:
+        if r.id in seen:
+            continue
+        seen.add(r.id)
+        out.append(r)
+    if len(out) < len(records):
+        log.info("%s: dropped %d repeated record(s) of the same id", source, len(records) - len(out))
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Query, Source, SourceError
-from .events import EventRecord
+from .events import EventRecord, unique
 from .registry import register
 from .values import finite, iso_utc
 
@@ -94,4 +94,4 @@ class GdacsSource(Source[EventRecord]):
             rec = parse_feature(feature)
             if rec is not None:
                 out.append(rec)
-        return out
+        return unique(out, self.report_name)

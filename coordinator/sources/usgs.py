@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Query, Source, SourceError
-from .events import EventRecord
+from .events import EventRecord, unique
 from .registry import register
 from .values import epoch_utc, finite
 
@@ -57,4 +57,5 @@ class UsgsSource(Source[EventRecord]):
         doc = await self.get_json(f"/{self.option('feed')}.geojson")
         if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection":
             raise SourceError("answer is not a GeoJSON FeatureCollection")
-        return [r for f in doc.get("features") or [] if (r := parse_feature(f)) is not None]
+        records = [r for f in doc.get("features") or [] if (r := parse_feature(f)) is not None]
+        return unique(records, self.report_name)
