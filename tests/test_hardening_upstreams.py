@@ -163,6 +163,24 @@ async def test_gdacs_204_is_still_no_events(c, upstream):
                                      "records": 0}
 
 
+# ---- 4. a widget whose source failed counts null, not 0 --------------------------------------
+
+@pytest.mark.parametrize("path, widget", [(USGS, "/earth/w/feed-usgs"),
+                                          ("/open_meteo_point/v1/forecast",
+                                           "/earth/w/wx-current?lat=-6.25&lon=106.87")])
+async def test_a_widget_whose_source_failed_has_an_unknown_count(c, upstream, path, widget):
+    for p in [q for q in upstream.routes if q == path or q.rsplit(".", 1)[0] == path]:
+        upstream.set(p, Canned(500, b'{"error":"boom"}'))
+    body = await ok_json(c, widget)
+    assert body["health"]["degraded"] and body["count"] is None and body["data"] == []
+
+
+async def test_a_widget_of_a_source_not_configured_has_an_unknown_count(c):
+    c.services.sources.pop("fred")
+    body = await ok_json(c, "/earth/w/fred-unrate")
+    assert body["health"]["degraded"] and body["count"] is None and body["data"] == []
+
+
 # ---- 8. a record listed twice ----------------------------------------------------------------
 
 @pytest.mark.parametrize("source, index, eid", [("gdacs", 1, "gdacs:TC:1001214"), ("usgs", 1, "usgs:us7000r1b7")])

@@ -142,7 +142,8 @@ async def read_widget(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                        "the answer is degraded, not empty.")
     if source is None:
         report = SourceReport(w.source, w.license, ok=False, error="this coordinator has no such source configured")
-        return Answer({"widget": widget_summary(w), "count": 0, "data": []}, caveats=caveats, health=Health([report]))
+        return Answer({"widget": widget_summary(w), "count": None, "data": []}, caveats=caveats,
+                      health=Health([report]))
     if w.source in TWIN_FEEDS:
         feed = await read_feed(ctx.services, w.source)
         report = feed.report or SourceReport(w.source, w.license, ok=False, error=feed.unavailable)
@@ -163,8 +164,10 @@ async def read_widget(ctx: ToolContext, params: dict[str, Any]) -> Answer:
             caveats.append(f"Values are FRED's '{transform}' transformation of the series "
                            f"({FRED_TRANSFORMS.get(transform, transform)}), not in the series' own units.")
     caveats.append(UNKNOWN_CAVEAT)
+    # A source that did not answer has an unknown count (null), not zero: 0 would say it has none.
     return Answer({"widget": widget_summary(w), "params": {k: v for k, v in params.items() if k != "id"},
-                   "count": len(records), "data": records}, caveats=caveats, health=Health([report]))
+                   "count": len(records) if report.ok else None, "data": records}, caveats=caveats,
+                  health=Health([report]))
 
 
 def adapter_ttl(source: str) -> float:
