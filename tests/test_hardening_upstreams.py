@@ -181,6 +181,23 @@ async def test_a_widget_of_a_source_not_configured_has_an_unknown_count(c):
     assert body["health"]["degraded"] and body["count"] is None and body["data"] == []
 
 
+# ---- 5. a figure that is not a finite number -------------------------------------------------
+
+@pytest.mark.parametrize("raw", ["NaN", "1e999", "-inf", "n/a"])
+async def test_a_fred_value_that_is_not_a_finite_number_is_unknown(c, upstream, raw):
+    serve(upstream, FRED, changed("fred", "series/observations.json",
+                                  lambda d: d["observations"][1].__setitem__("value", raw)))
+    body = await ok_json(c, "/earth/w/fred-unrate?limit=6&units=lin")
+    assert body["data"][1]["value"] is None and body["data"][1]["confidence"] == "unknown"
+
+
+async def test_a_coingecko_price_that_is_not_a_number_is_unknown(c, upstream):
+    serve(upstream, CG, changed("coingecko", "api/v3/simple/price.json",
+                                lambda d: d["bitcoin"].__setitem__("usd", "n/a")))
+    body = await ok_json(c, "/earth/w/cg-bitcoin")
+    assert body["data"][0]["price"] == {"value": None, "confidence": "unknown"}
+
+
 # ---- 8. a record listed twice ----------------------------------------------------------------
 
 @pytest.mark.parametrize("source, index, eid", [("gdacs", 1, "gdacs:TC:1001214"), ("usgs", 1, "usgs:us7000r1b7")])

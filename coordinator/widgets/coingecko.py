@@ -17,7 +17,7 @@ from typing import Any
 
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
-from coordinator.sources.values import epoch_utc
+from coordinator.sources.values import epoch_utc, finite
 
 from .build import LICENSES
 
@@ -50,8 +50,9 @@ class CoinGecko(Source[dict]):
 
 
 def parse_price(doc: Any, coin: str, vs: str, license: str) -> list[dict]:
-    """A ``last_updated_at`` Python's clock functions cannot place (10**20) is unknown, not a
-    failed read."""
+    """Only a finite number is a figure: anything else ("n/a", NaN) is null with confidence
+    unknown, never passed on as a value of high confidence. A ``last_updated_at`` Python's
+    clock functions cannot place (10**20) is unknown too, not a failed read."""
     if not isinstance(doc, dict):
         raise SourceError("not a CoinGecko price object")
     row = doc.get(coin)
@@ -59,7 +60,7 @@ def parse_price(doc: Any, coin: str, vs: str, license: str) -> list[dict]:
         raise SourceError(f"CoinGecko has no {vs} price for {coin!r}")
 
     def fig(key: str) -> dict[str, Any]:
-        v = row.get(key)
+        v = finite(row.get(key))
         return {"value": v, "confidence": "high" if v is not None else "unknown"}
 
     return [{"coin": coin, "vsCurrency": vs, "price": fig(vs), "marketCap": fig(f"{vs}_market_cap"),

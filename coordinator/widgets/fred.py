@@ -18,6 +18,7 @@ from typing import Any
 
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
+from coordinator.sources.values import finite
 
 from .build import LICENSES
 
@@ -65,11 +66,12 @@ DEMO_SERIES = "UNRATE"       # the series of samples/fred/series/observations.js
 
 
 def parse_observations(doc: dict[str, Any], license: str) -> list[dict]:
-    """Newest first as asked; ``"."`` is a missing value: null with confidence unknown."""
+    """Newest first as asked; ``"."`` is a missing value: null with confidence unknown. So is
+    any value that is not a finite number ("NaN", "1e999"): only a number is a value of high
+    confidence."""
     out = []
     for o in doc["observations"]:
-        raw = o.get("value")
-        value = None if raw in (None, "", ".") else float(raw)
+        value = finite(o.get("value"))
         out.append({"date": o["date"], "value": value, "confidence": "high" if value is not None else "unknown",
                     "license": license})
     return out
