@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import copy
 import logging
+from datetime import datetime, timezone
 
 import pytest
 
 from coordinator.demo.upstream import Canned, sample
+from coordinator.panels import air_quality, coral
 from coordinator.sources import Query, Source
-from tests.support import make_settings, start_coordinator, stop_coordinator
+from tests.support import fixed_clock, make_settings, start_coordinator, stop_coordinator
 
 GDACS = "/gdacs/events/geteventlist/EVENTS4APP"
 USGS = "/usgs/4.5_week.geojson"
@@ -196,6 +198,30 @@ async def test_a_coingecko_price_that_is_not_a_number_is_unknown(c, upstream):
                                 lambda d: d["bitcoin"].__setitem__("usd", "n/a")))
     body = await ok_json(c, "/earth/w/cg-bitcoin")
     assert body["data"][0]["price"] == {"value": None, "confidence": "unknown"}
+
+
+# ---- 6. a data time far ahead of the clock ---------------------------------------------------
+
+NOW = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
+
+
+async def test_a_coral_product_dated_far_ahead_has_an_unknown_age(c, upstream, monkeypatch):
+    fixed_clock(monkeypatch, coral, NOW)
+    serve(upstream, CRW, changed("crw", "griddap/noaacrwbaa7dDaily.json",
+                                 lambda d: [r.__setitem__(0, "2099-01-01T12:00:00Z") for r in d["table"]["rows"]]))
+    body = await ok_json(c, "/public/v1/anon/coral?bbox=115,-8.25,115.25,-8")
+    assert body["ageS"] is None and body["stale"] is None
+    assert any("2099-01-01T12:00:00Z" in cv and "unknown" in cv for cv in body["caveats"])
+
+
+async def test_an_air_quality_reading_timed_far_ahead_has_an_unknown_age(c, upstream, monkeypatch):
+    fixed_clock(monkeypatch, air_quality, NOW)
+    serve(upstream, WAQI, changed("waqi", "feed/jakarta.json",
+                                  lambda d: d["data"]["time"].__setitem__("s", "2099-01-01 13:00:00")))
+    body = await ok_json(c, "/public/v1/anon/air-quality")
+    assert all(s["ageS"] is None and s["stale"] is None for s in body["stations"])
+    assert all(r["ageS"] is None and r["stale"] is None for r in body["readings"])
+    assert any("cannot be right" in cv and "stale: null" in cv for cv in body["caveats"])
 
 
 # ---- 8. a record listed twice ----------------------------------------------------------------

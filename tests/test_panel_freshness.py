@@ -24,8 +24,16 @@ def test_age_and_stale():
     h = timedelta(hours=1)
     assert age(T, T + h, h) == {"ageS": 3600, "stale": False}
     assert age(T, T + h + timedelta(seconds=1), h) == {"ageS": 3601, "stale": True}
-    assert age(T, T - h, h) == {"ageS": -3600, "stale": False}
     assert age(None, T, h) == {"ageS": None, "stale": None}
+
+
+def test_a_time_ahead_of_the_clock_past_the_skew_has_an_unknown_age():
+    h, skew = timedelta(hours=1), freshness.CLOCK_SKEW
+    assert skew == timedelta(minutes=10)
+    assert age(T + skew, T, h) == {"ageS": -600, "stale": False}          # a fast upstream clock
+    assert age(T + skew + timedelta(seconds=1), T, h) == {"ageS": None, "stale": None}
+    assert age(T + h, T, h) == {"ageS": None, "stale": None}               # was -3600, not stale: fresh
+    assert freshness.ahead(T + h, T) and not freshness.ahead(T + skew, T) and not freshness.ahead(None, T)
 
 
 def test_validity_ends_at_its_end():

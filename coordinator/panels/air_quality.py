@@ -20,7 +20,7 @@ for an instant would put every station east of Greenwich hours in the future.
 A station that stops reporting keeps serving its last reading, so a reading is never passed on
 as current on WAQI's word alone: each station and reading carries ``ageS`` (seconds from its
 time to the answer's ``asOf``) and ``stale``, true when older than ``STALE_AFTER`` (null when
-its time is unknown), and a caveat names the stations whose readings are stale or of unknown
+its time is unknown, or ahead of the clock past ``freshness.CLOCK_SKEW``), and a caveat names the stations whose readings are stale or of unknown
 age. A stale reading is still ``measured: true`` (it was measured, then): ``stale`` says it is
 not now.
 
@@ -40,7 +40,7 @@ from typing import Any
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer, Health
 from coordinator.core.registry import Tool, tool
-from coordinator.panels.freshness import age, iso, parse_utc, utc_now
+from coordinator.panels.freshness import CLOCK_SKEW_TEXT, age, ahead, iso, parse_utc, utc_now
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
 
@@ -161,7 +161,12 @@ async def air_quality(ctx: ToolContext, params: dict[str, Any]) -> Answer:
         caveats.append(f"The readings of {', '.join(stale)} are older than {STALE_AFTER_TEXT} at {iso(now)} "
                        "(stale: true, their age in ageS): they say what the air was at their time, not what it "
                        "is now.")
-    untimed = [s["station"] for s in stations if s["stale"] is None]
+    early = [s["station"] for s in stations if ahead(parse_utc(s["timeUtc"]), now)]
+    if early:
+        caveats.append(f"The time of {', '.join(early)} is more than {CLOCK_SKEW_TEXT} after {iso(now)}: a time "
+                       "that cannot be right, so how old its readings are is unknown (stale: null), and they may "
+                       "not be current.")
+    untimed = [s["station"] for s in stations if s["stale"] is None and s["station"] not in early]
     if untimed:
         caveats.append(f"The time of {', '.join(untimed)} could not be read: how old its readings are is unknown "
                        "(stale: null), so they may not be current.")

@@ -12,7 +12,7 @@ value 251 (land, no data) is unknown, never "No Stress".
 The product is daily and dated on the last day of its 7-day window; ERDDAP keeps serving its
 newest day when updates stop, so the answer names the product's ``date``, its age (``ageS``, to
 the answer's ``asOf``) and ``stale``, true past ``STALE_AFTER`` (null when the date cannot be
-read), with a caveat saying the alerts are of that window, not now.
+read, or is ahead of the clock past ``freshness.CLOCK_SKEW``), with a caveat saying the alerts are of that window, not now.
 
 The recorded sample (``samples/crw/griddap/noaacrwbaa7dDaily.json``) is a constructed sample in
 ERDDAP's griddap JSON format, made for this project, not a real recording: 25 cells off north
@@ -28,7 +28,7 @@ from urllib.parse import quote
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer, Health, License
 from coordinator.core.registry import Tool, bbox, tool
-from coordinator.panels.freshness import age, iso, parse_utc, utc_now
+from coordinator.panels.freshness import CLOCK_SKEW_TEXT, age, ahead, iso, parse_utc, utc_now
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
 
@@ -110,6 +110,9 @@ async def coral(ctx: ToolContext, params: dict[str, Any]) -> Answer:
         caveats.append(f"The product is dated {date}, {fresh['ageS'] / 86400:.1f} days before {iso(now)} "
                        "(stale: true): Coral Reef Watch updates it daily, so at least one update is missing here "
                        "and these alerts are of the 7 days ending on its date, not current.")
+    elif cells and ahead(parse_utc(date), now):
+        caveats.append(f"The product is dated {date}, more than {CLOCK_SKEW_TEXT} after {iso(now)}: a date that "
+                       "cannot be right, so how old these alerts are is unknown (stale: null).")
     elif cells and fresh["stale"] is None:
         caveats.append("The product's date could not be read: how old these alerts are is unknown (stale: null).")
     return Answer({"date": date,

@@ -7,8 +7,8 @@ carries a time of its own (a reading's time, a product's date, a period's end) r
 here once per answer, names that instant in the answer (``asOf``, so a cached answer still says
 when it was judged), and either drops what has ended (forecast periods and warnings) or flags
 what is old: ``ageS`` (seconds, from the data's own time to ``asOf``) and ``stale`` (true past
-the panel's documented threshold). A time that cannot be read gives ``ageS`` and ``stale``
-null: unknown, never presumed current.
+the panel's documented threshold). A time that cannot be read, or that is ahead of the clock
+by more than ``CLOCK_SKEW``, gives ``ageS`` and ``stale`` null: unknown, never presumed current.
 
 Each panel imports ``utc_now`` by name and calls it as its own module function (as
 ``fires.utc_now`` always was), so a test fixes the clock of the panel it tests with
@@ -43,11 +43,25 @@ def parse_utc(text: Any) -> datetime | None:
     return t if t.tzinfo is not None else None
 
 
+# How far ahead of this service's clock a data time may be and still be read as a time: an
+# upstream's clock that runs a little fast. Further ahead (a product dated 2099), the time is
+# wrong, not new, and the data's age is unknown.
+CLOCK_SKEW = timedelta(minutes=10)
+CLOCK_SKEW_TEXT = "10 minutes"
+
+
+def ahead(at: datetime | None, now: datetime) -> bool:
+    """Whether ``at`` is ahead of ``now`` by more than ``CLOCK_SKEW`` (its age is unknown)."""
+    return at is not None and at - now > CLOCK_SKEW
+
+
 def age(at: datetime | None, now: datetime, stale_after: timedelta) -> dict[str, Any]:
     """``{"ageS", "stale"}`` of data timed ``at`` as of ``now``: stale when older than
     ``stale_after``; both null when ``at`` is unknown (its age is unknown, not current). A
-    time ahead of the clock has a negative age and is not stale."""
-    if at is None:
+    time ahead of the clock within ``CLOCK_SKEW`` has a small negative age and is not stale;
+    one further ahead (``ahead``) is a time that cannot be right, so both are null too:
+    served as fresh, data dated 2099 read as current. Callers say which in a caveat."""
+    if at is None or ahead(at, now):
         return {"ageS": None, "stale": None}
     seconds = int((now - at).total_seconds())
     return {"ageS": seconds, "stale": seconds > stale_after.total_seconds()}
