@@ -90,7 +90,8 @@ async def test_unknown_alert_levels_are_neither_escalated_nor_deescalated(coordi
 async def test_history_before_any_poll_says_so(coordinator_db):
     r = await coordinator_db.get("/earth/event-changes")
     body = r.json()
-    assert r.status == 200 and body["count"] == 0
+    assert r.status == 200 and body["count"] is None and body["changes"] == []   # unknown, not 0
+    assert body["health"]["degraded"]
     assert any(c.startswith("The history has no polls yet") for c in body["caveats"])
     assert body["history"]["lastPoll"] is None
     assert r.headers["Cache-Control"] == "no-store"

@@ -224,6 +224,9 @@ async def test_an_air_quality_reading_timed_far_ahead_has_an_unknown_age(c, upst
     assert any("cannot be right" in cv and "stale: null" in cv for cv in body["caveats"])
 
 
+# (7, event changes with no poll counting null: tests/test_event_changes.py)
+
+
 # ---- 8. a record listed twice ----------------------------------------------------------------
 
 @pytest.mark.parametrize("source, index, eid", [("gdacs", 1, "gdacs:TC:1001214"), ("usgs", 1, "usgs:us7000r1b7")])

@@ -92,4 +92,6 @@ async def event_changes(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     else:
         health = Health([SourceReport(s["name"], s["license"], ok=s["ok"], error=s.get("error"),
                                       demo=bool(s.get("demo"))) for s in last_health["sources"]])
-    return Answer({"count": len(changes), "changes": changes, "history": status}, caveats=caveats, health=health)
+    # With no poll stored, how many changes there were is unknown (null), not 0.
+    return Answer({"count": len(changes) if last_health is not None else None, "changes": changes,
+                   "history": status}, caveats=caveats, health=health)
