@@ -239,3 +239,13 @@ async def test_a_record_listed_twice_is_served_once(c, upstream, source, index, 
     assert report(body, source.upper())["records"] == (6 if source == "gdacs" else 4)
     feed = await ok_json(c, f"/earth/w/feed-{source}")
     assert [d["id"] for d in feed["data"]].count(eid) == 1
+
+
+# ---- 9. an empty MAGMA list ------------------------------------------------------------------
+
+async def test_an_empty_magma_list_is_no_answer(c, upstream):
+    serve(upstream, MAGMA, [])
+    body = await ok_json(c, "/public/v1/anon/volcano-alerts")
+    assert body["health"]["degraded"] and body["count"] is None and body["byLevel"] is None
+    feed = await ok_json(c, "/earth/w/feed-magma")
+    assert feed["count"] is None

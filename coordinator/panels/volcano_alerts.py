@@ -89,6 +89,10 @@ class Magma(Source[dict]):
         rows = doc.get("data") if isinstance(doc, dict) else doc
         if not isinstance(rows, list):
             raise SourceError("answer holds no list of volcanoes")
+        if not rows:
+            # MAGMA lists every volcano it monitors, whatever its level: an empty list is no
+            # answer, and served as one it was a healthy count 0 with every level at 0.
+            raise SourceError("answer lists no volcanoes (MAGMA lists every monitored volcano)")
         return [parse_record(r) for r in rows]
 
 
