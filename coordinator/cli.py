@@ -329,7 +329,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from alembic.util import CommandError
     try:
         at = migrate.upgrade(settings.database_url, args.revision)
-    except CommandError as exc:        # an unknown revision, said in one line
+    except (CommandError, migrate.SchemaTooNew) as exc:    # an unknown revision, here or in the database
         print(f"sis migrate: {exc}", file=sys.stderr)
         return 2
     where = settings.database_url.split('@')[-1]

@@ -257,3 +257,55 @@ def test_keys_create_takes_named_scopes_and_refuses_unknown_ones(tmp_path, capsy
     header, line = capsys.readouterr().out.strip().splitlines()
     assert header.split("\t") == ["id", "prefix", "plan", "state", "name", "scopes"]
     assert line.endswith("\tev\tearth.events,earth.limits") and "\tlive\t" in line
+
+
+def _set_revision(url: str, revision: str) -> None:
+    """Write ``revision`` into the database's alembic_version, as a newer release would."""
+    import asyncio
+
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from coordinator.core.db.urls import normalise
+
+    async def write() -> None:
+        engine = create_async_engine(normalise(url))
+        try:
+            async with engine.begin() as conn:
+                await conn.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": revision})
+        finally:
+            await engine.dispose()
+
+    asyncio.run(write())
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_database_newer_than_the_code_is_said_so_not_sent_to_migrate(backend, tmp_path, pg_database):
+    """A database migrated by a newer release: serve and the tools used to say "run `sis
+    migrate` first", and sis migrate "Can't locate revision", each sending the operator to
+    the other. Each says instead what the database is at and that a newer release is needed."""
+    from coordinator.core.db.migrate import head_revisions
+
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path}/newer.db"
+    else:
+        if not pg_database:
+            pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
+        import asyncio
+
+        from tests.conftest import reset_postgres
+        asyncio.run(reset_postgres(pg_database))
+        url = pg_database
+    assert run("migrate", "--database", url).returncode == 0
+    (head,) = head_revisions(url)
+    newer = f"{int(head) + 1:04d}"
+    _set_revision(url, newer)
+    for command in (["migrate"], ["serve", "--port", str(free_port())], ["keys", "list"]):
+        line = one_line_refusal(run(*command, "--database", url, env={"SIS_LOG_LEVEL": "WARNING"}))
+        assert (f"the database is at {newer}, newer than this code's head {head}: it needs a newer release "
+                "of the service" in line), line
+    line = one_line_refusal(run("migrate", "--database", url, "--revision", "0001"))
+    assert f"at {newer}, newer than" in line, line
+    _set_revision(url, head)
+    line = one_line_refusal(run("migrate", "--database", url, "--revision", "9999"))   # a typo is still a typo
+    assert "Can't locate revision identified by '9999'" in line, line

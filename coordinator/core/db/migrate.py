@@ -5,6 +5,7 @@ import asyncio
 from pathlib import Path
 
 from alembic import command
+from alembic.util import CommandError
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -30,8 +31,18 @@ def head_revisions(url: str) -> set[str]:
 def upgrade(url: str, revision: str = "head") -> str:
     """Apply pending migrations up to ``revision`` (runs its own event loop: call it outside
     one) and return the revision the database is at after, which is not ``revision`` when
-    the database was already past it (an upgrade never goes down)."""
-    command.upgrade(alembic_config(url), revision)
+    the database was already past it (an upgrade never goes down).
+
+    A database at a revision this code does not know is ``SchemaTooNew``: Alembic says
+    only "Can't locate revision", which reads as a typo in ``revision``. The database is
+    asked again only when Alembic failed so."""
+    try:
+        command.upgrade(alembic_config(url), revision)
+    except CommandError:
+        newer = too_new(asyncio.run(_revisions_at(url)), url)
+        if newer is not None:
+            raise newer from None
+        raise
     return ", ".join(sorted(asyncio.run(_revisions_at(url)))) or "none"
 
 
@@ -47,6 +58,9 @@ async def upgrade_async(engine: AsyncEngine, url: str, revision: str = "head") -
     cfg = alembic_config(url)
 
     def _run(conn) -> None:  # noqa: ANN001
+        newer = too_new(set(MigrationContext.configure(conn).get_current_heads()), url)
+        if newer is not None:
+            raise newer
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 
@@ -63,11 +77,36 @@ async def current_revisions(engine: AsyncEngine) -> set[str]:
 
 
 async def pending(engine: AsyncEngine, url: str) -> bool:
-    return await current_revisions(engine) != head_revisions(url)
+    """Whether the database is not at this code's newest migration; ``SchemaTooNew`` when
+    it is at one this code does not know (`sis migrate` could not help)."""
+    current = await current_revisions(engine)
+    newer = too_new(current, url)
+    if newer is not None:
+        raise newer
+    return current != head_revisions(url)
 
 
 class SchemaOutOfDate(RuntimeError):
     """PostgreSQL's schema is older than the code: ``sis migrate`` first."""
+
+
+class SchemaTooNew(SchemaOutOfDate):
+    """The database is at a migration this code does not have: a newer release migrated it.
+    A ``SchemaOutOfDate``, so that every command that reports that one in one line (serve,
+    the CLI tools) reports this one too, with what to do instead of ``sis migrate``."""
+
+
+def too_new(current: set[str], url: str) -> SchemaTooNew | None:
+    """``SchemaTooNew`` naming the revisions of ``current`` that the migrations folder does
+    not know, or None when it knows them all."""
+    script = ScriptDirectory.from_config(alembic_config(url))
+    known = {rev.revision for rev in script.walk_revisions()}
+    unknown = sorted(current - known)
+    if not unknown:
+        return None
+    heads = ", ".join(sorted(script.get_heads()))
+    return SchemaTooNew(f"the database is at {', '.join(unknown)}, newer than this code's head {heads}: "
+                        "it needs a newer release of the service (or restore a database of this release)")
 
 
 async def prepare_database(settings: Settings, db: Database) -> None:
