@@ -175,6 +175,7 @@ async def test_a_widget_whose_source_failed_has_an_unknown_count(c, upstream, pa
         upstream.set(p, Canned(500, b'{"error":"boom"}'))
     body = await ok_json(c, widget)
     assert body["health"]["degraded"] and body["count"] is None and body["data"] == []
+    assert "None" not in body["health"]["sources"][0]["error"]          # Open-Meteo's error without a reason
 
 
 async def test_a_widget_of_a_source_not_configured_has_an_unknown_count(c):

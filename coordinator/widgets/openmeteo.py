@@ -58,7 +58,7 @@ class OpenMeteoPoint(Source[dict]):
         except ValueError:
             raise SourceError(f"HTTP {code}: answer is not JSON") from None
         if isinstance(doc, dict) and doc.get("error"):
-            raise SourceError(f"Open-Meteo refused: {doc.get('reason')}")
+            raise SourceError(f"Open-Meteo refused (HTTP {code}): {doc.get('reason') or 'no reason given'}")
         if code != 200:
             raise SourceError(f"HTTP {code}")
         if abs(float(doc.get("latitude", lat)) - lat) > GRID_TOLERANCE_DEG or \
