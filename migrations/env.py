@@ -4,9 +4,11 @@ from __future__ import annotations
 import asyncio
 
 from alembic import context
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from coordinator.core.db import sqlite_threads_done
+from coordinator.core.db.migrate import MIGRATION_LOCK
 from coordinator.core.db.models import Base
 
 config = context.config
@@ -28,8 +30,16 @@ def _configure(connection) -> None:  # noqa: ANN001
 
 
 def _run_sync(connection) -> None:  # noqa: ANN001
+    """The migrations in one transaction. On PostgreSQL that transaction first takes an
+    advisory lock: two ``sis migrate`` started together on an empty database both found no
+    ``alembic_version`` and both created it, and one failed with a duplicate-type
+    IntegrityError. With the lock the second waits for the first to commit, then reads
+    the version it wrote (each statement sees what was committed before it, under the
+    default READ COMMITTED) and finds nothing to do."""
     _configure(connection)
     with context.begin_transaction():
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
         context.run_migrations()
 
 

@@ -189,3 +189,50 @@ async def test_json_columns_keep_every_value_they_are_given(db_url):
         assert type(got[1]["count"]) is int and type(got[0]["cell"]) is int
     finally:
         await db.close()
+
+
+@pytest.mark.postgres
+def test_two_migrates_at_once_on_an_empty_postgres_both_end_well(pg_database):
+    """Two ``sis migrate`` started together on an empty PostgreSQL database: both created
+    ``alembic_version`` and one failed with a 159-line IntegrityError. Each run now takes an
+    advisory lock first (``migrations/env.py``): while the test holds it neither moves; once
+    it is let go one migrates and the other, waiting its turn, finds nothing to do."""
+    import asyncio
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    if not pg_database:
+        pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
+    from tests.conftest import reset_postgres
+
+    asyncio.run(reset_postgres(pg_database))
+    (head,) = migrate.head_revisions(pg_database)
+
+    async def run_while_locked() -> list[subprocess.Popen]:
+        engine = create_async_engine(pg_database)
+        try:
+            async with engine.connect() as conn:
+                await conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": migrate.MIGRATION_LOCK})
+                procs = [subprocess.Popen([sys.executable, "-m", "coordinator.cli", "migrate", "--database",
+                                           pg_database], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                          env={**os.environ, "SIS_LOG_LEVEL": "WARNING"}) for _ in range(2)]
+                deadline = time.monotonic() + 4
+                while time.monotonic() < deadline:
+                    assert all(p.poll() is None for p in procs), "a migration ran while another held the lock"
+                    await asyncio.sleep(0.1)
+                await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": migrate.MIGRATION_LOCK})
+                await conn.commit()
+        finally:
+            await engine.dispose()
+        return procs
+
+    for p in asyncio.run(run_while_locked()):
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert "Traceback" not in err, err
+        assert out.startswith(f"database at {head}: "), out

@@ -12,9 +12,12 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from coordinator.core.db import Database
+from coordinator.core.db.leader import lock_key
 from coordinator.core.settings import Settings
 
 MIGRATIONS = Path(__file__).resolve().parents[3] / "migrations"
+# The PostgreSQL advisory lock every migration run holds for its transaction (migrations/env.py).
+MIGRATION_LOCK = lock_key("migrate")
 
 
 def alembic_config(url: str) -> Config:
