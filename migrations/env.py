@@ -5,10 +5,9 @@ import asyncio
 
 from alembic import context
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from coordinator.core.db import sqlite_threads_done
-from coordinator.core.db.migrate import MIGRATION_LOCK
+from coordinator.core.db.migrate import MIGRATION_LOCK, migration_engine
 from coordinator.core.db.models import Base
 
 config = context.config
@@ -44,7 +43,7 @@ def _run_sync(connection) -> None:  # noqa: ANN001
 
 
 async def _run_async() -> None:
-    engine = create_async_engine(_url())
+    engine = migration_engine(_url())
     try:
         async with engine.connect() as conn:
             await conn.run_sync(_run_sync)

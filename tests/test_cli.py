@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -309,3 +310,93 @@ def test_a_database_newer_than_the_code_is_said_so_not_sent_to_migrate(backend, 
     _set_revision(url, head)
     line = one_line_refusal(run("migrate", "--database", url, "--revision", "9999"))   # a typo is still a typo
     assert "Can't locate revision identified by '9999'" in line, line
+
+
+class NotPostgres:
+    """A listener on a loopback port that is not PostgreSQL: ``close`` accepts and closes at
+    once, ``http`` answers PostgreSQL's first message as a web server would and closes,
+    ``hang`` accepts and never answers, ``full`` never accepts (its backlog is full, so
+    connection attempts go unanswered, as to a host that drops packets)."""
+
+    def __init__(self, mode: str) -> None:
+        import socket
+        import threading
+
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0 if mode == "full" else 16)
+        self.port = self.sock.getsockname()[1]
+        self.held: list = []
+        if mode == "full":
+            for _ in range(4):
+                c = socket.socket()
+                c.setblocking(False)
+                c.connect_ex(("127.0.0.1", self.port))
+                self.held.append(c)
+        else:
+            threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.mode == "hang":
+                self.held.append(conn)
+                continue
+            if self.mode == "http":
+                conn.recv(64)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+        for c in self.held:
+            c.close()
+
+
+@pytest.mark.parametrize("mode", ["close", "http"])
+@pytest.mark.parametrize("command", [["migrate"], ["serve"], ["keys", "list"]])
+def test_a_port_where_something_else_listens_is_said_in_one_line(command, mode, capsys):
+    """Something that accepts and closes the connection, or answers as another protocol
+    would: a 120-line traceback ending in asyncpg's "unexpected connection_lost() call" or
+    "rejected SSL upgrade" before."""
+    from coordinator.cli import main
+
+    server = NotPostgres(mode)
+    try:
+        extra = ["--port", str(free_port())] if command == ["serve"] else []
+        code = main([*command, *extra, "--database", f"postgresql://postgres@127.0.0.1:{server.port}/sis_x"])
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert err.strip() == (f"sis {command[0]}: cannot open database 'sis_x': something at 127.0.0.1:{server.port} "
+                           "accepted and closed the connection: is it PostgreSQL?"), err
+
+
+@pytest.mark.parametrize("command", [["migrate"], ["serve"]])
+def test_a_server_that_accepts_and_never_answers_is_not_said_to_be_absent(command, capsys, monkeypatch):
+    """It waited asyncpg's 60 s (sis migrate) and said "nothing answers there; is the server
+    running?": something does answer there, a connection at least. Both wait the service's
+    connect timeout and say what happened; a port that never accepts is still nobody there."""
+    from coordinator.cli import main
+    from coordinator.core import db
+
+    monkeypatch.setattr(db, "PG_CONNECT_TIMEOUT_S", 1.0)
+    extra = ["--port", str(free_port())] if command == ["serve"] else []
+    for mode, said in (("hang", "cannot open database 'sis_x': a server at 127.0.0.1:{port} accepted the "
+                                "connection but did not answer within 1 s: is it PostgreSQL, and is it well?"),
+                       ("full", "cannot reach PostgreSQL at 127.0.0.1:{port} (database 'sis_x'): nothing "
+                                "answered within 1 s; is the server running, and the address right?")):
+        server = NotPostgres(mode)
+        t0 = time.monotonic()
+        try:
+            code = main([*command, *extra, "--database", f"postgresql://postgres@127.0.0.1:{server.port}/sis_x"])
+        finally:
+            server.close()
+        err = capsys.readouterr().err
+        assert code == 2 and err.strip() == f"sis {command[0]}: " + said.format(port=server.port), err
+        assert time.monotonic() - t0 < 8          # the 1 s it says, and the second look: not asyncpg's 60 s

@@ -49,8 +49,22 @@ def upgrade(url: str, revision: str = "head") -> str:
     return ", ".join(sorted(asyncio.run(_revisions_at(url)))) or "none"
 
 
+def migration_engine(url: str) -> AsyncEngine:
+    """The engine of a migration run (``migrations/env.py``) and of the checks around it.
+    On PostgreSQL it gives up connecting after ``PG_CONNECT_TIMEOUT_S``, as the service's
+    own engines do: asyncpg's default is 60 s, so ``sis migrate`` against a server that
+    never answered waited a minute where ``sis serve`` waited ten seconds, and the
+    one-line error (``urls.connection_problem``) names the one wait."""
+    from sqlalchemy.engine import make_url
+
+    from coordinator.core import db
+    if make_url(url).get_backend_name() == "postgresql":
+        return create_async_engine(url, connect_args={"timeout": db.PG_CONNECT_TIMEOUT_S})
+    return create_async_engine(url)
+
+
 async def _revisions_at(url: str) -> set[str]:
-    engine = create_async_engine(url)
+    engine = migration_engine(url)
     try:
         return await current_revisions(engine)
     finally:

@@ -8,7 +8,8 @@ traceback about async drivers or a missing ``psycopg``. ``normalise`` turns thos
 into the drivers the service ships with and refuses anything else with one sentence
 that says what is accepted. ``connection_problem`` finds, in an exception from opening
 the database, the cause a user can act on (nothing listening, no such database,
-credentials refused) and says it in one line naming the host and database.
+credentials refused, something that is not PostgreSQL at the address, a server that
+accepts and never answers) and says it in one line naming the host and database.
 """
 from __future__ import annotations
 
@@ -105,6 +106,29 @@ def _from_the_driver(exc: BaseException) -> bool:
     return False
 
 
+def _while_connecting(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while the driver opened a connection (``asyncpg.connect``),
+    not by a statement on one already open (its ``command_timeout``)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if "/asyncpg/" in code.co_filename.replace("\\", "/") and code.co_name in ("connect", "_connect"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _accepts(host: str, port: int, timeout: float) -> bool:
+    """Whether something at ``host:port`` completes a TCP connection within ``timeout``: a
+    connect that timed out either never reached a listener (a host that drops packets) or
+    reached one that never answered, and only a second look tells which."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def connection_problem(exc: BaseException, url: str) -> str | None:
     """One line saying why the database at ``url`` could not be opened, or None when
     ``exc`` is not one of the start-up mistakes recognised here."""
@@ -138,8 +162,18 @@ def connection_problem(exc: BaseException, url: str) -> str | None:
             continue
         if isinstance(e, socket.gaierror):
             return f"cannot reach PostgreSQL at {host} (database {database!r}): the host name is not known"
-        if isinstance(e, (ConnectionRefusedError, TimeoutError)) or (
-                isinstance(e, OSError) and "Connect call failed" in str(e)):
+        if isinstance(e, ConnectionRefusedError) or (isinstance(e, OSError) and "Connect call failed" in str(e)):
             return (f"cannot reach PostgreSQL at {host} (database {database!r}): nothing answers there; "
                     "is the server running?")
+        if isinstance(e, TimeoutError) and _while_connecting(e):
+            from coordinator.core import db      # the connect timeout of every engine the service makes
+            waited = f"{db.PG_CONNECT_TIMEOUT_S:g} s"
+            if _accepts(parsed.host or "localhost", parsed.port or 5432, min(3.0, db.PG_CONNECT_TIMEOUT_S)):
+                return (f"cannot open database {database!r}: a server at {host} accepted the connection but "
+                        f"did not answer within {waited}: is it PostgreSQL, and is it well?")
+            return (f"cannot reach PostgreSQL at {host} (database {database!r}): nothing answered within "
+                    f"{waited}; is the server running, and the address right?")
+        if isinstance(e, ConnectionError):      # reset, or closed before PostgreSQL's first answer
+            return (f"cannot open database {database!r}: something at {host} accepted and closed the "
+                    "connection: is it PostgreSQL?")
     return None
