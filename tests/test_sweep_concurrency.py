@@ -134,3 +134,50 @@ async def test_32_untrusted_nodes_give_each_job_exactly_two_replicas_from_differ
         assert states == {"in_review": 300} and results == {"accepted": 600}
     finally:
         await stop_coordinator(c)
+
+
+@pytest.mark.postgres
+async def test_a_job_another_transaction_holds_is_waited_for_not_answered_204(db_url, photos, monkeypatch):
+    """On PostgreSQL a claim passes by rows other transactions hold (``SKIP LOCKED``): most
+    often a concurrent batch's spare rows, which it locks and does not take. A node was
+    then told 204, "no job waits", with a job waiting, and came back after Retry-After.
+    It now looks once more, waiting for the lock a short while (``leases._relook``); a
+    lock held past that wait still answers 204, not an error."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from coordinator.sweeps import leases
+    from tests.test_sweeps_kit import enrolled
+
+    if db_url.startswith("sqlite"):
+        pytest.skip("PostgreSQL only: SQLite serialises write transactions")
+    monkeypatch.setattr(leases, "RELOOK_LOCK_WAIT_S", 2.0)
+    photos.scatter(*CENTRE, radius_m=300, n=1, seed=3)
+    c = await start(db_url, photos, job_max_photos=1)
+    other = create_async_engine(db_url)
+    try:
+        assert (await request_sweep(c, radius=400)).json()["jobs"] == 1
+        (node,) = await enrolled(c, 1, trusted=True)
+        async with other.connect() as conn:          # another batch holding the one queued job
+            await conn.execute(text("SELECT id FROM sweep_jobs WHERE state = 'queued' FOR UPDATE"))
+            asking = asyncio.ensure_future(node.lease())
+            await asyncio.sleep(0.5)
+            assert not asking.done(), "answered while the job was held"
+            await conn.rollback()                    # the holder took nothing
+        doc = await asyncio.wait_for(asking, 5)
+        assert doc is not None and doc["job"]["jobId"]
+
+        # held past the wait: 204, as before, after the wait
+        monkeypatch.setattr(leases, "RELOOK_LOCK_WAIT_S", 0.3)
+        (late,) = await enrolled(c, 1, trusted=False)    # the job wants no replica from a trusted node's peer
+        async with c.services.db.write_core() as s:
+            await s.execute(text("UPDATE sweep_jobs SET state = 'queued', quorum = 2"))
+        async with other.connect() as conn:
+            await conn.execute(text("SELECT id FROM sweep_jobs FOR UPDATE"))
+            t0 = asyncio.get_running_loop().time()
+            assert await late.lease() is None
+            assert asyncio.get_running_loop().time() - t0 >= 0.3
+            await conn.rollback()
+    finally:
+        await other.dispose()
+        await stop_coordinator(c)

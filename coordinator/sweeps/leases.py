@@ -28,7 +28,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, bindparam, case, exists, func, insert, literal_column, select, union_all, update
+from sqlalchemy import and_, bindparam, case, exists, func, insert, literal_column, select, text, union_all, update
+from sqlalchemy.exc import DBAPIError
 
 from coordinator.core.db.leader import Leadership
 from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult
@@ -41,6 +42,7 @@ from .records import JOBS, LEASES, Record, record
 
 log = logging.getLogger("sis.sweeps.leases")
 ACTOR_SWEEPER = "sweeper"
+LOCK_NOT_AVAILABLE = "55P03"     # PostgreSQL: lock_timeout passed
 _PICK = JOBS.alias("pick")   # made once: a fresh alias per claim would defeat statement caching
 
 
@@ -72,6 +74,8 @@ async def claim(sweeps, node: Node | Bearer) -> Claim | None:
 # A batch reads the oldest queued jobs, this many more than it has claims: spare rows for
 # nodes that already hold one of the first (an untrusted node waiting for a second replica).
 CLAIM_SPARE = 4
+# How long the second look of a claim that skipped locked rows waits for their locks (below).
+RELOOK_LOCK_WAIT_S = 1.0
 
 
 def queued(jobs):
@@ -111,28 +115,77 @@ async def claim_batch(sweeps, who: list[Node | Bearer]) -> list[Claim | None | E
     holds nor has answered; the jobs, the new leases and their transitions are written
     with one statement each. A claim those rows cannot serve, while more queued jobs may
     lie beyond them, is served by ``_claim_one`` in the same transaction, after the
-    batch's own writes."""
+    batch's own writes.
+
+    On PostgreSQL a claim left with nothing while a job it could take was locked by
+    another transaction (``SKIP LOCKED`` passed it by: most often a concurrent batch's
+    spare rows, which it reads and locks but does not take) is tried once more
+    (``_relook``): the node was told 204, "no job waits", with a job waiting, and came
+    back only after ``Retry-After``. Claims that found a job, and claims with truly
+    nothing to take, cost nothing more than one statement each for the latter."""
+    db, settings = sweeps.db, sweeps.settings
+
+    async def run() -> tuple[list[Claim | None | Exception], list[int]]:
+        now = tr.utcnow()
+        skipped: list[int] = []
+        async with db.write_core() as s:
+            logs: list[dict] = []
+            claims = await claim_in(s, db, settings, await tokens.resolve(s, who), now, logs, skipped=skipped)
+            await tr.record(s, *logs)
+            return claims, skipped
+
+    claims, skipped = await retrying(run)
+    if skipped:
+        for i, claim in zip(skipped, await _relook(sweeps, [who[i] for i in skipped])):
+            claims[i] = claim
+    return claims
+
+
+async def _relook(sweeps, who: list[Node | Bearer]) -> list[Claim | None | Exception]:
+    """The claims of nodes that a batch left with nothing while a job they could take was
+    locked, in a transaction of their own once that batch has committed: each waits for
+    that job's lock (``FOR UPDATE`` without ``SKIP LOCKED``) at most ``RELOOK_LOCK_WAIT_S``,
+    then claims as ``_claim_one`` does. The lock is most often another batch's, held for
+    milliseconds. Waiting and claiming are two statements: the claim's statement starts
+    once the lock is held, and sees the leases the holder committed (one statement that
+    waited would judge the row again as of its own start, and could give a node a second
+    replica of a job its other request, in another process, had just been given). A lock
+    held longer (an operator's transaction) leaves the claims with nothing, as before."""
     db, settings = sweeps.db, sweeps.settings
 
     async def run() -> list[Claim | None | Exception]:
         now = tr.utcnow()
         async with db.write_core() as s:
+            await s.execute(text(f"SET LOCAL lock_timeout = '{round(RELOOK_LOCK_WAIT_S * 1000)}ms'"))
             logs: list[dict] = []
-            claims = await claim_in(s, db, settings, await tokens.resolve(s, who), now, logs)
+            claims: list[Claim | None | Exception] = []
+            for node in await tokens.resolve(s, who):
+                if isinstance(node, Exception):
+                    claims.append(node)
+                    continue
+                await s.execute(_pick(node).with_for_update())
+                claims.append(await _claim_one(s, db, node, now, settings, logs))
             await tr.record(s, *logs)
             return claims
 
-    return await retrying(run)
+    try:
+        return await retrying(run)
+    except DBAPIError as exc:
+        if getattr(getattr(exc, "orig", None), "sqlstate", None) != LOCK_NOT_AVAILABLE:
+            raise
+        return [None] * len(who)
 
 
 async def claim_in(s, db, settings, resolved: list[Node | Record | Exception], now: datetime,
-                   logs: list[dict]) -> list[Claim | None | Exception]:
+                   logs: list[dict], skipped: list[int] | None = None) -> list[Claim | None | Exception]:
     """The claims of ``claim_batch`` in the caller's write transaction ``s``, for nodes
     already looked up (an ``Exception`` in ``resolved`` is that claim's answer, and costs
     nothing else). The transitions are added to ``logs`` for the caller to record: a
     submission batch whose nodes also ask for their next job (``results.submit_batch``,
     ``?next=1``) claims by this after its own writes, and records its transitions and the
-    claims' in one statement."""
+    claims' in one statement. Given ``skipped`` (PostgreSQL), the places of the claims left
+    with nothing while a job they could take is locked by another transaction are added
+    to it, for ``claim_batch`` to look again."""
     nodes = [n for n in resolved if not isinstance(n, Exception)]
     if not nodes:
         return list(resolved)
@@ -172,6 +225,12 @@ async def claim_in(s, db, settings, resolved: list[Node | Record | Exception], n
         for i, node in enumerate(resolved):
             if claims[i] is None:
                 claims[i] = await _claim_one(s, db, node, now, settings, logs)
+    if skipped is not None and not db.is_sqlite:
+        for i, node in enumerate(resolved):
+            # A job this node could take, read without locking: one no claim above was given
+            # is one that SKIP LOCKED passed by (or was queued after the batch read the queue).
+            if claims[i] is None and (await s.execute(_pick(node))).first() is not None:
+                skipped.append(i)
     return claims
 
 
@@ -203,16 +262,20 @@ def _lease(job, node: Node, before: str, now: datetime, settings, new_leases: li
     return Claim(lease_id, job, expires)
 
 
+def _pick(node: Node):
+    """The oldest queued job this node neither holds nor has answered, nor is closed to."""
+    j = _PICK
+    held = exists().where(and_(LEASES.c.job_id == j.c.id, LEASES.c.node_id == node.id, LEASES.c.state.in_(_HELD)))
+    return (select(j.c.id).where(queued(j), ~held, not_excluded(j.c.id, node.id))
+            .order_by(j.c.id).limit(1))
+
+
 async def _claim_one(s, db, node: Node, now: datetime, settings, logs: list[dict]) -> Claim | None:
     """One claim by one statement: UPDATE ... WHERE id = (the oldest queued job this node
     neither holds nor has answered [FOR UPDATE SKIP LOCKED]) RETURNING. It sees what its
     transaction wrote before it."""
-    j = _PICK
-    held = exists().where(and_(LEASES.c.job_id == j.c.id, LEASES.c.node_id == node.id, LEASES.c.state.in_(_HELD)))
-    pick = (select(j.c.id).where(queued(j), ~held, not_excluded(j.c.id, node.id))
-            .order_by(j.c.id).limit(1))
     quorum = JOBS.c.quorum if node.trusted else case((JOBS.c.quorum < 2, 2), else_=JOBS.c.quorum)
-    stmt = (update(JOBS).where(JOBS.c.id == _locked(db, pick).scalar_subquery())
+    stmt = (update(JOBS).where(JOBS.c.id == _locked(db, _pick(node)).scalar_subquery())
             .values(quorum=quorum, active_leases=JOBS.c.active_leases + 1, updated_at=now,
                     state=case((JOBS.c.active_leases + 1 + JOBS.c.valid_results >= quorum, tr.JOB_LEASED),
                                else_=tr.JOB_QUEUED))
