@@ -219,3 +219,46 @@ async def test_the_provider_adapter_reads_stac_pages_and_skips_what_cannot_be_me
         mod.PAGE_LIMIT = old
     assert [p.id for p in paged.photos] == [p.id for p in found.photos]
     assert len(capped.photos) == 4 and capped.truncated
+
+
+async def test_ground_swept_with_no_imagery_is_queued_again_when_photos_appear_and_logged(sweeps_db, photos):
+    """A covered request's photo-less cell is no_imagery; a photo appears there and a wider request finds
+    nothing else new: that ground is queued again (it was a 500: the insert of no fresh cells failed), and the
+    cell's log says no_imagery -> queued, as its creation as queued is logged too."""
+    import h3
+
+    from coordinator.demo.photos import FakePhoto
+    from tests.test_review_kit import reviewer
+    from tests.test_sweeps_kit import enrolled
+
+    c = sweeps_db
+    cells = sorted(coverage.circle_cells(*CENTRE, 200))
+    centre = coverage.point_cell(*CENTRE)
+    bare = next(x for x in cells if x != centre)
+
+    def photo_in(cell: int, pid: str) -> None:
+        la, lo = h3.cell_to_latlng(coverage.cell_text(cell))
+        photos.add(FakePhoto(id=pid, lat=round(la, 7), lon=round(lo, 7), heading=90.0,
+                             captured_at="2026-06-01T08:00:00+00:00", road_width_m=7.0, seed=len(pid)))
+
+    photo_in(centre, "p0")
+    assert (await request_sweep(c, radius=200)).json()["queued"] is True
+    a, b = await enrolled(c, 2)
+    la, lb = await a.lease(), await b.lease()
+    await a.submit(la["lease"]["leaseId"], a.honest(la))
+    await b.submit(lb["lease"]["leaseId"], b.honest(lb))
+    assert (await c.post(f"/review/v1/jobs/{la['job']['jobId']}/approve", {}, headers=await reviewer(c))).status == 200
+    async with c.services.db.read() as s:
+        assert (await s.get(CoverageCell, bare)).state == "no_imagery"
+    photo_in(bare, "p1")
+    r = await request_sweep(c, radius=400)
+    assert r.status == 200 and r.json()["queued"] is True, r.body
+    async with c.services.db.read() as s:
+        assert (await s.get(CoverageCell, bare)).state == "queued"
+        log = (await s.execute(select(SweepTransition).where(SweepTransition.subject == "cell",
+               SweepTransition.subject_id == str(bare)).order_by(SweepTransition.id))).scalars().all()
+        centre_log = (await s.execute(select(SweepTransition.from_state, SweepTransition.to_state).where(
+            SweepTransition.subject == "cell", SweepTransition.subject_id == str(centre))
+            .order_by(SweepTransition.id))).all()
+    assert [(t.from_state, t.to_state) for t in log][-1] == ("no_imagery", "queued")
+    assert [tuple(x) for x in centre_log] == [(None, "queued"), ("queued", "covered")]

@@ -240,11 +240,13 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
         await s.execute(insert(SweepRequestCell), [
             {"request_id": req.id, "cell": c, "sweepable": c in photo_cells} for c in sorted(cells)])
         # Ground swept before with no imagery that has photos now is queued again, in its row.
-        await s.execute(update(CoverageCell).where(CoverageCell.cell.in_(sorted(new_cells & bare)))
+        again, fresh = sorted(new_cells & bare), sorted(new_cells - bare)
+        await s.execute(update(CoverageCell).where(CoverageCell.cell.in_(again))
                         .values(state=tr.CELL_QUEUED, request_id=req.id, updated_at=at, covered_at=None))
-        await s.execute(insert(CoverageCell), [
-            {"cell": c, "state": tr.CELL_QUEUED, "request_id": req.id, "updated_at": at, "covered_at": None}
-            for c in sorted(new_cells - bare)])
+        if fresh:    # none when all the new ground was swept before with no imagery: an empty insert fails
+            await s.execute(insert(CoverageCell), [
+                {"cell": c, "state": tr.CELL_QUEUED, "request_id": req.id, "updated_at": at, "covered_at": None}
+                for c in fresh])
         rows = [{"sweep_id": req.id, "state": tr.JOB_QUEUED, "area": p.area, "center_lat": p.center_lat,
                  "center_lon": p.center_lon, "radius_m": p.radius_m,
                  "cells": [coverage.cell_text(c) for c in p.cells], "photos": [ph.to_dict() for ph in p.photos],
@@ -253,6 +255,9 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
         job_ids = list((await s.execute(insert(SweepJob).returning(SweepJob.id), rows)).scalars()) if rows else []
         logs = [tr.row("request", req.id, None, tr.REQUEST_QUEUED, ACTOR_API,
                        f"{len(new_cells)} new cells with {req.photos} photos in {len(plans)} jobs", at)]
+        logs += [tr.row("cell", c, tr.CELL_NO_IMAGERY, tr.CELL_QUEUED, ACTOR_API,
+                        f"photos listed here now: queued again with {req.id}", at) for c in again]
+        logs += [tr.row("cell", c, None, tr.CELL_QUEUED, ACTOR_API, f"queued with {req.id}", at) for c in fresh]
         logs += [tr.row("job", jid, None, tr.JOB_QUEUED, ACTOR_API, f"made for request {req.id}", at)
                  for jid in job_ids]
         await tr.record(s, *logs)
