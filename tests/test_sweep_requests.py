@@ -250,6 +250,9 @@ async def test_ground_swept_with_no_imagery_is_queued_again_when_photos_appear_a
     assert (await c.post(f"/review/v1/jobs/{la['job']['jobId']}/approve", {}, headers=await reviewer(c))).status == 200
     async with c.services.db.read() as s:
         assert (await s.get(CoverageCell, bare)).state == "no_imagery"
+    again = (await request_sweep(c, radius=200)).json()            # all swept: the provider is not asked
+    assert again["queued"] is False and again["reasonCode"] == "covered"
+    assert f"{len(cells) - 1} of its {len(cells)} cells had no usable street photo when swept" in again["reason"]
     photo_in(bare, "p1")
     r = await request_sweep(c, radius=400)
     assert r.status == 200 and r.json()["queued"] is True, r.body

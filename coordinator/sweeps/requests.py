@@ -154,8 +154,11 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
     pending = {c for c, st in states.items() if st.state in tr.HELD}
     base = dict(cells=len(cells), covered_cells=len(covered))
     if covered == cells:
-        return Outcome(False, "covered", "this ground is already covered: every cell of it has been swept and "
-                       "approved; its facts are in the seen layer", **base)
+        bare = sum(1 for st in states.values() if st.state == tr.CELL_NO_IMAGERY)
+        return Outcome(False, "covered", "this ground is already covered: every cell of it has been swept"
+                       + (f"; {bare} of its {len(cells)} cells had no usable street photo when swept, and the "
+                          "provider is not asked again here" if bare else "")
+                       + "; its facts are in the seen layer", **base)
     at = tr.utcnow()
     if cells <= covered | pending:
         owner = _owner(states, cells)
