@@ -47,6 +47,8 @@ async def test_approval_covers_only_the_ground_its_result_read_and_sweeps_the_re
     assert job.state == "queued" and [p["id"] for p in job.photos] == unread[:1] and len(job.cells) == 1
     queue = (await review_db.get("/earth/sweep-queue?state=queued")).json()
     assert [x["id"] for x in queue["requests"]] == [request["id"]]
+    progress = queue["requests"][0]["progress"]                  # the job made counts in the request's work
+    assert progress["jobsTotal"] == len(pending) + 1 and progress["jobsDone"] == len(pending)
 
 
 async def test_approved_sweep_makes_the_seen_layer_covered_with_its_facts(review_db, photos):

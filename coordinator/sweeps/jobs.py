@@ -20,11 +20,11 @@ from datetime import datetime
 import h3
 from shapely.geometry import MultiPolygon, mapping
 from shapely.ops import unary_union
-from sqlalchemy import exists, insert, select
+from sqlalchemy import exists, insert, select, update
 
 from sweep_engine.schema import Job, PhotoRef
 
-from coordinator.core.db.models import SweepJob, SweepJobExclusion, SweepReissue, SweepResult
+from coordinator.core.db.models import SweepJob, SweepJobExclusion, SweepReissue, SweepRequest, SweepResult
 from coordinator.core.db.transactions import for_update, retrying
 from coordinator.core.errors import Conflict, NotFound
 from . import coverage
@@ -194,6 +194,9 @@ async def sweep_again(session, job: SweepJob, cells: set[int], at: datetime) -> 
     excluded (a photo not read is not a node's fault). The caller records the transitions."""
     photos = [p for p in job.photos if coverage.point_cell(p["lat"], p["lon"]) in cells]
     plan = _plan(sorted(cells), [PhotoRef.from_dict(p) for p in photos])
+    # The request's work grew by a job: counted, its progress would read 8 jobs done of 7.
+    await session.execute(update(SweepRequest).where(SweepRequest.id == job.sweep_id)
+                          .values(jobs_total=SweepRequest.jobs_total + 1))
     return (await session.execute(insert(SweepJob).values(
         sweep_id=job.sweep_id, state=tr.JOB_QUEUED, area=plan.area, center_lat=plan.center_lat,
         center_lon=plan.center_lon, radius_m=plan.radius_m, cells=[coverage.cell_text(c) for c in plan.cells],
