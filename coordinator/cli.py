@@ -121,9 +121,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 async def _serve(settings, sockets: list, worker: tuple[int, int] | None = None) -> int:  # noqa: ANN001
     """Serve on ``sockets`` until SIGINT or SIGTERM. ``worker`` (index, count) is set in a
     worker of ``--workers``: the schema step was taken once by the supervisor."""
-    from tornado.httpserver import HTTPServer
-
     from coordinator.faces.app import make_app
+    from coordinator.faces.server import make_server
     from coordinator.core.db.migrate import SchemaOutOfDate
     from .services import create_services
 
@@ -137,7 +136,7 @@ async def _serve(settings, sockets: list, worker: tuple[int, int] | None = None)
             return 2
         raise
     app = make_app(services)
-    server = HTTPServer(app, xheaders=False)
+    server = make_server(app, settings)
     server.add_sockets(sockets)
     port = sockets[0].getsockname()[1]  # the real port when 0 was asked
     settle_gc()

@@ -9,6 +9,7 @@ from typing import Any
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest, HTTPResponse
 
 from coordinator.faces.app import make_app
+from coordinator.faces.server import make_server
 from coordinator.demo.upstream import FakeUpstream
 from coordinator.services import Services, create_services
 from coordinator.core.settings import Settings
@@ -59,7 +60,8 @@ async def start_coordinator(settings: Settings, registry=None) -> Coordinator:
     services = await create_services(settings, registry, start_background=False)
     app = make_app(services)
     port = free_port()
-    server = app.listen(port, "127.0.0.1")
+    server = make_server(app, settings)
+    server.listen(port, "127.0.0.1")
     return Coordinator(services, f"http://127.0.0.1:{port}", server)
 
 

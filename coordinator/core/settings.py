@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     data_dir: str = Field("var/data", description="Folder of loaded data kept as files (bathymetry and population grids, read in windows), one folder per dataset version (KIND/ID-TOKEN); every coordinator serving them must see the same folder.")
     manifests_dir: str = Field(str(Path(__file__).resolve().parents[2] / "manifests"), description="Folder of published signed node-app manifests (node-app*.json) with their public keys in keys/*.pub.")
 
+    idle_timeout_s: float = Field(60.0, ge=1, le=3600, description="Seconds a connection may take to send a request's head or body, or stay idle between requests, before it is closed.")
+    max_connections: int = Field(0, ge=0, description="Most connections open at once in one process; 0 means the descriptor limit less 256 (at most 10000). One over it is closed when accepted.")
+    max_connections_per_ip: int = Field(256, ge=0, description="Most connections open at once from one address (the trusted proxies' are not counted against it); 0 means no per-address cap.")
     trusted_proxies: str = Field("", description="Comma-separated addresses or CIDR ranges of reverse proxies whose client-IP header is believed; empty means the socket address is the client IP.")
     client_ip_header: str = Field("X-Forwarded-For", description="Header a trusted proxy puts the client IP in (X-Forwarded-For: the rightmost address not itself a trusted proxy; any other header: its whole value).")
     embed_ttl_s: int = Field(3600, ge=60, le=7 * 86400, description="Lifetime of an embed token; a renewal before expiry issues a new one with the same budget counters.")
