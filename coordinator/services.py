@@ -80,7 +80,8 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
         raise
     services = Services(settings=settings, db=db, sources=sources,
                         registry=registry or default_registry(),
-                        cache=make_cache(settings.redis_url, settings.rate_limit_prefix),
+                        cache=make_cache(settings.redis_url, settings.rate_limit_prefix,
+                                         settings.cache_max_mb * 2**20),
                         poller=Poller(db, sources, settings.poll_interval_s, settings.polls_kept),
                         access=Access(settings, db), _closers=closers)
     try:

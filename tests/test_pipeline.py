@@ -269,3 +269,29 @@ async def test_on_redis_an_accepted_tool_answers_202_on_one_coordinator_and_200_
     finally:
         await stop_coordinator(a)
         await stop_coordinator(b)
+
+
+async def test_the_cache_is_bounded_in_bytes_and_drops_expired_answers_before_live_ones():
+    """Bounded in entries alone, ten thousand answers of 100 KB held 1.1 GB, and an expired answer stayed
+    until read or evicted; past the byte budget the expired ones go first, then the least recently used."""
+    from coordinator.core.cache import AnswerCache, answer_size
+
+    now = [0.0]
+    cache = AnswerCache(clock=lambda: now[0], max_bytes=10_000)
+    big = Answer({"rows": "x" * 2_000})
+    size = answer_size(big)
+    assert 2_000 < size < 2_100
+    await cache.put("short", big, ttl_s=5)
+    await cache.put("a", big, ttl_s=60)
+    await cache.put("b", big, ttl_s=60)
+    await cache.get("a")                                     # a is now the most recently used
+    now[0] = 10                                               # "short" has expired, unread
+    for k in ("c", "d", "e"):
+        await cache.put(k, big, ttl_s=60)
+    assert cache.bytes <= 10_000 and cache.bytes == size * len(cache._entries)
+    assert await cache.get("short") is None                  # the expired one went first
+    assert await cache.get("b") is None and await cache.get("a") is big    # then the least recently used
+    await cache.put("huge", Answer({"rows": "x" * 20_000}), ttl_s=60)    # over the whole budget: not kept
+    assert await cache.get("huge") is None and await cache.get("e") is big
+    cache.clear()
+    assert cache.bytes == 0

@@ -67,18 +67,36 @@ class _Failed:
 Outcome = Union[Answer, Pending]
 
 
+DEFAULT_MAX_BYTES = 256 * 2**20
+
+
+def answer_size(answer: Answer) -> int:
+    """An answer's size as the cache counts it: its data's compact JSON. What it holds in memory
+    is about twice that (the data and the encoded body both), the same for every entry."""
+    try:
+        return len(orjson.dumps(answer.data, option=orjson.OPT_NON_STR_KEYS))
+    except (TypeError, orjson.JSONEncodeError):
+        return 1024
+
+
 class AnswerCache:
-    """One process's cache: an LRU of healthy answers, the computations in flight, and
-    the outcomes handed over once."""
+    """One process's cache: an LRU of healthy answers, bounded in entries and in bytes
+    (``answer_size``), the computations in flight, and the outcomes handed over once.
+
+    Bounded in entries alone, ten thousand answers of 100 KB (places at distinct boxes, one
+    key each) held 1.1 GB, and expired entries stayed until read or evicted: past either
+    bound, the expired ones go first, then the least recently used."""
 
     shared = False
 
     def __init__(self, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic,
-                 handover_s: float = 300.0) -> None:
-        self._entries: OrderedDict[str, tuple[float, Answer]] = OrderedDict()
+                 handover_s: float = 300.0, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self._entries: OrderedDict[str, tuple[float, Answer, int]] = OrderedDict()
         self._inflight: dict[str, tuple[float, asyncio.Task[Answer]]] = {}
         self._handover: dict[str, tuple[float, _Failed]] = {}
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self.clock = clock
         self.handover_s = handover_s
         self.hits = self.misses = 0
@@ -87,9 +105,9 @@ class AnswerCache:
         hit = self._entries.get(key)
         if hit is None:
             return None
-        expires, answer = hit
+        expires, answer, _ = hit
         if expires <= self.clock():
-            del self._entries[key]
+            self._drop(key)
             return None
         self._entries.move_to_end(key)
         return answer
@@ -97,13 +115,28 @@ class AnswerCache:
     async def put(self, key: str, answer: Answer, ttl_s: float) -> None:
         if ttl_s <= 0 or not answer.may_cache:
             return
-        self._entries[key] = (self.clock() + ttl_s, answer)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+        size = answer_size(answer)
+        if size > self.max_bytes:
+            return
+        self._drop(key)
+        self._entries[key] = (self.clock() + ttl_s, answer, size)
+        self.bytes += size
+        if len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
+            now = self.clock()
+            for k in [k for k, (expires, _, _) in self._entries.items() if expires <= now]:
+                self._drop(k)
+            while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
+                _, (_, _, gone) = self._entries.popitem(last=False)
+                self.bytes -= gone
+
+    def _drop(self, key: str) -> None:
+        hit = self._entries.pop(key, None)
+        if hit is not None:
+            self.bytes -= hit[2]
 
     def clear(self) -> None:
         self._entries.clear()
+        self.bytes = 0
         self._handover.clear()
 
     async def close(self) -> None:
@@ -235,14 +268,14 @@ class RedisAnswerCache(AnswerCache):
     TIMEOUT_S = 0.5
 
     def __init__(self, url: str, prefix: str = "sis", *, handover_s: float = 300.0, lock_s: float = 120.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(clock=clock, handover_s=handover_s)
+                 clock: Callable[[], float] = time.monotonic, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        super().__init__(clock=clock, handover_s=handover_s, max_bytes=max_bytes)
         from redis.asyncio import Redis
 
         self.redis = Redis.from_url(url, **redis_link(self.TIMEOUT_S))
         self.prefix = f"{prefix}:cache"
         self.lock_s = lock_s
-        self.local = AnswerCache(clock=clock, handover_s=handover_s)   # while Redis does not answer
+        self.local = AnswerCache(clock=clock, handover_s=handover_s, max_bytes=max_bytes)   # while Redis is down
         self.fallbacks = 0
         self._down_until = -float("inf")
 
@@ -412,5 +445,5 @@ def redis_link(timeout_s: float) -> dict:
             "retry_on_error": [RedisConnectionError]}
 
 
-def make_cache(redis_url: str, prefix: str) -> AnswerCache:
-    return RedisAnswerCache(redis_url, prefix) if redis_url else AnswerCache()
+def make_cache(redis_url: str, prefix: str, max_bytes: int = DEFAULT_MAX_BYTES) -> AnswerCache:
+    return RedisAnswerCache(redis_url, prefix, max_bytes=max_bytes) if redis_url else AnswerCache(max_bytes=max_bytes)

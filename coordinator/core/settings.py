@@ -77,6 +77,7 @@ class Settings(BaseSettings):
     data_dir: str = Field("var/data", description="Folder of loaded data kept as files (bathymetry and population grids, read in windows), one folder per dataset version (KIND/ID-TOKEN); every coordinator serving them must see the same folder.")
     manifests_dir: str = Field(str(Path(__file__).resolve().parents[2] / "manifests"), description="Folder of published signed node-app manifests (node-app*.json) with their public keys in keys/*.pub.")
 
+    cache_max_mb: int = Field(256, ge=1, le=65536, description="Most megabytes of answers (their data's JSON; about twice that in memory) one process keeps in its answer cache, besides at most 10000 of them; past either, expired answers go first, then the least recently used.")
     idle_timeout_s: float = Field(60.0, ge=1, le=3600, description="Seconds a connection may take to send a request's head or body, or stay idle between requests, before it is closed.")
     max_connections: int = Field(0, ge=0, description="Most connections open at once in one process; 0 means the descriptor limit less 256 (at most 10000). One over it is closed when accepted.")
     max_connections_per_ip: int = Field(256, ge=0, description="Most connections open at once from one address (the trusted proxies' are not counted against it); 0 means no per-address cap.")
