@@ -190,7 +190,15 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except ModuleNotFoundError as exc:
+        # `make run` installs the coordinator alone: the command is there, torch is not.
+        if exc.name not in ("torch", "torchvision", "timm"):
+            raise
+        print(f"sis-engine: this installation has no sweep engine (no module {exc.name!r}): in a source "
+              "checkout run `make install-full` (torch, torchvision and timm)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -161,3 +161,24 @@ def test_measure_checks_the_photo_as_a_job_would_and_names_a_missing_gpu(manifes
         assert main(["measure", str(photo), "--weights", str(manifest), *TINY, "--device", "cuda"]) == 2
         err = capsys.readouterr().err
         assert err.startswith("sis-engine: ") and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_without_the_engine_installed_a_command_says_what_to_install(photo, capsys, monkeypatch):
+    """`make run` installs the coordinator alone: sis-engine is there, torch is not, and a traceback ending in
+    ModuleNotFoundError was all it said."""
+    import builtins
+
+    real = builtins.__import__
+
+    def no_torch(name, *args, **kw):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
+        return real(name, *args, **kw)
+
+    import sys as _sys
+    for mod in [m for m in _sys.modules if m.startswith("sweep_engine.") and m not in ("sweep_engine.cli",
+                                                                                         "sweep_engine.config")]:
+        monkeypatch.delitem(_sys.modules, mod)
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    assert main(["measure", str(photo)]) == 2
+    assert "make install-full" in capsys.readouterr().err
