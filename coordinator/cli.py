@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 from . import __version__
 from coordinator.core.db.urls import StartupError, connection_problem, normalise
@@ -112,10 +113,53 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if workers > 1 and settings.is_sqlite:
         raise StartupError("--workers above 1 needs PostgreSQL: SQLite admits one coordinator process "
                            "(set SIS_DATABASE_URL or --database to postgresql://...)")
+    _serve_sqlite_alone(settings)
     sockets = _listen(settings.host, settings.port)
     if workers == 1:
         return asyncio.run(_serve(settings, sockets))
     return _serve_workers(settings, sockets, workers)
+
+
+_SERVING_LOCK = None     # held open for the process's life: the lock is the file's, released when it exits
+
+
+def _serve_sqlite_alone(settings) -> None:  # noqa: ANN001
+    """One ``sis serve`` per SQLite file: a second (another port, a second ``make demo``) ran
+    its own poller, lease sweeper and demo photo provider over the same file, unsaid. An
+    exclusive lock on a file beside the database, taken before anything starts, refuses it in
+    one line naming the process that serves it. The commands an operator runs beside a
+    server (``sis keys``, ``sis reviewers``) do not take it."""
+    global _SERVING_LOCK
+    if not settings.is_sqlite:
+        return
+    try:
+        import fcntl
+    except ImportError:        # not on POSIX: unguarded, as before
+        return
+    from sqlalchemy.engine import make_url
+
+    path = make_url(settings.database_url).database
+    if not path or path == ":memory:":
+        return
+    lock = Path(path).with_name(Path(path).name + ".serving")
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        f = open(lock, "a+")  # noqa: SIM115 - kept open for the process's life
+    except OSError:            # a folder that cannot be written: opening the database says so in its line
+        return
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        pid = f.read().strip() or "?"
+        f.close()
+        raise StartupError(f"{path} is already served by another sis serve (pid {pid}): SQLite admits one "
+                           "serving process; stop that one, or name another database (--database)") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    _SERVING_LOCK = f
 
 
 async def _serve(settings, sockets: list, worker: tuple[int, int] | None = None) -> int:  # noqa: ANN001

@@ -400,3 +400,30 @@ def test_a_server_that_accepts_and_never_answers_is_not_said_to_be_absent(comman
         err = capsys.readouterr().err
         assert code == 2 and err.strip() == f"sis {command[0]}: " + said.format(port=server.port), err
         assert time.monotonic() - t0 < 8          # the 1 s it says, and the second look: not asyncpg's 60 s
+
+
+def test_a_second_serve_on_the_same_sqlite_file_is_refused_naming_the_first(tmp_path):
+    """A second `make demo` on another port ran its own poller, lease sweeper and photo provider over the
+    same SQLite file, unsaid."""
+    port, db = free_port(), f"sqlite:///{tmp_path}/one.db"
+    proc = subprocess.Popen([*SIS, "serve", "--port", str(port), "--database", db], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "SIS_POLL_INTERVAL_S": "0"})
+    try:
+        assert "serving on" in proc.stdout.readline()
+        line = one_line_refusal(run("serve", "--port", str(free_port()), "--database", db))
+        assert line == (f"sis serve: {tmp_path}/one.db is already served by another sis serve (pid {proc.pid}): "
+                        "SQLite admits one serving process; stop that one, or name another database (--database)")
+        assert run("keys", "list", "--database", db).returncode == 0           # the operator's commands beside it
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    port = free_port()
+    second = subprocess.Popen([*SIS, "serve", "--port", str(port), "--database", db], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "SIS_POLL_INTERVAL_S": "0"})
+    try:
+        assert "serving on" in second.stdout.readline()                       # once it stopped, served again
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=20) as r:
+            assert json.load(r)["status"] == "ok"
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=20) == 0
