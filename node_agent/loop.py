@@ -176,6 +176,7 @@ class Agent:
         self.stop_event: asyncio.Event | None = None
         self.now_event: asyncio.Event | None = None
         self.leases_taken = 0
+        self._idle_said = False         # "no job waits" logged at info once a quiet spell, then at debug
         self.paused_turns = 0
         self.heartbeat_failures = 0
         self.leases_lost = 0
@@ -368,9 +369,15 @@ class Agent:
             self.status.update(lastError=None)
         if isinstance(got, NoWork):
             wait = got.retry_after if got.retry_after is not None else self.config.idle_poll_s
-            log.debug("no job waiting; asking again in %.0f s", wait)
+            # Said once a quiet spell, so that a volunteer (or a second demo node sharing the first's
+            # identity, which is offered none of the jobs it already returned) sees why nothing happens.
+            (log.debug if self._idle_said else log.info)(
+                "no job waits for this node (none queued, or each one waiting already has this node's result); "
+                "asking again in %.0f s", wait)
+            self._idle_said = True
             await self._sleep(wait)
             return
+        self._idle_said = False
         self.leases_taken += 1
         await self._work(got)
 

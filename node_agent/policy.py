@@ -239,7 +239,8 @@ class Policy:
             cpu = self._read("other_cpu", self.other_cpu)
             v.watching.append("CPU load of other programs")
             if cpu is not None and cpu > c.cpu_busy_percent:
-                v.reasons.append(f"other programs use {cpu:.0f}% of the CPU (limit {c.cpu_busy_percent:.0f}%)")
+                v.reasons.append(f"other programs use {cpu:.0f}% of the CPU (limit {c.cpu_busy_percent:.0f}%, "
+                                 "cpu_busy_percent: SIS_NODE_CPU_BUSY_PERCENT=0 turns this check off)")
         v.paused = bool(v.reasons)
         if self._last is None or _gist(self._last.reasons) != _gist(v.reasons):
             if v.paused:

@@ -48,7 +48,8 @@ async def test_agent_paused_by_the_volunteer_leases_nothing_until_resumed(coord,
 @pytest.mark.parametrize("probe,value,reason", [
     ("battery", True, "the machine runs on battery"),
     ("idle", 12.0, "the user is active (input 12 s ago)"),
-    ("other_cpu", 93.0, "other programs use 93% of the CPU (limit 70%)"),
+    ("other_cpu", 93.0, "other programs use 93% of the CPU (limit 70%, cpu_busy_percent: "
+                        "SIS_NODE_CPU_BUSY_PERCENT=0 turns this check off)"),
 ])
 async def test_agent_paused_by_the_machine_leases_nothing(coord, tmp_path, probe, value, reason):
     await request_sweep(coord)
@@ -210,7 +211,8 @@ async def test_a_busy_cpu_pauses_the_agent_from_its_first_check_and_the_pause_ho
     agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine(), cpu_busy_percent=70.0,
                        other_cpu=OtherCpu(load, lambda: 0.0, cores=2))
     task = await _leases_nothing_while(agent, coord, turns=40)    # 2 s and more: four readings and more
-    assert agent.status.doc["pauseReasons"] == ["other programs use 100% of the CPU (limit 70%)"]
+    assert agent.status.doc["pauseReasons"] == ["other programs use 100% of the CPU (limit 70%, cpu_busy_percent: "
+                                                "SIS_NODE_CPU_BUSY_PERCENT=0 turns this check off)"]
     assert not [r for r in caplog.records if r.getMessage().startswith("resumed")]
     agent.request_stop()
     assert await asyncio.wait_for(task, 10) == 0
@@ -262,3 +264,16 @@ def test_the_cpu_probe_reads_this_machine():
     time.sleep(0.55)  # a rate needs two samples apart in time
     share = probe()
     assert share is not None and 0.0 <= share <= 100.0
+
+
+async def test_a_node_with_nothing_to_do_says_so_once(coord, tmp_path, caplog):
+    """With no job for it, the agent logged only at debug: a volunteer (or a second demo node sharing the
+    first's identity) saw silence. Said at info once a quiet spell, not at every poll."""
+    caplog.set_level(logging.INFO, logger="sis.node")
+    agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
+    task = asyncio.create_task(agent.run())
+    await asyncio.sleep(1.5)                                   # several polls of 0.2 s
+    said = [r for r in caplog.records if r.getMessage().startswith("no job waits for this node")]
+    assert len(said) == 1 and said[0].levelno == logging.INFO
+    agent.request_stop()
+    assert await asyncio.wait_for(task, 10) == 0
