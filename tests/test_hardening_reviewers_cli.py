@@ -9,6 +9,7 @@ async def test_a_reviewer_is_created_with_name_as_a_key_is(sqlite_url):
     rc, out, err = await sis("reviewers", "create", "--name", "Rita Reviewer", "--database", sqlite_url)
     assert rc == 0, err
     assert "(Rita Reviewer)" in out and "key (shown once" in out
+    assert f"in SQLite file {sqlite_url.split(':///', 1)[1]}" in out        # which database the key is in
     rc, out, err = await sis("reviewers", "create", "Old Script", "--database", sqlite_url)   # kept for old scripts
     assert rc == 0, err
     assert "(Old Script)" in out

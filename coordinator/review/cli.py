@@ -35,6 +35,7 @@ def add_parser(sub, db_arg, settings_of) -> None:  # noqa: ANN001
 
 async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
     from coordinator.core.access.credentials import LIVE, REVOKED
+    from coordinator.core.db.urls import label
     from coordinator.core.errors import NotFound
     from coordinator.sweeps.nodes_cli import operator
     from coordinator.core.db.migrate import with_database
@@ -51,7 +52,8 @@ async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
     async def work(db) -> int:  # noqa: ANN001
         if args.reviewers_command == "create":
             reviewer, token = await keys.create(db, name)
-            print(f"reviewer {reviewer.id} ({reviewer.name}), scope {reviewer.scopes}")
+            # Which database: a key made in var/sis.db is unknown to a coordinator serving var/demo.db.
+            print(f"reviewer {reviewer.id} ({reviewer.name}), scope {reviewer.scopes}, in {label(settings.database_url)}")
             print(f"key (shown once; send as Authorization: Bearer <key> or X-Api-Key): {token}")
             return 0
         if args.reviewers_command == "list":
