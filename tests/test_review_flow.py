@@ -161,6 +161,16 @@ async def test_partial_approval_gives_a_fraction_and_a_caveat_not_covered(review
     assert body["caveats"][0].startswith("Not covered")
 
 
+async def test_approving_a_sweep_before_its_results_are_in_says_what_its_jobs_wait_for(review_db, photos):
+    """It answered empty lists and 200, and nothing said the jobs still waited for nodes' results."""
+    photo_in_every_cell(photos)
+    asked = (await request_sweep(review_db, radius=RADIUS)).json()
+    out = (await review_db.post(f"/review/v1/sweeps/{asked['request']['id']}/approve", {},
+                                headers=await reviewer(review_db))).json()
+    assert out["approved"] == [] and out["left"] == [] and out["factsPublished"] == 0
+    assert out["notInReview"] == {"queued": asked["jobs"]} and asked["jobs"] > 0
+
+
 async def test_approving_a_whole_sweep_skips_jobs_with_a_dissenting_replica(review_db, photos):
     photo_in_every_cell(photos)
     request = await sweep_to_review(review_db, photos, dissent_first=True)
@@ -174,7 +184,7 @@ async def test_approving_a_whole_sweep_skips_jobs_with_a_dissenting_replica(revi
     assert r.status == 200, r.body
     out = r.json()
     assert [x["jobId"] for x in out["left"]] == [job.id]
-    assert out["approved"] and out["factsPublished"] > 0
+    assert out["approved"] and out["factsPublished"] > 0 and out["notInReview"] == {}
     assert job.id not in [x["jobId"] for x in out["approved"]]
     left = (await review_db.get(f"/review/v1/pending?sweep={request['id']}", headers=auth)).json()
     assert [x["jobId"] for x in left["pending"]] == [job.id] and left["pending"][0]["unanimous"] is False

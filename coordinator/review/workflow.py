@@ -267,7 +267,9 @@ async def reject(sweeps, reviewer: ReviewerKey, job_id: int, reason: Any, reissu
 
 async def approve_sweep(sweeps, reviewer: ReviewerKey, sweep_id: str, reason: Any = None) -> dict[str, Any]:
     """Approve every waiting job of a sweep whose replicas agree (no valid replica was
-    outvoted). Jobs with a dissenting replica are left for a look one by one."""
+    outvoted). Jobs with a dissenting replica are left for a look one by one. ``notInReview``
+    counts the sweep's other jobs by state: a sweep approved before its nodes' results are all
+    in answered empty lists, and nothing said that its jobs still waited for them."""
     why = _reason(reason, required=False) or f"sweep {sweep_id} approved whole: replicas agree"
     async with sweeps.db.read() as s:
         if await s.get(SweepRequest, sweep_id) is None:
@@ -275,6 +277,8 @@ async def approve_sweep(sweeps, reviewer: ReviewerKey, sweep_id: str, reason: An
         ids = list((await s.execute(select(SweepJob.id).where(SweepJob.sweep_id == sweep_id,
                                                                SweepJob.state == tr.JOB_IN_REVIEW)
                                     .order_by(SweepJob.id))).scalars())
+        others = dict((await s.execute(select(SweepJob.state, func.count()).where(
+            SweepJob.sweep_id == sweep_id, SweepJob.state != tr.JOB_IN_REVIEW).group_by(SweepJob.state))).all())
     approved, left = [], []
     for job_id in ids:
         try:
@@ -286,4 +290,5 @@ async def approve_sweep(sweeps, reviewer: ReviewerKey, sweep_id: str, reason: An
         else:
             approved.append(out)
     return {"sweepId": sweep_id, "approved": approved, "left": left,
-            "factsPublished": sum(a["factsPublished"] for a in approved)}
+            "factsPublished": sum(a["factsPublished"] for a in approved),
+            "notInReview": {state: others[state] for state in sorted(others)}}
