@@ -358,7 +358,7 @@ async def test_a_read_survives_its_connections_dying_on_postgresql(db_url, photo
 
 
 def test_times_are_served_in_utc_with_z_and_a_time_without_a_zone_is_kept_as_it_came():
-    from coordinator.seen.publish import utc_z
+    from coordinator.sources.values import utc_z
     assert utc_z("2026-06-01T08:13:32+00:00") == "2026-06-01T08:13:32Z"
     assert utc_z("2026-06-01T15:13:32.250+07:00") == "2026-06-01T08:13:32Z"
     assert utc_z("2026-06-01T08:13:32Z") == "2026-06-01T08:13:32Z"

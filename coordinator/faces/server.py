@@ -19,7 +19,6 @@ refusals are logged once a minute, with their count.
 """
 from __future__ import annotations
 
-import ipaddress
 import logging
 import resource
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 from tornado.httpserver import HTTPServer
 
-from coordinator.core.access.clientip import parse_proxies
+from coordinator.core.access.clientip import ClientIp
 
 log = logging.getLogger("sis.server")
 
@@ -50,24 +49,17 @@ class BoundedHTTPServer(HTTPServer):
         super().initialize(*args, **kwargs)
         self.max_connections = max_connections or default_max_connections()
         self.max_connections_per_ip = max_connections_per_ip
-        self._exempt = parse_proxies(exempt)
+        self._proxies = ClientIp(exempt)
         self._per_ip: Counter[str] = Counter()
         self.refused = 0
         self._refused_since_log = 0
         self._logged_at = -LOG_EVERY_S
 
-    def _is_exempt(self, ip: str) -> bool:
-        try:
-            addr = ipaddress.ip_address(ip)
-        except ValueError:
-            return False
-        return any(addr in net for net in self._exempt)
-
     def handle_stream(self, stream: Any, address: Any) -> None:
         ip = address[0] if isinstance(address, tuple) and address else ""
         over = (len(self._connections) >= self.max_connections
                 or (self.max_connections_per_ip and self._per_ip[ip] >= self.max_connections_per_ip
-                    and not self._is_exempt(ip)))
+                    and not self._proxies.is_proxy(ip)))
         if over:
             stream.close()
             self._refuse(ip)

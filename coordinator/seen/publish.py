@@ -2,7 +2,7 @@
 write transaction, so a fact is live exactly when its job is approved)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 
 import orjson
 from sqlalchemy import insert
@@ -10,6 +10,7 @@ from sqlalchemy import insert
 from sweep_engine.schema import Result
 
 from coordinator.core.db.models import SeenFact, SeenMeasurement, SweepJob
+from ..sources.values import utc_z
 from ..sweeps import coverage
 from . import tiles
 
@@ -18,19 +19,6 @@ def _license(licenses: set[str]) -> str:
     """A fact derived from photos under one license carries it; from several, all of them,
     so that share-alike and permissive records stay separable."""
     return " AND ".join(sorted(licenses)) if licenses else "unknown"
-
-
-def utc_z(text: str) -> str:
-    """A time as the service writes every time it serves (``2026-06-01T08:13:32Z``): providers give
-    offsets (``+00:00``, ``+07:00``) and fractions. A time with no zone, or none that reads, is kept as it
-    came: turning it to UTC would invent a zone."""
-    try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except (TypeError, ValueError):
-        return text
-    if t.tzinfo is None:
-        return text
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def fact_doc(row: dict) -> str:

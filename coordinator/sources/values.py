@@ -46,6 +46,19 @@ def epoch_utc(seconds: Any) -> str | None:
         return None
 
 
+def utc_z(text: str) -> str:
+    """An upstream's time as the service writes every time it serves (``2026-06-01T08:13:32Z``):
+    providers give offsets (``+00:00``, ``+07:00``) and fractions. A time with no zone, or none
+    that reads, is kept as it came: turning it to UTC would invent a zone."""
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (TypeError, ValueError, AttributeError):
+        return text
+    if t.tzinfo is None:
+        return text
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def iso_utc(text: Any) -> datetime | None:
     """An ISO 8601 time as an aware datetime (``Z`` read as UTC; a time without an offset read
     as UTC, as GDACS writes them); None when absent or unreadable."""

@@ -189,14 +189,19 @@ async def test_a_photo_the_provider_cannot_serve_is_skipped_with_its_reason(coor
     await request_sweep(coord)
     gone = photos.photos[0]
     del photos.by_id[gone.id]  # the provider now answers 404 for it
+    skipped = await _skips_of_a_run(coord, tmp_path, 60)
+    assert skipped == [{"photoId": gone.id, "reason": "fetch failed: HTTP 404"}]
+
+
+async def _skips_of_a_run(coord, tmp_path, within_s: float) -> list[dict]:
+    """The photos skipped in the results of one agent run over every queued job."""
     agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
     task = asyncio.create_task(agent.run())
     jobs = len((await db_counts(coord))["jobs"])
-    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 60)
+    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, within_s)
     agent.request_stop()
     await asyncio.wait_for(task, 10)
-    skipped = [k for r in (await db_counts(coord))["results"] for k in r.body["skipped"]]
-    assert skipped == [{"photoId": gone.id, "reason": "fetch failed: HTTP 404"}]
+    return [k for r in (await db_counts(coord))["results"] for k in r.body["skipped"]]
 
 
 def _bomb_jpeg(width: int = 14000, height: int = 13000) -> bytes:
@@ -219,13 +224,7 @@ async def test_a_decompression_bomb_is_skipped_with_its_reason_and_its_job_goes_
     await request_sweep(coord)
     bomb = photos.photos[0]
     photos._jpegs[bomb.id] = _bomb_jpeg()
-    agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
-    task = asyncio.create_task(agent.run())
-    jobs = len((await db_counts(coord))["jobs"])
-    await agent.wait_until(lambda: agent.contribution.read()["jobs"] == jobs, 30)
-    agent.request_stop()
-    await asyncio.wait_for(task, 10)
-    skipped = [k for r in (await db_counts(coord))["results"] for k in r.body["skipped"]]
+    skipped = await _skips_of_a_run(coord, tmp_path, 30)
     assert [k["photoId"] for k in skipped] == [bomb.id]
     assert skipped[0]["reason"].startswith("image too large to decode (DecompressionBombError")
 

@@ -47,6 +47,10 @@ class ClientIp:
     def _trusted(self, addr) -> bool:  # noqa: ANN001
         return addr is not None and any(addr in n for n in self.proxies)
 
+    def is_proxy(self, ip: str) -> bool:
+        """Whether the socket address ``ip`` is one of the trusted proxies."""
+        return self._trusted(_addr(ip))
+
     def resolve(self, remote_ip: str | None, headers: Mapping[str, str]) -> str:
         peer = _addr(remote_ip or "")
         if peer is None:
