@@ -96,7 +96,7 @@ async def test_an_honest_result_from_a_trusted_node_goes_to_review(sweeps_db, ph
     assert r.json() == {"accepted": True, "resultState": "accepted", "jobState": "in_review", "reasons": [],
                         "duplicate": False}
     q = (await sweeps_db.get("/earth/sweep-queue")).json()["requests"][0]
-    assert q["progress"]["jobsDone"] == 1
+    assert q["state"] == "queued" and q["progress"]["jobsDone"] == 1 and q["progress"]["jobsInReview"] == 1
 
 
 async def test_a_duplicate_submission_gives_one_result(sweeps_db, photos):

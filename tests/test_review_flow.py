@@ -49,6 +49,7 @@ async def test_approval_covers_only_the_ground_its_result_read_and_sweeps_the_re
     assert [x["id"] for x in queue["requests"]] == [request["id"]]
     progress = queue["requests"][0]["progress"]                  # the job made counts in the request's work
     assert progress["jobsTotal"] == len(pending) + 1 and progress["jobsDone"] == len(pending)
+    assert progress["jobsInReview"] == 0                         # every swept job was approved
 
 
 async def test_approved_sweep_makes_the_seen_layer_covered_with_its_facts(review_db, photos):

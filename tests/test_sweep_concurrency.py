@@ -79,7 +79,7 @@ async def test_32_nodes_share_1000_jobs_each_leased_by_one_node_none_lost_none_t
         assert dict(results) == {"accepted": 1000} and counted == 1000
         assert len(busy) > NODES // 2           # the work was actually shared
         q = (await c.get("/earth/sweep-queue")).json()["requests"][0]
-        assert q["progress"] == {"jobsDone": 1000, "jobsTotal": 1000, "jobsFailed": 0}
+        assert q["progress"] == {"jobsDone": 1000, "jobsInReview": 1000, "jobsTotal": 1000, "jobsFailed": 0}
     finally:
         await stop_coordinator(c)
 

@@ -29,7 +29,7 @@ async def test_unswept_ground_is_queued_and_visible_in_the_public_queue(sweeps_d
     req = body["request"]
     assert req["state"] == "queued" and req["radiusM"] == 450
     assert req["center"] == {"type": "Point", "coordinates": [CENTRE[1], CENTRE[0]]}
-    assert req["progress"] == {"jobsDone": 0, "jobsTotal": body["jobs"], "jobsFailed": 0}
+    assert req["progress"] == {"jobsDone": 0, "jobsInReview": 0, "jobsTotal": body["jobs"], "jobsFailed": 0}
     assert body["photos"] == 30 and body["jobs"] >= 2
 
     q = await sweeps_db.get("/earth/sweep-queue")

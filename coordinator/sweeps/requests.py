@@ -20,7 +20,7 @@ import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -77,13 +77,23 @@ def requester_hash(ip: str | None, key: str = "") -> str | None:
     return hmac.new(key.encode() if key else _PROCESS_KEY, ip.encode(), hashlib.sha256).hexdigest()
 
 
-def public_request(req: SweepRequest, done: int, failed: int) -> dict[str, Any]:
+class Progress(NamedTuple):
+    """A request's jobs by where they stand. ``in_review`` is the part of ``done`` still waiting
+    for a reviewer: a request whose every job is swept stays ``queued`` until they are
+    approved, and without the count the queue showed all jobs done and nothing said why."""
+    done: int = 0
+    failed: int = 0
+    in_review: int = 0
+
+
+def public_request(req: SweepRequest, prog: Progress = Progress()) -> dict[str, Any]:
     """What the public queue shows of a request: never who asked. ``reason`` is there once
     some of its ground was parked (``coverage.park_cells``): why, never who decided."""
     out = {"id": req.id, "center": {"type": "Point", "coordinates": [req.lon, req.lat]},
            "radiusM": req.radius_m, "state": req.state, "requestedAt": tr.iso(req.requested_at),
            "updatedAt": tr.iso(req.updated_at), "timesRequested": req.asked,
-           "progress": {"jobsDone": done, "jobsTotal": req.jobs_total, "jobsFailed": failed}}
+           "progress": {"jobsDone": prog.done, "jobsInReview": prog.in_review, "jobsTotal": req.jobs_total,
+                        "jobsFailed": prog.failed}}
     if req.reason:
         out["reason"] = req.reason
     return out
@@ -95,23 +105,24 @@ def _parked_caveat(request: dict[str, Any]) -> list[str]:
     return [f"Some of this ground is parked and is not swept again by itself: {request.get('reason')}"]
 
 
-async def progress(session, request_ids: list[str]) -> dict[str, tuple[int, int]]:
+async def progress(session, request_ids: list[str]) -> dict[str, Progress]:
     if not request_ids:
         return {}
     q = (select(SweepJob.sweep_id, SweepJob.state, func.count()).where(SweepJob.sweep_id.in_(request_ids))
          .group_by(SweepJob.sweep_id, SweepJob.state))
-    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for sid, state, n in (await session.execute(q)).all():
         if state in tr.JOB_DONE:
             out[sid][0] += n
         elif state == tr.JOB_FAILED:
             out[sid][1] += n
-    return {k: (v[0], v[1]) for k, v in out.items()}
+        if state == tr.JOB_IN_REVIEW:
+            out[sid][2] += n
+    return {k: Progress(*v) for k, v in out.items()}
 
 
 async def request_json(session, req: SweepRequest) -> dict[str, Any]:
-    done, failed = (await progress(session, [req.id])).get(req.id, (0, 0))
-    return public_request(req, done, failed)
+    return public_request(req, (await progress(session, [req.id])).get(req.id, Progress()))
 
 
 def _within(lat: float, lon: float, radius_m: float, plat: float, plon: float) -> bool:
@@ -268,7 +279,7 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
         if shared:
             caveats.append(f"{len(shared)} cells of this ground were already queued by an earlier request and are "
                            "swept by its jobs; this request is covered when they are too.")
-        return Outcome(True, request=public_request(req, 0, 0), photos=req.photos, jobs=len(plans), **base)
+        return Outcome(True, request=public_request(req), photos=req.photos, jobs=len(plans), **base)
 
 
 async def queue(db, state: str, limit: int) -> tuple[list[dict[str, Any]], int]:
@@ -281,4 +292,4 @@ async def queue(db, state: str, limit: int) -> tuple[list[dict[str, Any]], int]:
         reqs = list((await s.execute(q)).scalars())
         total = (await s.execute(cq)).scalar_one()
         prog = await progress(s, [r.id for r in reqs])
-        return [public_request(r, *prog.get(r.id, (0, 0))) for r in reqs], total
+        return [public_request(r, prog.get(r.id, Progress())) for r in reqs], total
