@@ -172,3 +172,28 @@ async def test_a_database_that_does_not_answer_is_503_to_retry_in_one_log_line(s
         assert not [x for x in caplog.records if x.levelno >= logging.ERROR and x.name != "tornado.access"]
     finally:
         await stop_coordinator(c)
+
+
+async def test_a_connection_error_from_another_socket_is_not_blamed_on_the_database(sqlite_url, upstream, caplog):
+    """A bare ConnectionError is the database's only when it came through its driver: one from any
+    other socket answered 503 "the database is not answering" and sent an operator to the wrong place."""
+    import asyncio
+
+    from tests.support import free_port
+
+    async def reads_a_dead_socket(ctx: Any, params: dict) -> Answer:
+        await asyncio.open_connection("127.0.0.1", free_port())     # refused: nobody listens
+        return Answer({})
+
+    registry = ToolRegistry([*all_tools(), Tool(name="dead_socket", title="Dead", description="a socket refused",
+                                                handler=reads_a_dead_socket, routes={"earth": "/dead-socket"})])
+    c = await start_coordinator(make_settings(sqlite_url, upstream), registry)
+    caplog.set_level(logging.WARNING)
+    try:
+        r = await c.get("/earth/dead-socket")
+        assert r.status == 500 and "Retry-After" not in r.headers
+        assert_error_shape(r.json(), "internal_error")
+        assert not [x for x in caplog.records if "the database is not answering" in x.getMessage()]
+        assert [x for x in caplog.records if "ConnectionRefusedError" in str(x.exc_info)]
+    finally:
+        await stop_coordinator(c)

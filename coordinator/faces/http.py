@@ -76,9 +76,26 @@ def database_unreachable(exc: BaseException | None) -> bool:
 
     seen = 0
     while exc is not None and seen < 10:
-        if isinstance(exc, (ConnectionError, sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)):
+        if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)):
+            return True
+        if isinstance(exc, ConnectionError) and _raised_by_a_driver(exc):
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+_DRIVERS = ("asyncpg", "aiosqlite", "sqlalchemy", "psycopg")
+
+
+def _raised_by_a_driver(exc: BaseException) -> bool:
+    """A bare ConnectionError is the database's only when it came through the database's driver:
+    one from any other socket (a client gone, an upstream) is not the database, and a 503 that
+    blamed it would send an operator looking in the wrong place."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__", "").partition(".")[0] in _DRIVERS:
+            return True
+        tb = tb.tb_next
     return False
 
 
