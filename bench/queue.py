@@ -118,7 +118,7 @@ async def fill(services, photos: FakePhotoProvider, n: int, round_: int) -> None
     from coordinator.sweeps import requests
     lat = CENTRE[0] + round_ * 0.05
     photos.scatter(lat, CENTRE[1], radius_m=950, n=n, seed=100 + round_)
-    out = await requests.submit(sweeps_of(services), lat, CENTRE[1], 1000, "127.0.0.1")
+    out = await requests.submit(sweeps_of(services), lat, CENTRE[1], 1000, None)  # no requester: unbounded
     assert out.queued and out.jobs == n, (out.jobs, n)
     if not services.db.is_sqlite:
         async with services.db.write_engine.connect() as conn:

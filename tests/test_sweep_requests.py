@@ -265,3 +265,33 @@ async def test_ground_swept_with_no_imagery_is_queued_again_when_photos_appear_a
             .order_by(SweepTransition.id))).all()
     assert [(t.from_state, t.to_state) for t in log][-1] == ("no_imagery", "queued")
     assert [tuple(x) for x in centre_log] == [(None, "queued"), ("queued", "covered")]
+
+
+async def test_one_requester_has_a_bounded_number_of_requests_queued(sqlite_url, photos):
+    """Each queued request is work for the volunteers' GPUs: one address may hold
+    SIS_SWEEP_MAX_QUEUED_PER_REQUESTER of them. One more over new ground is a 429 that says
+    why; a request over its own queued ground still merges."""
+    from tests.support import stop_coordinator
+    from tests.test_sweeps_kit import start
+    places = [(CENTRE[0] + 0.05 * i, CENTRE[1]) for i in range(3)]
+    for i, (la, lo) in enumerate(places):
+        photos.scatter(la, lo, radius_m=300, n=5, seed=20 + i)
+    c = await start(sqlite_url, photos, sweep_max_queued_per_requester=2)
+    try:
+        for la, lo in places[:2]:
+            assert (await request_sweep(c, la, lo, radius=300)).json()["queued"] is True
+        jobs, cells = await count(c, SweepJob), await count(c, CoverageCell)
+        r = await request_sweep(c, *places[2], radius=300)
+        assert r.status == 429, r.body
+        assert_error_shape(r.json(), "rate_limited")
+        assert r.json()["error"]["details"] == {"queued": 2, "limit": 2}
+        assert "SIS_SWEEP_MAX_QUEUED_PER_REQUESTER" in r.json()["error"]["message"]
+        assert (await count(c, SweepRequest), await count(c, SweepJob), await count(c, CoverageCell)) == (2, jobs, cells)
+        merged = (await request_sweep(c, *places[0], radius=300)).json()
+        assert merged["queued"] is True and merged["merged"] is True
+        async with c.services.db.write() as s:                 # one of theirs is swept: room for one more
+            first = (await s.execute(select(SweepRequest).order_by(SweepRequest.requested_at))).scalars().first()
+            first.state = "covered"
+        assert (await request_sweep(c, *places[2], radius=300)).json()["queued"] is True
+    finally:
+        await stop_coordinator(c)

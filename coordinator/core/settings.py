@@ -90,6 +90,7 @@ class Settings(BaseSettings):
     bench_unlimited: bool = Field(False, description="Benchmarks only: per-minute windows are counted but never refuse (day, month and budget quotas, scopes and revocation still hold). Never set in production.")
 
     sweep_max_photos: int = Field(3000, ge=1, le=100000, description="Most photos one sweep request discovers; the rest of the ground waits for a later request (said in its caveats).")
+    sweep_max_queued_per_requester: int = Field(25, ge=1, le=100000, description="Most sweep requests one requester (by address) may have queued at once; one more that would queue new ground is answered 429 until some of theirs are swept. Exact across processes when they share SIS_REQUESTER_HASH_KEY.")
     job_max_photos: int = Field(20, ge=1, le=500, description="Most photos in one job (work unit) handed to a node.")
     lease_ttl_s: float = Field(600.0, gt=0, description="Lifetime of a job lease; a heartbeat extends it by this much from now.")
     lease_sweep_interval_s: float = Field(30.0, ge=0, description="Interval of the sweeper that returns lapsed leases to the queue; 0 disables it.")

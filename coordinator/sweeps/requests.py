@@ -26,6 +26,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from coordinator.core.db.models import CoverageCell, SweepJob, SweepRequest, SweepRequestCell
+from coordinator.core.errors import RateLimited
 from coordinator.core.honesty import Health, SourceReport
 from ..sources.base import SourceError
 from . import coverage, jobs
@@ -211,6 +212,22 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+async def _within_requester_bound(s, settings, hashed: str | None) -> None:
+    """One requester's queued requests are bounded: each is work the volunteers' GPUs do, and
+    the rate limit alone let one address queue tens of thousands a day over ground nobody
+    else asked for. Checked in the write that would queue new ground: a merge into queued
+    ground adds no work and is never refused."""
+    if hashed is None:
+        return
+    limit = settings.sweep_max_queued_per_requester
+    held = (await s.execute(select(func.count()).select_from(SweepRequest).where(
+        SweepRequest.state == tr.REQUEST_QUEUED, SweepRequest.requester_hash == hashed))).scalar_one()
+    if held >= limit:
+        raise RateLimited(f"you have {held} sweep requests queued, the most one requester may have "
+                          f"(SIS_SWEEP_MAX_QUEUED_PER_REQUESTER = {limit}); ask again when some are swept "
+                          "(GET /earth/sweep-queue shows them)", {"queued": held, "limit": limit})
+
+
 async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats) -> Outcome:
     db, settings = sweeps.db, sweeps.settings
     at = tr.utcnow()
@@ -244,10 +261,12 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
             merged = await request_json(s, req)
             caveats.extend(_parked_caveat(merged))
             return Outcome(True, merged=True, request=merged, **base)
+        hashed = requester_hash(requester_ip, settings.requester_hash_key)
+        await _within_requester_bound(s, settings, hashed)
         new_cells = photo_cells - covered - pending
         plans = jobs.split({c: by_cell[c] for c in new_cells}, settings.job_max_photos)
         req = SweepRequest(id=tr.new_id("sr"), lat=lat, lon=lon, radius_m=radius_m, state=tr.REQUEST_QUEUED,
-                           requested_at=at, updated_at=at, requester_hash=requester_hash(requester_ip, settings.requester_hash_key), asked=1,
+                           requested_at=at, updated_at=at, requester_hash=hashed, asked=1,
                            photos=sum(len(p.photos) for p in plans), jobs_total=len(plans), reason=None)
         s.add(req)
         await s.flush()
