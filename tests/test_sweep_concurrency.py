@@ -141,7 +141,7 @@ async def test_a_job_another_transaction_holds_is_waited_for_not_answered_204(db
     """On PostgreSQL a claim passes by rows other transactions hold (``SKIP LOCKED``): most
     often a concurrent batch's spare rows, which it locks and does not take. A node was
     then told 204, "no job waits", with a job waiting, and came back after Retry-After.
-    It now looks once more, waiting for the lock a short while (``leases._relook``); a
+    It now looks once more, waiting for the lock a short while (``leases.relook``); a
     lock held past that wait still answers 204, not an error."""
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import create_async_engine
@@ -178,6 +178,42 @@ async def test_a_job_another_transaction_holds_is_waited_for_not_answered_204(db
             assert await late.lease() is None
             assert asyncio.get_running_loop().time() - t0 >= 0.3
             await conn.rollback()
+    finally:
+        await other.dispose()
+        await stop_coordinator(c)
+
+
+@pytest.mark.postgres
+async def test_a_results_next_job_held_by_another_transaction_is_waited_for(db_url, photos, monkeypatch):
+    """The same for a result that asks for its node's next job (``?next=1``): its claim
+    passed a locked job by and answered "no job waits", and the node slept through its
+    Retry-After with a job waiting. It now looks once more after its batch commits."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from coordinator.sweeps import leases
+    from tests.test_sweeps_kit import enrolled
+
+    if db_url.startswith("sqlite"):
+        pytest.skip("PostgreSQL only: SQLite serialises write transactions")
+    monkeypatch.setattr(leases, "RELOOK_LOCK_WAIT_S", 2.0)
+    photos.scatter(*CENTRE, radius_m=300, n=2, seed=3)
+    c = await start(db_url, photos, job_max_photos=1)
+    other = create_async_engine(db_url)
+    try:
+        assert (await request_sweep(c, radius=400)).json()["jobs"] == 2
+        (node,) = await enrolled(c, 1, trusted=True)
+        doc = await node.lease()
+        async with other.connect() as conn:          # another batch holding the other queued job
+            await conn.execute(text("SELECT id FROM sweep_jobs WHERE state = 'queued' FOR UPDATE"))
+            answering = asyncio.ensure_future(node.submit(doc["lease"]["leaseId"], node.honest(doc), next_="1"))
+            await asyncio.sleep(0.5)
+            assert not answering.done(), "answered while the next job was held"
+            await conn.rollback()                    # the holder took nothing
+        r = await asyncio.wait_for(answering, 5)
+        assert r.status == 200 and r.json()["accepted"] is True, r.body
+        nxt = r.json()["next"]
+        assert nxt is not None and nxt["job"]["jobId"] != doc["job"]["jobId"], r.body
     finally:
         await other.dispose()
         await stop_coordinator(c)

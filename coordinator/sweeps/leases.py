@@ -120,7 +120,7 @@ async def claim_batch(sweeps, who: list[Node | Bearer]) -> list[Claim | None | E
     On PostgreSQL a claim left with nothing while a job it could take was locked by
     another transaction (``SKIP LOCKED`` passed it by: most often a concurrent batch's
     spare rows, which it reads and locks but does not take) is tried once more
-    (``_relook``): the node was told 204, "no job waits", with a job waiting, and came
+    (``relook``): the node was told 204, "no job waits", with a job waiting, and came
     back only after ``Retry-After``. Claims that found a job, and claims with truly
     nothing to take, cost nothing more than one statement each for the latter."""
     db, settings = sweeps.db, sweeps.settings
@@ -136,12 +136,12 @@ async def claim_batch(sweeps, who: list[Node | Bearer]) -> list[Claim | None | E
 
     claims, skipped = await retrying(run)
     if skipped:
-        for i, claim in zip(skipped, await _relook(sweeps, [who[i] for i in skipped])):
+        for i, claim in zip(skipped, await relook(sweeps, [who[i] for i in skipped])):
             claims[i] = claim
     return claims
 
 
-async def _relook(sweeps, who: list[Node | Bearer]) -> list[Claim | None | Exception]:
+async def relook(sweeps, who: list[Node | Bearer]) -> list[Claim | None | Exception]:
     """The claims of nodes that a batch left with nothing while a job they could take was
     locked, in a transaction of their own once that batch has committed: each waits for
     that job's lock (``FOR UPDATE`` without ``SKIP LOCKED``) at most ``RELOOK_LOCK_WAIT_S``,

@@ -33,7 +33,7 @@ from coordinator.core.errors import Conflict, NotFound, ServiceError
 from coordinator.sweeps.tokens import Bearer, admit
 from . import trust
 from . import transitions as tr
-from .leases import Claim, _settle, claim_in, fail_job, retrying
+from .leases import Claim, _settle, claim_in, fail_job, relook, retrying
 from .records import JOBS, LEASES, NODES, RESULTS, Record, record
 from .validation import validate_result
 
@@ -100,9 +100,13 @@ async def submit_batch(sweeps, subs: list[Submission]) -> list[SubmitOutcome | E
     nor two replicas of one, and its trust is the one its result left it. One transaction
     instead of a submission's and a claim's: on PostgreSQL five round trips fewer a batch
     (the connection check, BEGIN, the token lookup, the transitions' insert, COMMIT), and
-    a transaction's fixed cost in SQLAlchemy."""
-    async def run() -> list[SubmitOutcome | Exception]:
+    a transaction's fixed cost in SQLAlchemy. A next claim left with nothing while a job it
+    could take was locked by another transaction is looked for again once this one has
+    committed (``leases.relook``, as ``claim_batch`` does): the node was told "no job
+    waits" and slept through its ``Retry-After`` with a job waiting."""
+    async def run() -> tuple[list[SubmitOutcome | Exception], list[int]]:
         now = tr.utcnow()
+        skipped: list[int] = []
         async with sweeps.db.write_core() as s:
             batch = _Batch(sweeps, now)
             await batch.load(s, subs)
@@ -112,13 +116,17 @@ async def submit_batch(sweeps, subs: list[Submission]) -> list[SubmitOutcome | E
                        if sub.then_claim and isinstance(out, SubmitOutcome) and out.accepted]
             if wanting:
                 claims = await claim_in(s, sweeps.db, sweeps.settings, [batch.node_of(subs[i]) for i in wanting],
-                                        now, batch.logs)
+                                        now, batch.logs, skipped=skipped)
                 for i, claim in zip(wanting, claims):
                     outcomes[i].next = claim
             await tr.record(s, *batch.logs)
-            return outcomes
+            return outcomes, [wanting[k] for k in skipped]
 
-    return await retrying(run)
+    outcomes, again = await retrying(run)
+    if again:
+        for i, claim in zip(again, await relook(sweeps, [subs[i].node for i in again])):
+            outcomes[i].next = claim
+    return outcomes
 
 
 _LEASE_AND_JOB = (
