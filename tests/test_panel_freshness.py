@@ -8,7 +8,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from coordinator.panels import air_quality, coral, fires, freshness, marine
-from coordinator.panels.freshness import age, ended, iso, parse_utc
+from coordinator.core.times import iso
+from coordinator.panels.freshness import age, ended, parse_utc
 
 T = datetime(2026, 11, 25, 6, 0, tzinfo=timezone.utc)
 

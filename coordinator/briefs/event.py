@@ -23,7 +23,7 @@ from coordinator.core.db.models import EventChange, EventPoll, HazardEvent
 from coordinator.core.errors import NotFound, Unavailable
 from coordinator.core.honesty import Health, SourceReport
 from coordinator.hazards.feed import read_feed
-from coordinator.hazards.history import iso
+from coordinator.core.times import iso
 from coordinator.sources.events import EventRecord
 
 SOURCE_OF_PREFIX = {"gdacs": "GDACS", "usgs": "USGS"}

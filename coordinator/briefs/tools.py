@@ -18,6 +18,7 @@ import asyncio
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer, Confidence, Health, SourceReport, figure
 from coordinator.core.registry import STRING, Param, Tool, tool
+from coordinator.core.times import iso
 from coordinator.features import store
 from coordinator.features.classes import INFRASTRUCTURE
 from coordinator.hazards.feed import parts, square
@@ -99,15 +100,11 @@ async def _fires(ctx: ToolContext, box) -> tuple[dict[str, Any], SourceReport]: 
             if since <= datetime.strptime(r["detectedAt"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) <= now]
     if not rows:
         return figure(None, UNKNOWN, source=read.report.name, note="none detected: unknown, not no fire",
-                      window={"from": _iso(since), "to": _iso(now)}), read.report
+                      window={"from": iso(since), "to": iso(now)}), read.report
     frp = [r["frpMW"] for r in rows if r["frpMW"] is not None]
-    return figure(len(rows), HIGH, source=read.report.name, window={"from": _iso(since), "to": _iso(now)},
+    return figure(len(rows), HIGH, source=read.report.name, window={"from": iso(since), "to": iso(now)},
                   newest=max(r["detectedAt"] for r in rows), maxFrpMW=max(frp) if frp else None,
                   product=src.option("product"), license=fires_panel.LICENSE), read.report
-
-
-def _iso(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 async def _seen(ctx: ToolContext, box) -> tuple[dict[str, Any], SourceReport]:  # noqa: ANN001
@@ -216,6 +213,6 @@ async def event_brief(ctx: ToolContext, params: dict[str, Any]) -> Answer:
         "condition": _condition(found, changes, seen_times, hist_rep),
         "observation": {"fires": fires, "seenCoverage": seen,
                         "upstreamUpdated": figure(updated, HIGH if updated else UNKNOWN, source=upstream)},
-        "generatedAt": _iso(datetime.now(timezone.utc)),
+        "generatedAt": iso(datetime.now(timezone.utc)),
     }
     return Answer(body, caveats=caveats, health=health)

@@ -12,6 +12,7 @@ from sqlalchemy import select, update
 from coordinator.core.db import Database
 from coordinator.core.db.models import DatasetVersion
 from coordinator.core.honesty import SourceReport
+from coordinator.core.times import iso
 
 LOADING, READY, FAILED = "loading", "ready", "failed"
 DROPPED = "dropped"            # its rows and files deleted by ``sis datasets drop``, its record kept
@@ -165,15 +166,6 @@ async def newest_ready(db: Database, kind: str, n: int = 1) -> list[DatasetVersi
          .order_by(DatasetVersion.id.desc()).limit(n))
     async with db.read() as s:
         return list((await s.execute(q)).scalars())
-
-
-def iso(dt: datetime | None) -> str | None:
-    """UTC, to the second, with a Z (SQLite hands datetimes back naive; all stored are UTC)."""
-    if dt is None:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def extent_of(version: DatasetVersion) -> list[float] | None:

@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select
 
 from coordinator.core.db import Database
+from coordinator.core.times import aware, iso, utcnow
 from coordinator.core.db.leader import Leadership
 from coordinator.core.db.models import EventChange, EventPoll, HazardEvent
 from ..sources import Sources
@@ -31,22 +32,6 @@ from .feed import Feed, read_feed
 log = logging.getLogger("sis.history")
 
 CHANGE_KINDS = ("new", "escalated", "deescalated", "resolved")
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _aware(dt: datetime | None) -> datetime | None:
-    """SQLite hands back naive datetimes; everything stored here is UTC."""
-    if dt is not None and dt.tzinfo is None:
-        return dt.replace(tzinfo=timezone.utc)
-    return dt
-
-
-def iso(dt: datetime | None) -> str | None:
-    dt = _aware(dt)
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ") if dt else None
 
 
 @dataclass
@@ -161,7 +146,7 @@ async def history_status(db: Database, interval_s: float, running: bool) -> tupl
     status["partialPolls"] = sum(1 for p in polls if p.sources_usable < p.sources_queried)
     if interval_s > 0:
         limit = timedelta(seconds=2 * interval_s)
-        times = [_aware(p.started_at) for p in reversed(polls)]
+        times = [aware(p.started_at) for p in reversed(polls)]
         gaps = [{"from": iso(a), "to": iso(b), "seconds": int((b - a).total_seconds())}
                 for a, b in zip(times, times[1:]) if b - a > limit]
         if running and utcnow() - times[-1] > limit:

@@ -40,7 +40,8 @@ from typing import Any
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer, Health
 from coordinator.core.registry import Tool, tool
-from coordinator.panels.freshness import CLOCK_SKEW_TEXT, age, ahead, iso, parse_utc, utc_now
+from coordinator.core.times import iso
+from coordinator.panels.freshness import CLOCK_SKEW_TEXT, age, ahead, parse_utc, utc_now
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
 

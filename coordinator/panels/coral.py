@@ -28,7 +28,8 @@ from urllib.parse import quote
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer, Health, License
 from coordinator.core.registry import Tool, bbox, tool
-from coordinator.panels.freshness import CLOCK_SKEW_TEXT, age, ahead, iso, parse_utc, utc_now
+from coordinator.core.times import iso
+from coordinator.panels.freshness import CLOCK_SKEW_TEXT, age, ahead, parse_utc, utc_now
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
 

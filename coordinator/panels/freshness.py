@@ -26,11 +26,6 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def iso(t: datetime) -> str:
-    """An instant as served: ISO 8601 in UTC, to the second, with ``Z``."""
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def parse_utc(text: Any) -> datetime | None:
     """An ISO 8601 time with its offset (``Z`` or ``+07:00``) as an aware datetime; None when
     absent, unreadable or without an offset (a time that cannot be placed is unknown)."""

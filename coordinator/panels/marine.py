@@ -57,7 +57,8 @@ from urllib.parse import quote
 from coordinator.core.context import ToolContext
 from coordinator.core.honesty import Answer, Health
 from coordinator.core.registry import Tool, tool
-from coordinator.panels.freshness import ended, iso, parse_utc, utc_now
+from coordinator.core.times import iso
+from coordinator.panels.freshness import ended, parse_utc, utc_now
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
 

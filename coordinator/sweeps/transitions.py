@@ -6,13 +6,14 @@ same transaction as the change itself, so the log cannot disagree with the state
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from coordinator.core.db.models import SweepTransition
+from coordinator.core.times import aware, iso, utcnow  # noqa: F401  (tr.iso, tr.utcnow: the sweep modules' clock)
 
 # Sweep requests: the ground asked for. parked: none of its ground is queued any more and
 # some of it is parked (below), so it cannot become covered until an operator acts.
@@ -51,22 +52,6 @@ RESULT_REFUSED = (RESULT_INVALID, RESULT_UNREAD)     # nothing of these goes for
 CELL_QUEUED, CELL_COVERED, CELL_NO_IMAGERY, CELL_PARKED = "queued", "covered", "no_imagery", "parked"
 SWEPT = (CELL_COVERED, CELL_NO_IMAGERY)
 HELD = (CELL_QUEUED, CELL_PARKED)      # ground a request owns without its being swept
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def aware(dt: datetime | None) -> datetime | None:
-    """SQLite hands back naive datetimes; every time here is UTC."""
-    if dt is not None and dt.tzinfo is None:
-        return dt.replace(tzinfo=timezone.utc)
-    return dt
-
-
-def iso(dt: datetime | None) -> str | None:
-    dt = aware(dt)
-    return dt.isoformat().replace("+00:00", "Z") if dt is not None else None
 
 
 def new_id(prefix: str) -> str:

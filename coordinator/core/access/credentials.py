@@ -23,6 +23,7 @@ from coordinator.core.db import Database
 from coordinator.core.db.models import AccessKey, EmbedToken
 from coordinator.core.errors import BadParameter, Conflict, Forbidden, NotFound
 from coordinator.core.access import plans
+from coordinator.core.times import aware
 
 KEY_PREFIX = "sisk_"
 EMBED_PREFIX = "sise_"
@@ -49,11 +50,6 @@ LIVE, REVOKED = "live", "revoked"
 
 def now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def aware(t: datetime) -> datetime:
-    """SQLite hands back naive datetimes for timezone-aware columns; they were written in UTC."""
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
 def redacted(text: str) -> str:

@@ -30,7 +30,7 @@ from sqlalchemy.exc import DBAPIError
 from coordinator.core.cache import redis_link
 from coordinator.core.db import Database
 from coordinator.core.db.models import AccessKey, AccessUsage, EmbedToken
-from coordinator.core.access.credentials import aware
+from coordinator.core.times import aware
 from coordinator.core.access.tally import Tally
 
 log = logging.getLogger("sis.access")
