@@ -177,19 +177,36 @@ async def test_a_tool_failure_is_isError_with_a_safe_message(failing, mode):
     ({"n": 2.5}, "n=2.5"),
     ({"colour": "red"}, "colour=red"),
 ])
-async def test_bad_parameters_are_a_json_rpc_error_with_the_rest_message(failing, mode, args, query):
+async def test_bad_parameters_are_a_tool_error_with_the_rest_message(failing, mode, args, query):
+    """Since protocol 2025-11-25 (SEP-1303) refused arguments are a tool result with isError, which
+    the client hands to the model so that it can correct its call; a JSON-RPC error went to the
+    application, and the model never saw why."""
     rest = (await failing.get("/earth/echo?" + query)).json()["error"]
     async with mcp.Client(failing.base_url + "/mcp", mode=mode) as client:
-        with pytest.raises(MCPError) as info:
-            await client.call_tool("echo", args)
-    err = info.value.error
-    assert err.code == -32602
-    assert err.message == rest["message"]
+        result = await client.call_tool("echo", args)
+    assert result.is_error is True
+    err = result.structured_content["error"]
+    assert err["code"] == "bad_parameter" and err["message"] == rest["message"]
+    assert rest["message"] in result.content[0].text
     # The same error as REST; only the echoed raw value keeps its JSON type (5000, not "5000").
     if "value" in rest["details"]:
-        assert err.data["details"]["value"] == args[rest["details"]["parameter"]]
-        rest["details"]["value"] = err.data["details"]["value"]
-    assert err.data == {**rest, "status": 400}
+        assert err["details"]["value"] == args[rest["details"]["parameter"]]
+        rest["details"]["value"] = err["details"]["value"]
+    assert err == rest
+
+
+async def test_a_client_of_an_earlier_version_is_told_of_bad_parameters_by_a_json_rpc_error(failing):
+    """Before 2025-11-25 the protocol put invalid arguments among the protocol errors: a client that
+    says it speaks 2025-06-18, or sends no version, gets -32602 with the REST error as its data."""
+    rest = (await failing.get("/earth/echo?radius=5000")).json()["error"]
+    rest["details"]["value"] = 5000                      # echoed with its JSON type
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"radius": 5000}}}
+    for version in ("2025-06-18", None):
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   **({"MCP-Protocol-Version": version} if version else {})}
+        r = await failing.post("/mcp", call, headers=headers)
+        assert r.status == 400 and r.json()["error"]["code"] == -32602, (version, r.body)
+        assert r.json()["error"]["data"] == {**rest, "status": 400}
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -66,6 +66,7 @@ class McpHandler(BaseHandler):
 
     def initialize(self, family: str) -> None:
         self.family = family
+        self.arguments_refused_as_results = False
 
     async def prepare(self) -> None:
         if self.request.method != "POST":
@@ -114,6 +115,7 @@ class McpHandler(BaseHandler):
                 raise RpcError(INVALID_REQUEST, "Content-Type must be application/json", status=415)
             msg = parse_message(self.decode_body())
             version_header = headers.get(PROTOCOL_VERSION_HEADER)
+            self.arguments_refused_as_results = mcp_tools.arguments_refused_as_results(version_header)
             if era_of(version_header) == "modern":
                 await self.serve_modern(msg, headers)
             else:
@@ -204,7 +206,7 @@ class McpHandler(BaseHandler):
     async def call_result(self, msg: Message) -> dict[str, Any]:
         services = self.application.services  # type: ignore[attr-defined]
         return await mcp_tools.call(services, services.registry, self.family, msg.params, self.request_facts(),
-                                    self.request_id)
+                                    self.request_id, arguments_as_results=self.arguments_refused_as_results)
 
     def request_facts(self) -> RequestFacts:
         """MCP has no path credential: the key travels in X-Api-Key or ?key=, and the family's rules apply."""

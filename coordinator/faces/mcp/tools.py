@@ -91,9 +91,23 @@ def text_result(body: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": dumps(body)}], "structuredContent": body, "isError": is_error}
 
 
+# The first protocol version whose tools/call answers refused arguments as a tool result (SEP-1303).
+ARGUMENTS_AS_RESULTS_SINCE = "2025-11-25"
+
+
+def arguments_refused_as_results(version: str | None) -> bool:
+    """Whether a client at ``version`` (the MCP-Protocol-Version header) is told of refused
+    arguments in a tool result (``isError``) rather than a JSON-RPC -32602: since 2025-11-25
+    (SEP-1303) the protocol asks so, because a client hands protocol errors to its application
+    and only tool results to the model, which then cannot see why and correct its call. Versions
+    are dates, so they compare as text; a client that sends none is taken as an early one."""
+    return version is not None and version >= ARGUMENTS_AS_RESULTS_SINCE
+
+
 async def call(services: "Services", registry: ToolRegistry, family: str, params: Mapping[str, Any],
-               facts: RequestFacts, request_id: str) -> dict[str, Any]:
-    """``tools/call``: the CallToolResult fields, or an ``RpcError`` raised."""
+               facts: RequestFacts, request_id: str, *, arguments_as_results: bool = False) -> dict[str, Any]:
+    """``tools/call``: the CallToolResult fields, or an ``RpcError`` raised. ``arguments_as_results``:
+    refused arguments are a tool result with ``isError`` (``arguments_refused_as_results``)."""
     tool = find_tool(registry, family, params.get("name"))
     arguments = params.get("arguments")
     if arguments is None:
@@ -105,6 +119,8 @@ async def call(services: "Services", registry: ToolRegistry, family: str, params
     try:
         answer, _ctx = await call_tool(services, tool, family, arguments, facts)
     except BadParameter as exc:
+        if arguments_as_results:
+            return text_result(error_body(exc.code, exc.message, exc.details), is_error=True)
         raise RpcError(INVALID_PARAMS, exc.message, service_error_data(exc)) from None
     except ACCESS_ERRORS as exc:
         raise RpcError(exc.status, exc.message, service_error_data(exc), status=exc.status,
