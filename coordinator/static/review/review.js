@@ -14,8 +14,12 @@
   const DET_KIND = { pole: "poles", sign: "signage", gate: "gates", entrance: "entrances", drainage: "drainage" };
   const SVGNS = "http://www.w3.org/2000/svg";
   const $ = (id) => document.getElementById(id);
-  const state = { key: sessionStorage.getItem("sisReviewKey") || "", pending: [], index: -1, job: null,
-                  links: null, fact: -1, markers: [], baseMap: undefined };
+  // index: the list position of the job shown (state.job), the only job a verdict acts on; cursor: the
+  // position last asked for (j/k move from it); selecting: the number of the latest job fetch, so that
+  // an answer overtaken by a later one is dropped; sending: a verdict is in flight (one at a time).
+  const state = { key: sessionStorage.getItem("sisReviewKey") || "", pending: [], index: -1, cursor: -1, job: null,
+                  links: null, fact: -1, markers: [], baseMap: undefined, selecting: 0, loadingJob: null,
+                  listing: 0, sending: false };
 
   const map = L.map("map", { zoomControl: true, attributionControl: true }).setView([0, 0], 2);
   map.attributionControl.setPrefix("Leaflet (BSD-2)");
@@ -53,18 +57,48 @@
     document.body.dataset.basemap = "configured";
   }
 
+  // The one line of messages, above the list (never inside the job's detail, which is hidden while no job
+  // is shown): what a verdict did, and what failed. Only a new message replaces it.
   function setStatus(text, error) {
     $("status").textContent = text;
     $("status").className = error ? "error" : "";
+    if (error) document.body.dataset.error = text; else delete document.body.dataset.error;
   }
 
+  // What is being loaded, beside the list's title; null when nothing is.
+  const loads = new Map();
+  function setLoading(what, text) {
+    if (text) loads.set(what, text); else loads.delete(what);
+    $("loading").textContent = [...loads.values()].join("; ");
+    if (loads.size) document.body.dataset.loading = [...loads.keys()].join(" "); else delete document.body.dataset.loading;
+  }
+
+  // An API call. A failure is an Error whose message says what happened in words (the API's own message,
+  // an answer that is not the API's, or no answer), with .status (0: no answer).
+  function failure(message, status) { const e = new Error(message); e.status = status; return e; }
   async function call(path, options) {
     const opts = Object.assign({ headers: {} }, options || {});
     opts.headers["Authorization"] = "Bearer " + state.key;
     if (opts.body) opts.headers["Content-Type"] = "application/json";
-    const r = await fetch(API + path, opts);
-    const body = await r.json();
-    if (!r.ok) throw new Error((body.error && body.error.message) || ("HTTP " + r.status));
+    let r, text;
+    try {
+      r = await fetch(API + path, opts);
+      text = await r.text();
+    } catch (e) {
+      throw failure("the coordinator did not answer (" + (e && e.message ? e.message : e) + ")", 0);
+    }
+    let body = null;
+    try { body = JSON.parse(text); } catch (e) { body = null; }
+    if (!r.ok) {
+      const err = body && body.error;
+      if (err && typeof err.message === "string") {
+        const param = err.details && typeof err.details.parameter === "string" ? " (" + err.details.parameter + ")" : "";
+        throw failure(err.message + param + " [HTTP " + r.status + "]", r.status);
+      }
+      throw failure("HTTP " + r.status + (r.statusText ? " " + r.statusText : "") +
+        " from the server, not an answer of the review API (a proxy's or server's error page)", r.status);
+    }
+    if (body === null || typeof body !== "object") throw failure("the answer (HTTP " + r.status + ") is not the review API's JSON", r.status);
     return body;
   }
 
@@ -74,26 +108,74 @@
     const h = el.insertRow(); head.forEach((t) => { const c = document.createElement("th"); c.textContent = t; h.appendChild(c); });
     rows.forEach((cells) => { const r = el.insertRow(); cells.forEach((t) => td(r, t)); });
   }
-  const fmt = (v) => v === null || v === undefined ? "—" : (typeof v === "object" ? Object.entries(v).map(([k, x]) => k + " " + x).join(", ") : String(v));
+  // A quantity as text: an unknown one (null) says "unknown", never "null"; unit appended to a known one.
+  const qty = (v, unit) => v === null || v === undefined ? "unknown" : String(v) + (unit ? " " + unit : "");
+  const fmt = (v, unit) => v !== null && typeof v === "object"
+    ? Object.entries(v).map(([k, x]) => k + " " + qty(x, unit)).join(", ") : qty(v, unit);
+
+  function setWho(text, cls) { $("who").textContent = text; $("who").className = cls || ""; }
 
   async function signIn() {
-    if (!state.key) { $("who").textContent = "not signed in"; return false; }
+    if (!state.key) { setWho("not signed in"); return false; }
+    setWho("checking the key…", "busy");
     try {
       const me = await call("/me");
-      $("who").textContent = "reviewer: " + me.name;
+      setWho("reviewer: " + me.name);
       setBaseMap(me.baseMap);
       return true;
     } catch (e) {
-      $("who").textContent = "key refused: " + e.message;
+      // Only 401 and 403 are the key's refusal; anything else says nothing of the key.
+      if (e.status === 401 || e.status === 403) setWho("key refused: " + e.message, "error");
+      else setWho("could not check the key: " + e.message, "error");
       return false;
     }
   }
 
+  function filterWords(q) {
+    const w = [];
+    if (q.get("sweep")) w.push("of sweep " + q.get("sweep"));
+    if (q.get("bbox")) w.push("in bbox " + q.get("bbox"));
+    return w.join(" ");
+  }
+
+  function clearJob() {
+    state.job = null; state.index = -1; state.links = null; state.markers = [];
+    $("detail").hidden = true; detail.clearLayers();
+    $("reason").value = ""; setMode(null);
+    delete document.body.dataset.selected;
+    markList();
+  }
+
+  // The list's marks: "selected" on the job shown, "loading" on one being fetched, "failed" where it failed.
+  function markList() {
+    [...$("pending").children].forEach((li, k) => {
+      li.classList.toggle("selected", k === state.index);
+      li.setAttribute("aria-current", k === state.index ? "true" : "false");
+      li.classList.toggle("loading", state.loadingJob !== null && k === state.cursor && k !== state.index);
+    });
+  }
+
+  // The pending list, by the filters. Returns the answer, or null where a later load overtook this one.
+  // A failure is thrown with words saying what was being loaded; the list shown stays as it was.
   async function loadPending() {
     const q = new URLSearchParams();
     if ($("f-sweep").value.trim()) q.set("sweep", $("f-sweep").value.trim());
     if ($("f-bbox").value.trim()) q.set("bbox", $("f-bbox").value.trim());
-    const out = await call("/pending" + (q.toString() ? "?" + q : ""));
+    const n = ++state.listing;
+    setLoading("pending", "loading the pending list…");
+    let out;
+    try {
+      out = await call("/pending" + (q.toString() ? "?" + q : ""));
+    } catch (e) {
+      if (n !== state.listing) return null;
+      setLoading("pending", null);
+      const filtered = q.toString() ? " " + filterWords(q) : "";
+      const kept = state.pending.length ? "; the list below is the previous one" : "";
+      throw failure((e.status === 400 ? "filter refused: " : "could not load the pending list" + filtered + ": ") + e.message + kept, e.status);
+    }
+    if (n !== state.listing) return null;
+    setLoading("pending", null);
+    const shownId = state.job ? state.job.jobId : null;
     state.pending = out.pending;
     $("count").textContent = "(" + out.count + (out.total > out.count ? " of " + out.total : "") + ")";
     const list = $("pending");
@@ -102,10 +184,12 @@
     out.pending.forEach((p, i) => {
       const li = document.createElement("li");
       li.dataset.jobId = p.jobId;
+      li.tabIndex = 0;
       li.textContent = p.wireId + " · " + p.photos + " photos · " + p.facts + " facts · replicas " +
         p.replicas.accepted + "/" + p.replicas.quorum + " ";
       if (!p.unanimous) { const s = document.createElement("span"); s.className = "dissent"; s.textContent = "(dissent)"; li.appendChild(s); }
       li.addEventListener("click", () => select(i));
+      li.addEventListener("keydown", (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); ev.stopPropagation(); select(i); } });
       list.appendChild(li);
       L.geoJSON(p.area, { style: { color: p.unanimous ? "#36c" : "#c60", weight: 1, fillOpacity: 0.08 } })
         .on("click", () => select(i)).addTo(areas);
@@ -114,17 +198,54 @@
       const b = L.geoJSON({ type: "FeatureCollection", features: out.pending.map((p) => ({ type: "Feature", geometry: p.area, properties: {} })) }).getBounds();
       map.fitBounds(b, { padding: [20, 20], animate: false });
     }
-    if (!out.pending.length) { $("detail").hidden = true; detail.clearLayers(); setStatus(""); }
+    // The message line is left alone: it may hold the confirmation of the verdict that emptied the list.
+    const empty = $("empty");
+    empty.hidden = out.pending.length > 0;
+    empty.textContent = out.pending.length ? "" : "No job waits for review" +
+      (q.toString() ? " " + filterWords(q) + (q.get("sweep") ? " (or there is no such sweep)" : "") : "") + ".";
+    // The job shown keeps its place if it is still listed; otherwise none is shown until one is selected.
+    state.index = shownId === null ? -1 : out.pending.findIndex((p) => p.jobId === shownId);
+    if (state.index < 0) clearJob();
+    state.cursor = state.index;
+    markList();
     document.body.dataset.pending = String(out.pending.length);
     return out;
   }
 
+  // Show the i-th listed job. The list marks it as loading until its answer comes; a verdict waits for it
+  // (it acts on the job shown, never on one only highlighted); an answer overtaken by a later selection is
+  // dropped; a failure says so, and no job is shown (so that no key acts on the previous one by surprise).
   async function select(i) {
     if (i < 0 || i >= state.pending.length) return;
-    state.index = i;
-    [...$("pending").children].forEach((li, k) => li.classList.toggle("selected", k === i));
-    const job = await call("/jobs/" + state.pending[i].jobId);
+    const n = ++state.selecting;
+    const want = state.pending[i];
+    state.cursor = i;
+    state.loadingJob = want.jobId;
+    markList();
+    setLoading("job", "loading " + want.wireId + "…");
+    let job;
+    try {
+      job = await call("/jobs/" + want.jobId);
+    } catch (e) {
+      if (n !== state.selecting) return;
+      state.loadingJob = null;
+      setLoading("job", null);
+      clearJob();
+      const li = $("pending").children[i];
+      if (li) li.classList.add("failed");
+      setStatus("could not load " + want.wireId + ": " + e.message + " (select it again to retry)", true);
+      return;
+    }
+    if (n !== state.selecting) return;
+    state.loadingJob = null;
+    setLoading("job", null);
+    const li = $("pending").children[i];
+    if (li) li.classList.remove("failed");
+    // Another job: the reason typed and the choice to reject were for the previous one.
+    if (!state.job || state.job.jobId !== job.jobId) { $("reason").value = ""; setMode(null); }
     state.job = job;
+    state.index = i;
+    markList();
     render(job);
   }
 
@@ -134,16 +255,19 @@
     table($("replicas"), ["result", "node", "state", "facts", "agreement", "validation"], job.replicas.map((r) => [
       String(r.resultId) + (r.canonical ? " ★" : ""), r.nodeId + (r.node ? (r.node.trusted ? " (trusted)" : " (untrusted, streak " + r.node.streak + ")") : ""),
       r.state, String(r.facts),
-      r.agreement ? (Math.round(r.agreement.share * 100) + "% matched" + (r.agreement.maxValueDiff !== null ? ", max Δ " + r.agreement.maxValueDiff : "")) : (r.canonical ? "canonical" : "—"),
+      r.agreement ? (Math.round(r.agreement.share * 100) + "% matched" + (r.agreement.maxValueDiff !== null && r.agreement.maxValueDiff !== undefined ? ", max Δ " + qty(r.agreement.maxValueDiff, diffUnit(job)) : "")) : (r.canonical ? "canonical" : "—"),
       r.validation.passed ? "passed" : r.validation.reasons.join("; ")]));
-    table($("facts"), ["kind", "value", "conf.", "basis", "photos"], job.facts.map((f) => [f.kind, fmt(f.value) + " " + f.unit, f.confidence, f.basis, f.source.join(" ")]));
+    table($("facts"), ["kind", "value", "conf.", "basis", "photos"], job.facts.map((f) => [f.kind, fmt(f.value, f.unit), qty(f.confidence), f.basis, f.source.join(" ")]));
     [...$("facts").rows].slice(1).forEach((row, i) => {
-      row.className = "fact-row"; row.dataset.fact = String(i);
+      row.className = "fact-row"; row.dataset.fact = String(i); row.tabIndex = 0;
+      row.setAttribute("aria-label", "fact " + (i + 1) + ": " + row.textContent);
       row.addEventListener("click", () => selectFact(state.fact === i ? -1 : i));
+      row.addEventListener("keydown", (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); ev.stopPropagation(); selectFact(state.fact === i ? -1 : i); } });
     });
     table($("measurements"), ["photo", "road width", "scaleTrust", "objects"], job.measurements.map((m) => [
-      m.photoId, m.roadWidth ? m.roadWidth.widthM + " m ± " + m.roadWidth.spreadM + " (" + m.roadWidth.method + ")" : "—",
-      m.calibration.scaleTrust, m.objects.map((o) => o.label + " " + o.distanceM + " m, h " + o.size.heightM + (o.heightIsLowerBound ? "+" : "")).join("; ")]));
+      m.photoId, m.roadWidth ? qty(m.roadWidth.widthM, "m") + " ± " + qty(m.roadWidth.spreadM, "m") + " (" + m.roadWidth.method + ")" : "—",
+      qty(m.calibration && m.calibration.scaleTrust), m.objects.map((o) => o.label + " " + qty(o.distanceM, "m") + " away, h " +
+        qty(o.size && o.size.heightM, "m") + (o.heightIsLowerBound ? " or more" : "")).join("; ")]));
     const photos = $("photos");
     photos.replaceChildren();
     const byPhoto = new Map(job.measurements.map((m) => [m.photoId, m]));
@@ -156,16 +280,29 @@
 
     detail.clearLayers();
     L.geoJSON(job.area, { style: { color: "#36c", weight: 2, fillOpacity: 0.05 } }).addTo(detail);
-    job.photos.forEach((p) => L.circleMarker([p.lat, p.lon], { radius: 3, color: "#333", weight: 1, fillOpacity: 0.6 })
-      .bindTooltip(escapeHtml("photo " + p.id)).addTo(detail));
-    state.markers = job.facts.map((f, i) => L.circleMarker([f.lat, f.lon], { radius: 6, color: KINDS[f.kind] || "#000", weight: 2, fillOpacity: 0.5, className: "fact fact-" + f.kind + " fact-n" + i })
+    // The markers' tooltips make them focusable (Leaflet listens for focus): they are kept out of the Tab order,
+    // each named; the keyboard's way to a fact is its row in the table, which highlights its marker.
+    const offTab = (mk, name) => { const el = mk.getElement && mk.getElement(); if (el) { el.setAttribute("tabindex", "-1"); el.setAttribute("aria-label", name); } return mk; };
+    job.photos.forEach((p) => offTab(L.circleMarker([p.lat, p.lon], { radius: 3, color: "#333", weight: 1, fillOpacity: 0.6 })
+      .bindTooltip(escapeHtml("photo " + p.id)).addTo(detail), "photo " + p.id));
+    state.markers = job.facts.map((f, i) => {
+      const words = f.kind + ": " + fmt(f.value, f.unit) + " (" + qty(f.confidence) + ", " + f.basis + ")";
       // Leaflet writes a string tooltip as HTML, and every word of it came from a node or the photos' provider.
-      .bindTooltip(escapeHtml(f.kind + ": " + fmt(f.value) + " " + f.unit + " (" + f.confidence + ", " + f.basis + ")"))
-      .on("click", () => selectFact(state.fact === i ? -1 : i)).addTo(detail));
+      return offTab(L.circleMarker([f.lat, f.lon], { radius: 6, color: KINDS[f.kind] || "#000", weight: 2, fillOpacity: 0.5, className: "fact fact-" + f.kind + " fact-n" + i })
+        .bindTooltip(escapeHtml(words))
+        .on("click", () => selectFact(state.fact === i ? -1 : i)).addTo(detail), "fact " + (i + 1) + ", " + words);
+    });
     state.fact = -1;
     map.fitBounds(L.geoJSON(job.area).getBounds(), { padding: [30, 30], animate: false });
     document.body.dataset.selected = String(job.jobId);
     document.body.dataset.facts = String(job.facts.length);
+  }
+
+  // The unit of the replicas' "max Δ" (the largest difference of a fact's primary value): the facts' unit
+  // where they share one.
+  function diffUnit(job) {
+    const units = new Set(job.facts.map((f) => f.unit).filter((u) => u));
+    return units.size === 1 ? [...units][0] : "(in each fact's unit)";
   }
 
   function svg(tag, attrs, parent) {
@@ -190,11 +327,22 @@
     fig.dataset.photo = p.id;
     const shot = document.createElement("div"); shot.className = "shot";
     shot.style.aspectRatio = p.width + " / " + p.height;
-    const img = document.createElement("img"); img.src = p.url; img.alt = p.id; img.referrerPolicy = "no-referrer";
+    const img = document.createElement("img"); img.alt = p.id; img.referrerPolicy = "no-referrer";
     shot.appendChild(img);
     const cap = document.createElement("figcaption");
     const a = document.createElement("a"); a.href = p.url; a.target = "_blank"; a.rel = "noopener noreferrer"; a.textContent = p.id;
     cap.append(a, " · " + p.license);
+    // A photo the provider does not give (gone, refused, unreachable) is said so, not left a grey box.
+    img.addEventListener("error", () => {
+      if (fig.dataset.photoError) return;
+      fig.dataset.photoError = "1";
+      let host = "";
+      try { host = new URL(p.url, location.href).host; } catch (e) { host = ""; }
+      const w = document.createElement("span"); w.className = "warn photo-error";
+      w.textContent = " · the photo could not be loaded from its provider" + (host ? " (" + host + ")" : "") + "; open the link to retry";
+      cap.appendChild(w);
+    });
+    img.src = p.url;
     let drawn = 0;
     if (m) {
       const layer = svg("svg", { class: "evidence", viewBox: "0 0 " + p.width + " " + p.height, preserveAspectRatio: "none" });
@@ -243,11 +391,20 @@
       cap.append(" · " + (skipReason ? "skipped: " + skipReason : "not measured"));
     }
     fig.dataset.evidence = String(drawn);
+    const enlarge = () => {
+      const large = fig.classList.toggle("large");
+      shot.setAttribute("aria-expanded", String(large));
+    };
+    shot.tabIndex = 0;
+    shot.setAttribute("role", "button");
+    shot.setAttribute("aria-expanded", "false");
+    shot.setAttribute("aria-label", "photo " + p.id + ": enlarge or shrink");
     shot.addEventListener("click", (ev) => {
       const hit = ev.target.closest && ev.target.closest("g.ev");
       if (hit && hit.factIndex !== undefined) { selectFact(state.fact === hit.factIndex ? -1 : hit.factIndex); return; }
-      fig.classList.toggle("large");
+      enlarge();
     });
+    shot.addEventListener("keydown", (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); ev.stopPropagation(); enlarge(); } });
     fig.append(shot, cap);
     return fig;
   }
@@ -308,67 +465,172 @@
     document.body.dataset.factMarks = String(link.els.length);
   }
 
-  async function verdict(approve) {
-    const job = state.job;
-    if (!job) return;
-    const reason = $("reason").value.trim();
-    if (!approve && !reason) { setStatus("type a reason, then press Enter to reject", true); $("reason").focus(); $("reason").dataset.mode = "reject"; return; }
+  // What Enter in the reason field does: nothing until the reviewer chooses to reject (r, or the Reject
+  // button with the field empty); then it rejects the job shown, with the reason typed. Approving is its
+  // own key or button, never Enter, so a note typed for an approval is never sent as a rejection.
+  function setMode(mode) {
+    const r = $("reason");
+    if (mode) r.dataset.mode = mode; else delete r.dataset.mode;
+    r.classList.toggle("rejecting", mode === "reject");
+    r.placeholder = mode === "reject" ? "reason for rejecting, then Enter" : "note, or reason (needed to reject)";
+    $("mode").textContent = mode === "reject" && state.job
+      ? "Enter rejects " + state.job.wireId + " with this reason; Esc cancels."
+      : "Enter here does nothing until you choose: r (or Reject) then Enter rejects with the reason; a (or Approve) approves, the text as its note.";
+  }
+
+  // Why no verdict can be sent now, or null: one verdict at a time, and only on a job shown in full.
+  function blocked() {
+    if (state.sending) return "wait: a verdict is being sent";
+    if (state.loadingJob !== null) return "wait: the job selected is still loading; a verdict acts on the job shown";
+    if (!state.job) return "no job is shown: select one in the list";
+    return null;
+  }
+  function sending(on) {
+    state.sending = on;
+    $("approve").disabled = on; $("reject").disabled = on;
+    if (on) document.body.dataset.sending = "1"; else delete document.body.dataset.sending;
+  }
+
+  function approvedWords(job, out) {
+    let t = job.wireId + " " + out.state + " · " + out.factsPublished + " facts live";
+    if (out.cellsSweptAgain) t += "; " + out.cellsSweptAgain + " of its cells, where no photo was read, are swept again as job-" + out.sweptAgainBy;
+    return t;
+  }
+
+  function rejectedWords(job, out) {
+    let t = job.wireId + " " + out.state;
+    if (out.reissued) {
+      const r = out.reissued;
+      t += "; its ground is reissued as " + r.wireId + " (reissue " + r.generation + " of " + r.reissueMax + "), not offered to " +
+        ((r.notOfferedTo || []).length ? r.notOfferedTo.join(", ") : "no node");
+    } else if (out.parked) {
+      t += "; its ground is parked (" + out.parked.cells + " cells), not swept again: " + out.parked.reason;
+    }
+    return t;
+  }
+
+  // After a verdict: the list again, the same place in it shown (the next job). A failure to reload is told
+  // after the verdict's own words, which stay.
+  async function afterVerdict(said, keep) {
     try {
-      const out = await call("/jobs/" + job.jobId + (approve ? "/approve" : "/reject"), { method: "POST", body: JSON.stringify(reason ? { reason: reason } : {}) });
-      setStatus(job.wireId + " " + out.state + (approve ? " · " + out.factsPublished + " facts live" : ""));
-      $("reason").value = ""; delete $("reason").dataset.mode;
+      const out = await loadPending();
+      if (out && state.pending.length && !state.job) await select(Math.min(Math.max(keep, 0), state.pending.length - 1));
+    } catch (e) { setStatus(said + " — then " + e.message, true); }
+  }
+
+  async function verdict(approve) {
+    const why = blocked();
+    if (why) { setStatus(why, true); return; }
+    const job = state.job;
+    const reason = $("reason").value.trim();
+    if (!approve && !reason) {
+      setMode("reject"); $("reason").focus();
+      setStatus("type the reason for rejecting " + job.wireId + ", then press Enter");
+      return;
+    }
+    sending(true);
+    try {
+      setStatus((approve ? "approving " : "rejecting ") + job.wireId + "…");
+      let out;
+      try {
+        out = await call("/jobs/" + job.jobId + (approve ? "/approve" : "/reject"), { method: "POST", body: JSON.stringify(reason ? { reason: reason } : {}) });
+      } catch (e) {
+        setStatus("could not " + (approve ? "approve " : "reject ") + job.wireId + ": " + e.message, true);
+        return;
+      }
+      const said = approve ? approvedWords(job, out) : rejectedWords(job, out);
+      setStatus(said);
+      $("reason").value = ""; setMode(null);
       document.body.dataset.lastVerdict = job.jobId + ":" + out.state;
-      const keep = state.index;
-      await loadPending();
-      if (state.pending.length) await select(Math.min(keep, state.pending.length - 1));
-    } catch (e) { setStatus(e.message, true); }
+      await afterVerdict(said, state.index);
+    } finally { sending(false); }
+  }
+
+  function sweepWords(sweepId, out) {
+    const left = out.left.length;
+    let t = "sweep " + sweepId + ": " + out.approved.length + " approved" +
+      (out.approved.length ? " (" + out.factsPublished + " facts live)" : "") + ", " + left + " left for a look" +
+      (left ? " (a replica disagreed: review alone)" : "");
+    const others = Object.entries(out.notInReview || {}).filter(([, n]) => n > 0).map(([st, n]) => n + " " + st);
+    t += "; " + (others.length ? "not in review: " + others.join(", ") : "no other job in the sweep");
+    return t;
   }
 
   async function approveSweep() {
+    const why = blocked();
+    if (why) { setStatus(why, true); return; }
     const job = state.job;
-    if (!job) return;
+    sending(true);
     try {
-      const out = await call("/sweeps/" + job.sweepId + "/approve", { method: "POST", body: JSON.stringify({}) });
-      setStatus("sweep " + job.sweepId + ": " + out.approved.length + " jobs approved, " + out.left.length + " left for a look");
-      await loadPending();
-      if (state.pending.length) await select(0);
-    } catch (e) { setStatus(e.message, true); }
+      setStatus("approving sweep " + job.sweepId + "…");
+      let out;
+      try {
+        out = await call("/sweeps/" + job.sweepId + "/approve", { method: "POST", body: JSON.stringify({}) });
+      } catch (e) {
+        setStatus("could not approve sweep " + job.sweepId + ": " + e.message, true);
+        return;
+      }
+      const said = sweepWords(job.sweepId, out);
+      setStatus(said);
+      document.body.dataset.lastSweep = job.sweepId + ":" + out.approved.length;
+      await afterVerdict(said, 0);
+    } finally { sending(false); }
   }
 
   document.addEventListener("keydown", (ev) => {
-    const typing = ev.target instanceof HTMLInputElement;
+    const t = ev.target;
+    const typing = t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement || (t && t.isContentEditable);
     if (typing) {
-      if (ev.target.id === "reason" && ev.key === "Enter") { ev.preventDefault(); verdict(ev.target.dataset.mode !== "approve" ? false : true); }
-      if (ev.key === "Escape") { ev.target.blur(); }
+      if (t.id === "reason" && ev.key === "Enter") {
+        ev.preventDefault();
+        if (t.dataset.mode === "reject") verdict(false);
+        else setStatus("Enter does nothing until you choose: Reject (or Esc, then r) rejects with this reason; Approve (or Esc, then a) approves with it as a note");
+      }
+      if (ev.key === "Escape") {
+        if (t.id === "reason" && t.dataset.mode) setMode(null);
+        t.blur();
+      }
       return;
     }
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
     if (ev.key === "a") { ev.preventDefault(); verdict(true); }
-    else if (ev.key === "r") { ev.preventDefault(); $("reason").dataset.mode = "reject"; if ($("reason").value.trim()) verdict(false); else { $("reason").focus(); setStatus("reason for rejecting, then Enter"); } }
+    else if (ev.key === "r") { ev.preventDefault(); if (!blocked()) setMode("reject"); verdict(false); }
     else if (ev.key === "s") { ev.preventDefault(); approveSweep(); }
-    else if (ev.key === "j" || ev.key === "ArrowDown") { ev.preventDefault(); select(state.index + 1); }
-    else if (ev.key === "k" || ev.key === "ArrowUp") { ev.preventDefault(); select(state.index - 1); }
+    else if (ev.key === "j" || ev.key === "ArrowDown") { ev.preventDefault(); select(state.cursor + 1); }
+    else if (ev.key === "k" || ev.key === "ArrowUp") { ev.preventDefault(); select(state.cursor - 1); }
     else if (ev.key === "Escape") { selectFact(-1); }
   });
   $("approve").addEventListener("click", () => verdict(true));
-  $("reject").addEventListener("click", () => verdict(false));
-  $("filters").addEventListener("submit", (ev) => { ev.preventDefault(); loadPending().catch((e) => setStatus(e.message, true)); });
+  $("reject").addEventListener("click", () => { if (!blocked()) setMode("reject"); verdict(false); });
+  $("filters").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    loadPending()
+      .then((out) => (out && state.pending.length && !state.job ? select(0) : null))
+      .catch((e) => setStatus(e.message, true));
+  });
   $("keyform").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     state.key = $("key").value.trim(); $("key").value = "";
+    $("key").blur();            // so that j, k, a, r, s act on the list at once, not type into the field
     sessionStorage.setItem("sisReviewKey", state.key);
     await start();
   });
 
   async function start() {
-    if (!(await signIn())) return;
+    delete document.body.dataset.ready;
+    if (!(await signIn())) { document.body.dataset.ready = "failed"; return; }
     try {
-      await loadPending();
-      if (state.pending.length) await select(0);
+      const out = await loadPending();
+      if (out === null) return;
+      if (state.pending.length && !state.job) await select(0);
       document.body.dataset.ready = "1";
-    } catch (e) { setStatus(e.message, true); }
+    } catch (e) {
+      setStatus(e.message, true);
+      document.body.dataset.ready = "failed";
+    }
   }
 
+  setMode(null);
   // A key may arrive in the fragment (never sent to the server): #key=sisk_...
   const m = /(?:^|&)key=([^&]+)/.exec(location.hash.slice(1));
   if (m) { state.key = decodeURIComponent(m[1]); sessionStorage.setItem("sisReviewKey", state.key); history.replaceState(null, "", location.pathname); }
