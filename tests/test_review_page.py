@@ -304,3 +304,448 @@ async def test_without_a_tile_template_the_page_has_no_base_map_and_says_so(sqli
         assert hosts <= {urlparse(c.base_url).netloc, urlparse(photos.api_url).netloc}
     finally:
         await stop_coordinator(c)
+
+
+# ---- What the page says when something fails, what a verdict did, and who acts on what ----------------
+
+ERROR_JSON = '{"error": {"code": "internal_error", "message": "internal error (test)"}}'
+HTML_502 = "<html><body><h1>502 Bad Gateway</h1></body></html>"
+
+
+async def launch(pw):
+    return await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+
+
+async def fresh_page(browser, errors: list[str], width: int = 1400, height: int = 1000):
+    """A page in a context of its own (its own sessionStorage), page errors collected."""
+    ctx = await browser.new_context(viewport={"width": width, "height": height})
+    page = await ctx.new_page()
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return page
+
+
+def verdict_posts(page) -> list[str]:
+    """The verdicts the page sends, as they are sent."""
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if r.method == "POST" else None)
+    return sent
+
+
+@pytest.fixture
+async def in_review(review_page, photos) -> AsyncIterator[tuple[Coordinator, str, list[dict]]]:
+    """The coordinator with a sweep's jobs waiting in review, a reviewer's key, the pending list."""
+    c = review_page
+    photo_in_every_cell(photos)
+    await sweep_to_review(c, photos)
+    _, token = await keys.create(c.services.db, "Failure Tester")
+    pending = (await c.get("/review/v1/pending", headers={"X-Api-Key": token})).json()["pending"]
+    assert len(pending) >= 3
+    yield c, token, pending
+
+
+async def test_failures_while_loading_are_said_where_they_can_be_seen(in_review):
+    """A failed /me, /pending or first /jobs/N, and a filter the API refuses, each say what failed in
+    the message line, which is visible with no job shown; a slow one says it is loading."""
+    import asyncio
+
+    from playwright.async_api import async_playwright, expect
+
+    c, token, pending = in_review
+    url = f"{c.base_url}/review/#key={token}"
+    errors: list[str] = []
+
+    async def fail_json(route):
+        await route.fulfill(status=500, content_type="application/json", body=ERROR_JSON)
+
+    async def fail_html(route):
+        await route.fulfill(status=502, content_type="text/html", body=HTML_502)
+
+    async def refuse(route):
+        await route.abort("connectionrefused")
+
+    async def slow(route):
+        await asyncio.sleep(2.5)
+        await route.continue_()
+
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            for handler, words in ((fail_json, "internal error (test) [HTTP 500]"),
+                                   (refuse, "the coordinator did not answer"),
+                                   (fail_html, "HTTP 502")):
+                page = await fresh_page(browser, errors)
+                await page.route("**/review/v1/pending*", handler)
+                await page.goto(url)
+                await page.wait_for_selector("body[data-ready='failed']", timeout=10000)
+                status = page.locator("#status")
+                await expect(status).to_be_visible()
+                await expect(status).to_contain_text("could not load the pending list: " + words)
+                await expect(status).to_have_class("error")
+                assert await page.locator("#detail").is_hidden()
+                assert "reviewer: Failure Tester" in await page.inner_text("#who")
+                await page.context.close()
+
+            # /me failing for a reason other than the key is not "key refused"
+            page = await fresh_page(browser, errors)
+            await page.route("**/review/v1/me", fail_html)
+            await page.goto(url)
+            await page.wait_for_selector("body[data-ready='failed']", timeout=10000)
+            who = await page.inner_text("#who")
+            assert who.startswith("could not check the key: HTTP 502") and "refused" not in who
+            await page.context.close()
+            page = await fresh_page(browser, errors)
+            await page.goto(f"{c.base_url}/review/#key=sisk_not_a_key")
+            await page.wait_for_selector("body[data-ready='failed']", timeout=10000)
+            assert (await page.inner_text("#who")).startswith("key refused: ")
+            await page.context.close()
+
+            # slow answers: the header says the key is being checked, the list says it is loading
+            page = await fresh_page(browser, errors)
+            await page.route("**/review/v1/me", slow)
+            await page.route("**/review/v1/pending*", slow)
+            await page.goto(url)
+            await expect(page.locator("#who")).to_have_text("checking the key…")
+            await expect(page.locator("#loading")).to_have_text("loading the pending list…", timeout=5000)
+            await page.wait_for_selector("body[data-ready='1']", timeout=15000)
+            assert await page.inner_text("#loading") == ""
+
+            # filters: an unknown sweep lists nothing and says so; a bad bbox is the API's 400, said
+            await page.unroute("**/review/v1/pending*")
+            await page.fill("#f-sweep", "sr_nosuchsweep")
+            await page.press("#f-sweep", "Enter")
+            await expect(page.locator("#empty")).to_have_text(
+                "No job waits for review of sweep sr_nosuchsweep (or there is no such sweep).")
+            await expect(page.locator("#pending li")).to_have_count(0)
+            await page.fill("#f-sweep", "")
+            await page.fill("#f-bbox", "1,2,3")
+            await page.press("#f-bbox", "Enter")
+            await expect(page.locator("#status")).to_contain_text("filter refused: ")
+            await expect(page.locator("#status")).to_contain_text("[HTTP 400]")
+            await expect(page.locator("#status")).to_be_visible()
+            await page.context.close()
+
+            # the first job failing to load: said, and no job is shown for a key to act on
+            page = await fresh_page(browser, errors)
+            sent = verdict_posts(page)
+            await page.route(f"**/review/v1/jobs/{pending[0]['jobId']}", fail_html)
+            await page.goto(url)
+            await expect(page.locator("#status")).to_contain_text(f"could not load {pending[0]['wireId']}: HTTP 502")
+            await expect(page.locator("#status")).to_be_visible()
+            assert await page.locator("#detail").is_hidden()
+            await page.keyboard.press("a")
+            await expect(page.locator("#status")).to_contain_text("no job is shown")
+            assert sent == []
+            await page.context.close()
+            assert errors == []
+        finally:
+            await browser.close()
+    assert set((await job_states(c)).values()) == {"in_review"}
+
+
+async def test_a_rejection_says_the_ground_is_reissued_and_a_sweep_approval_what_is_not_in_review(in_review):
+    """r + reason + Enter: the message names the reissued job and the nodes it is closed to. s: the
+    sweep's jobs approved, with the others counted by state (notInReview); the list is then empty, and
+    the message stays in view."""
+    from playwright.async_api import async_playwright, expect
+
+    c, token, pending = in_review
+    errors: list[str] = []
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors)
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector("body[data-ready='1']", timeout=15000)
+            first = pending[0]
+            await page.keyboard.press("r")
+            await page.keyboard.type("widths not credible")
+            await page.keyboard.press("Enter")
+            await page.wait_for_selector(f"body[data-last-verdict='{first['jobId']}:rejected']", timeout=10000)
+            status = page.locator("#status")
+            text = await status.inner_text()
+            assert re.match(rf"{first['wireId']} rejected; its ground is reissued as job-\d+ \(reissue 1 of 2\), "
+                            r"not offered to \S+", text), text
+            await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']", timeout=10000)
+
+            await page.keyboard.press("s")
+            await page.wait_for_selector("body[data-last-sweep]", timeout=15000)
+            await expect(page.locator("#pending li")).to_have_count(0)
+            n = len(pending) - 1
+            await expect(status).to_contain_text(
+                f"sweep {first['sweepId']}: {n} approved (", timeout=10000)
+            await expect(status).to_contain_text("0 left for a look; not in review: 1 queued, 1 rejected")
+            await expect(status).to_be_visible()
+            assert "error" not in (await status.get_attribute("class") or "")
+            assert await page.locator("#detail").is_hidden()
+            await expect(page.locator("#empty")).to_have_text("No job waits for review.")
+            assert errors == []
+        finally:
+            await browser.close()
+    after = await job_states(c)
+    assert sorted(after.values()) == sorted(["rejected", "queued"] + ["approved"] * (len(pending) - 1))
+
+
+@pytest.fixture
+async def parking_review(sqlite_url, photos, tiles) -> AsyncIterator[tuple[Coordinator, str, list[dict]]]:
+    """As in_review, but a rejection parks the ground at once (SIS_REISSUE_MAX = 0)."""
+    c = await start(sqlite_url, photos, job_max_photos=3, review_tiles_url=tiles.template, reissue_max=0)
+    try:
+        photo_in_every_cell(photos)
+        await sweep_to_review(c, photos)
+        _, token = await keys.create(c.services.db, "Parking Tester")
+        pending = (await c.get("/review/v1/pending", headers={"X-Api-Key": token})).json()["pending"]
+        assert len(pending) >= 3
+        yield c, token, pending
+    finally:
+        await stop_coordinator(c)
+
+
+async def transition_reason(c, job_id: int, to_state: str) -> str:
+    async with c.services.db.read() as s:
+        return (await s.execute(select(SweepTransition.reason).where(
+            SweepTransition.subject == "job", SweepTransition.subject_id == str(job_id),
+            SweepTransition.to_state == to_state))).scalar_one()
+
+
+async def test_enter_in_the_reason_field_never_rejects_by_surprise_and_a_parked_rejection_says_so(parking_review):
+    """A note typed and Enter sends nothing until the reviewer chooses; Approve sends it as the note.
+    A rejection past the reissue limit says the ground is parked. Approving the last job leaves its
+    confirmation in view. A double press sends one verdict."""
+    from playwright.async_api import async_playwright, expect
+
+    c, token, pending = parking_review
+    errors: list[str] = []
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors)
+            sent = verdict_posts(page)
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector("body[data-ready='1']", timeout=15000)
+            first, second = pending[0], pending[1]
+            await page.click("#reason")
+            await page.keyboard.type("checked against the photos")
+            await page.keyboard.press("Enter")
+            await expect(page.locator("#status")).to_contain_text("Enter does nothing until you choose")
+            await page.wait_for_timeout(500)
+            assert sent == [] and (await job_states(c))[first["jobId"]] == "in_review"
+            await page.click("#approve")
+            await page.wait_for_selector(f"body[data-last-verdict='{first['jobId']}:approved']", timeout=10000)
+            assert await transition_reason(c, first["jobId"], "approved") == "checked against the photos"
+            assert len(sent) == 1
+
+            await page.wait_for_selector(f"body[data-selected='{second['jobId']}']", timeout=10000)
+            await page.keyboard.press("r")
+            assert await page.evaluate("document.activeElement.id") == "reason"
+            await expect(page.locator("#mode")).to_contain_text(f"Enter rejects {second['wireId']}")
+            await page.keyboard.type("a private yard")
+            await page.keyboard.press("Enter")
+            await page.wait_for_selector(f"body[data-last-verdict='{second['jobId']}:rejected']", timeout=10000)
+            text = await page.inner_text("#status")
+            assert re.match(rf"{second['wireId']} rejected; its ground is parked \(\d+ cells\), not swept again: "
+                            r"rejected 1 times, past the reissue limit .*last reason: a private yard$", text), text
+
+            # the rest approved one by one, a double press each time: one POST per job
+            for job in pending[2:]:
+                await page.wait_for_selector(f"body[data-selected='{job['jobId']}']", timeout=10000)
+                before = len(sent)
+                await page.keyboard.press("a")
+                await page.keyboard.press("a")
+                await page.wait_for_selector(f"body[data-last-verdict='{job['jobId']}:approved']", timeout=10000)
+                assert len(sent) == before + 1, sent[before:]
+            await expect(page.locator("#pending li")).to_have_count(0)
+            await page.wait_for_timeout(300)
+            last = pending[-1]
+            status = page.locator("#status")
+            await expect(status).to_be_visible()
+            assert re.match(rf"{last['wireId']} approved · \d+ facts live", await status.inner_text())
+            assert await page.locator("#detail").is_hidden()
+            assert errors == []
+        finally:
+            await browser.close()
+    after = await job_states(c)
+    assert after[second["jobId"]] == "rejected" and len(after) == len(pending)      # parked: nothing reissued
+
+
+async def test_a_verdict_acts_on_the_job_shown_never_on_one_only_highlighted(in_review):
+    """A job that fails to load is said, and no job is left for a verdict; a slow answer overtaken by a
+    later selection is dropped; while a job loads, a verdict waits."""
+    import asyncio
+
+    from playwright.async_api import async_playwright, expect
+
+    c, token, pending = in_review
+    a, b, third = pending[0], pending[1], pending[2]
+    errors: list[str] = []
+
+    async def refuse(route):
+        await route.abort("connectionrefused")
+
+    async def slow(route):
+        await asyncio.sleep(2)
+        await route.continue_()
+
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors)
+            sent = verdict_posts(page)
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{a['jobId']}']", timeout=15000)
+
+            await page.route(f"**/review/v1/jobs/{b['jobId']}", refuse)
+            await page.keyboard.press("j")
+            await expect(page.locator("#status")).to_contain_text(f"could not load {b['wireId']}: the coordinator did not answer")
+            assert await page.locator("#detail").is_hidden()
+            assert await page.locator("#pending li.selected").count() == 0
+            await page.keyboard.press("a")
+            await expect(page.locator("#status")).to_contain_text("no job is shown")
+            assert sent == []
+
+            # b slow, then c asked for: c is shown, b's late answer dropped; a verdict while b loads waits
+            await page.unroute(f"**/review/v1/jobs/{b['jobId']}")
+            await page.route(f"**/review/v1/jobs/{b['jobId']}", slow)
+            await page.locator("#pending li").nth(1).click()
+            await expect(page.locator("#pending li").nth(1)).to_have_class(re.compile(r"\bloading\b"))
+            await page.keyboard.press("a")
+            await expect(page.locator("#status")).to_contain_text("wait: the job selected is still loading")
+            await page.keyboard.press("j")
+            await page.wait_for_selector(f"body[data-selected='{third['jobId']}']", timeout=10000)
+            await page.wait_for_timeout(2500)                               # b's answer has come, late
+            assert await page.get_attribute("body", "data-selected") == str(third["jobId"])
+            assert third["wireId"] in await page.inner_text("#d-title")
+            assert (await page.locator("#pending li.selected").get_attribute("data-job-id")) == str(third["jobId"])
+            assert sent == []
+            await page.keyboard.press("a")
+            await page.wait_for_selector(f"body[data-last-verdict='{third['jobId']}:approved']", timeout=10000)
+            assert len(sent) == 1 and sent[0].endswith(f"/jobs/{third['jobId']}/approve")
+            assert errors == []
+        finally:
+            await browser.close()
+    after = await job_states(c)
+    assert after[third["jobId"]] == "approved" and after[a["jobId"]] == after[b["jobId"]] == "in_review"
+
+
+async def test_unknown_values_units_and_a_photo_that_does_not_load(in_review, photos):
+    """An unknown quantity says "unknown"; objects and agreement carry their unit; a photo its provider
+    does not give is said so in its caption; every word from upstream stays text."""
+    import json
+
+    from playwright.async_api import async_playwright, expect
+
+    c, token, pending = in_review
+    evil = '<img src=x onerror="document.body.dataset.pwned=1">'
+    errors: list[str] = []
+
+    async def altered(route):
+        r = await route.fetch()
+        d = await r.json()
+        d["facts"][0]["value"] = {"heightM": None, "widthM": 0.4}
+        d["facts"][0]["unit"] = "m"
+        d["facts"][1]["value"] = None
+        d["facts"][1]["basis"] = evil
+        for rep in d["replicas"]:
+            if rep.get("agreement"):
+                rep["agreement"]["maxValueDiff"] = 0.25
+        d["replicas"][0]["nodeId"] = evil
+        d["photos"][0]["license"] = evil
+        await route.fulfill(response=r, body=json.dumps(d))
+
+    async def gone(route):
+        await route.fulfill(status=404, content_type="text/plain", body="gone")
+
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors)
+            await page.route(f"**/review/v1/jobs/{pending[0]['jobId']}", altered)
+            await page.route("**/api/pictures/**", gone)
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector("body[data-ready='1']", timeout=15000)
+            facts = page.locator("#facts tr.fact-row")
+            assert await facts.nth(0).locator("td").nth(1).inner_text() == "heightM unknown, widthM 0.4 m"
+            assert await facts.nth(1).locator("td").nth(1).inner_text() == "unknown"
+            assert "null" not in await page.inner_text("#facts")
+            assert evil in await page.inner_text("#facts") and evil in await page.inner_text("#replicas")
+            assert "max Δ 0.25 m" in await page.inner_text("#replicas")
+            objects = await page.inner_text("#measurements")
+            assert re.search(r"pole [0-9.]+ m away, h [0-9.]+ m or more", objects), objects
+            await expect(page.locator("#photos .photo-error")).to_have_count(await page.locator("#photos figure").count())
+            assert "the photo could not be loaded from its provider" in await page.locator("#photos figcaption").first.inner_text()
+            assert await page.get_attribute("body", "data-pwned") is None
+            assert await page.locator("img[src='x']").count() == 0
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+async def test_the_keyboard_reaches_the_list_the_facts_and_the_photos(in_review):
+    """Pending items, fact rows and photos answer Enter; map markers are named and out of the Tab order;
+    the key typed and Enter leave the field, so j moves through the list."""
+    from playwright.async_api import async_playwright, expect
+
+    c, token, pending = in_review
+    errors: list[str] = []
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors)
+            await page.goto(f"{c.base_url}/review/")
+            await page.click("#key")
+            await page.keyboard.type(token)
+            await page.keyboard.press("Enter")
+            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{pending[0]['jobId']}']", timeout=15000)
+            assert await page.evaluate("document.activeElement.id") != "key"
+            await page.keyboard.press("j")
+            await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']", timeout=10000)
+            assert await page.input_value("#key") == ""
+
+            await page.locator("#pending li").nth(2).focus()
+            await page.keyboard.press("Enter")
+            await page.wait_for_selector(f"body[data-selected='{pending[2]['jobId']}']", timeout=10000)
+            row = page.locator("#facts tr.fact-row").first
+            assert await row.get_attribute("tabindex") == "0"
+            await row.focus()
+            await page.keyboard.press("Enter")
+            await page.wait_for_selector("body[data-fact='0']")
+            shot = page.locator("#photos .shot").first
+            assert await shot.get_attribute("tabindex") == "0"
+            await shot.focus()
+            await page.keyboard.press("Enter")
+            await expect(page.locator("#photos figure").first).to_have_class(re.compile(r"\blarge\b"))
+            assert await shot.get_attribute("aria-expanded") == "true"
+            # the markers (focusable through their tooltips) are named and left out of the Tab order
+            facts = page.locator("#map path.fact")
+            assert await facts.count() == int(await page.get_attribute("body", "data-facts")) > 0
+            assert await facts.evaluate_all(
+                "ps => ps.every(p => p.getAttribute('tabindex') === '-1' && p.getAttribute('aria-label').startsWith('fact '))")
+            assert await page.locator("#map path[tabindex='-1'][aria-label^='photo ']").count() > 0
+            assert await page.locator("#map path:not([tabindex='-1'])").evaluate_all(
+                "ps => ps.every(p => !p.classList.contains('fact'))")
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+async def test_on_a_narrow_screen_the_map_is_drawn_and_nothing_overflows(in_review):
+    """At 375 px wide (a phone) the map is drawn above the list, and no table pushes the page sideways."""
+    from playwright.async_api import async_playwright
+
+    c, token, pending = in_review
+    errors: list[str] = []
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors, width=375, height=740)
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector("body[data-ready='1'][data-selected]", timeout=15000)
+            box = await page.locator("#map").bounding_box()
+            assert box["width"] > 300 and box["height"] > 150, box
+            assert await page.evaluate("document.documentElement.scrollWidth") <= 376
+            aside = await page.locator("aside").bounding_box()
+            assert aside["x"] >= 0 and aside["x"] + aside["width"] <= 376
+            ARTIFACTS.mkdir(exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / "review-narrow.png"), full_page=True)
+            assert errors == []
+        finally:
+            await browser.close()
