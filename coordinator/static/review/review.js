@@ -239,6 +239,9 @@
     if (n !== state.selecting) return;
     state.loadingJob = null;
     setLoading("job", null);
+    // The list may have been loaded again meanwhile: the job's place now, or nothing shown if it left it.
+    i = state.pending.findIndex((p) => p.jobId === job.jobId);
+    if (i < 0) { markList(); return; }
     const li = $("pending").children[i];
     if (li) li.classList.remove("failed");
     // Another job: the reason typed and the choice to reject were for the previous one.
