@@ -61,6 +61,62 @@ def distances_m(lat: float, lon: float, lats: np.ndarray, lons: np.ndarray) -> n
     return 2 * EARTH_R * np.arcsin(np.minimum(1.0, np.sqrt(a)))
 
 
+def distance_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """Great-circle (haversine) distance in metres between two points: across the
+    antimeridian (179.9995 and -179.9995 are some 100 m apart at the equator) and at a
+    pole as anywhere else."""
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    dp, dl = p2 - p1, math.radians(lon2 - lon1)
+    a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
+    return 2 * EARTH_R * math.asin(min(1.0, math.sqrt(a)))
+
+
+def wrap_lon(lon: float) -> float:
+    """A longitude in [-180, 180) (180 itself is kept: both name the same meridian)."""
+    return lon if -180.0 <= lon <= 180.0 else (lon + 180.0) % 360.0 - 180.0
+
+
+def unwrap_lon(lon: float, ref: float) -> float:
+    """``lon`` moved by whole turns to lie within 180 degrees of ``ref``: longitudes
+    continuous across the antimeridian (179.9999 beside -179.9999 reads 180.0001)."""
+    return lon - 360.0 * round((lon - ref) / 360.0)
+
+
+@dataclass(frozen=True)
+class Box:
+    """A circle's bounding box on the sphere: ``parts`` are (w, s, e, n) boxes with
+    -180 <= w <= e <= 180, two when the circle crosses the antimeridian (one each side
+    of it), one spanning all longitudes when the circle holds a pole. ``shift`` gives,
+    for each part, the turn (0 or +-360) that puts its longitudes beside the centre's."""
+
+    parts: tuple[tuple[float, float, float, float], ...]
+    shift: tuple[float, ...]
+    polar: bool                             # holds a pole: every longitude is in it
+
+
+def box(lat: float, lon: float, radius_m: float) -> Box:
+    """The box of every point within ``radius_m`` (great-circle) of the point: its
+    latitudes are the centre's +- the radius's angle, its longitudes +- asin(sin r / cos
+    lat) (the widest the circle reaches), cut at the antimeridian into two parts, and
+    all longitudes (to the pole) when the circle holds a pole."""
+    rho = radius_m / EARTH_R
+    dlat = math.degrees(rho)
+    s, n = lat - dlat, lat + dlat
+    if n >= 90.0 or s <= -90.0 or rho >= math.pi / 2:
+        return Box(((-180.0, max(-90.0, s), 180.0, min(90.0, n)),), (0.0,), True)
+    ratio = math.sin(rho) / math.cos(math.radians(lat))
+    dlon = 180.0 if ratio >= 1.0 else math.degrees(math.asin(ratio))
+    lon = wrap_lon(lon)
+    w, e = lon - dlon, lon + dlon
+    if dlon >= 180.0 or e - w >= 360.0:
+        return Box(((-180.0, s, 180.0, n),), (0.0,), False)
+    if w < -180.0:
+        return Box(((-180.0, s, e, n), (w + 360.0, s, 180.0, n)), (0.0, -360.0), False)
+    if e > 180.0:
+        return Box(((w, s, 180.0, n), (-180.0, s, e - 360.0, n)), (0.0, 360.0), False)
+    return Box(((w, s, e, n),), (0.0,), False)
+
+
 @dataclass(frozen=True)
 class Near:
     """The cells whose centres lie within some distance of a point, with those distances.
@@ -113,8 +169,14 @@ def point_cell(lat: float, lon: float) -> int:
     return h3.str_to_int(h3.latlng_to_cell(lat, lon, RESOLUTION))
 
 
-def cell_polygon(cell: int) -> Polygon:
-    return Polygon([(lo, la) for la, lo in h3.cell_to_boundary(h3.int_to_str(cell))])
+def cell_polygon(cell: int, near_lon: float | None = None) -> Polygon:
+    """The cell's hexagon in [lon, lat], its longitudes continuous beside ``near_lon`` (the
+    cell's own centre's when None; ``unwrap_lon``): H3 gives the corners of a hexagon
+    straddling 180 as 179.9998 and -179.9997, and read as they come they make a polygon
+    around the globe. Hexagons made beside one longitude join across the antimeridian."""
+    text = h3.int_to_str(cell)
+    ref = h3.cell_to_latlng(text)[1] if near_lon is None else near_lon
+    return Polygon([(unwrap_lon(lo, ref), la) for la, lo in h3.cell_to_boundary(text)])
 
 
 def cell_text(cell: int) -> str:

@@ -4,7 +4,8 @@
 all covered is answered ``queued: false`` with its reason. Ground already
 queued by an earlier request merges into that request (its ``asked`` count
 grows) instead of doubling the work. Otherwise the photo provider is asked for
-photo references in the circle, and jobs are made for the cells that hold
+photo references in the circle (on the sphere: a circle across the antimeridian is
+searched on both sides of it, one holding a pole at every longitude), and jobs are made for the cells that hold
 photos and are neither covered nor queued. Two requests racing for the same
 ground both try to claim its cells in ``coverage_cells`` (primary key): one
 wins, the other retries and merges. Parked ground (rejected past the reissue
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -127,15 +127,44 @@ async def request_json(session, req: SweepRequest) -> dict[str, Any]:
 
 
 def _within(lat: float, lon: float, radius_m: float, plat: float, plon: float) -> bool:
-    dy = (plat - lat) * coverage.M_PER_DEG
-    dx = (plon - lon) * coverage.M_PER_DEG * math.cos(math.radians(lat))
-    return math.hypot(dx, dy) <= radius_m
+    """The photo lies in the circle: the great-circle distance, so a photo across the
+    antimeridian (or across a pole) is as near as it is, not a turn of the earth away."""
+    return coverage.distance_m(lat, lon, plat, plon) <= radius_m
 
 
-def _bbox(lat: float, lon: float, radius_m: float) -> tuple[float, float, float, float]:
-    s, w = coverage.offset(lat, lon, -radius_m, -radius_m)
-    n, e = coverage.offset(lat, lon, radius_m, radius_m)
-    return (max(-180.0, w), max(-90.0, s), min(180.0, e), min(90.0, n))
+def _boxes(lat: float, lon: float, radius_m: float) -> tuple[tuple[float, float, float, float], ...]:
+    """The provider's search boxes (w, s, e, n) for the circle (``coverage.box``): one, or
+    one each side of the antimeridian when the circle crosses it (a box clamped at 180
+    left the ground past it unsearched, and its cells were then called swept with no
+    photo), all longitudes when it holds a pole. A little wider than the circle: a
+    photo on its edge is in the box."""
+    return coverage.box(lat, lon, radius_m * 1.001 + 1.0).parts
+
+
+async def _search(provider, lat: float, lon: float, radius_m: float, max_photos: int):
+    """The provider's photos for the circle, each once, from every box of it
+    (``_boxes``): every box is searched, so no part of the ground goes unasked. Past
+    ``max_photos`` in all, the nearest are kept and the search says it was truncated."""
+    parts = _boxes(lat, lon, radius_m)
+    if len(parts) == 1:
+        return await provider.search(parts[0], max_photos)
+    found = [await provider.search(b, max_photos) for b in parts]
+    out, seen = found[0], set()
+    photos = []
+    for f in found:
+        for p in f.photos:
+            if p.id not in seen:
+                seen.add(p.id)
+                photos.append(p)
+    for f in found[1:]:
+        for why, n in f.skipped.items():
+            out.skipped[why] = out.skipped.get(why, 0) + n
+    out.truncated = any(f.truncated for f in found) or len(photos) > max_photos
+    if len(photos) > max_photos:
+        photos.sort(key=lambda p: coverage.distance_m(lat, lon, p.lat, p.lon))
+        del photos[max_photos:]
+    out.photos = photos
+    return out
 
 
 async def _merge(db, owner_id: str, at) -> dict[str, Any]:
@@ -179,7 +208,7 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
                        caveats=["This ground is already queued by an earlier request; yours was merged into it "
                                 "rather than doubling the work.", *_parked_caveat(merged)])
     try:
-        found = await sweeps.provider.search(_bbox(lat, lon, radius_m), settings.sweep_max_photos)
+        found = await _search(sweeps.provider, lat, lon, radius_m, settings.sweep_max_photos)
     except SourceError as exc:
         # Degraded, not an error: the answer says which source failed and is never cached.
         return Outcome(False, "provider_unavailable", "the street-photo provider could not be read, so nothing "
