@@ -4,7 +4,9 @@ Photos are grouped by their H3 cell; cells are packed in a row-by-row order into
 jobs of at most ``job_max_photos`` photos, so that a job is a compact patch of
 ground. A cell holding more photos than that is split over several jobs with the
 same area. A job's area is the convex hull of its cells' hexagons: always one
-polygon, and the ground its photos can speak for.
+polygon, and the ground its photos can speak for. Its longitudes are continuous
+across the antimeridian (past +-180 where it crosses it, beside a centre in
+[-180, 180]); the validator reads facts against it the same way.
 
 A rejected job's ground is swept again by a new job (``reissue``): the same photos,
 cells and area, linked to the rejected one (``sweep_reissues``, its generation) and
@@ -13,11 +15,11 @@ claims in ``leases`` honour (``not_excluded``, ``excluded_pairs``).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime
 
 import h3
+import shapely.affinity
 from shapely.geometry import MultiPolygon, mapping
 from shapely.ops import unary_union
 from sqlalchemy import exists, insert, select, update
@@ -77,22 +79,28 @@ async def locked_job(s, db, job_id: int, state: str, conflict: str) -> SweepJob:
 
 
 def _plan(cells: list[int], photos: list[PhotoRef]) -> JobPlan:
-    hull = unary_union([coverage.cell_polygon(c) for c in cells]).convex_hull
+    """A job over ``cells``: its area the convex hull of their hexagons, its centre the
+    hull's centroid, its radius the farthest corner's great-circle distance from it.
+    Longitudes are unwrapped first (``coverage.cell_polygon``), continuous across
+    the antimeridian: H3 gives a hexagon straddling 180 with corners at 179.9998 and
+    -179.9997, and a hull of those spanned the whole latitude band (a centre at -20, a
+    radius of 21,000 km). The centre's longitude is in [-180, 180]; the area's are
+    continuous with it, so past +-180 where the area crosses the antimeridian."""
+    ref = h3.cell_to_latlng(coverage.cell_text(cells[0]))[1]
+    hull = unary_union([coverage.cell_polygon(c, ref) for c in cells]).convex_hull
     if isinstance(hull, MultiPolygon):  # pragma: no cover - a hull is one polygon
         hull = max(hull.geoms, key=lambda g: g.area)
     c = hull.centroid
-    radius = max(_dist_m(c.y, c.x, la, lo) for lo, la in hull.exterior.coords)
+    turn = c.x - coverage.wrap_lon(c.x)          # 0, or +-360 when the centroid fell past +-180
+    if turn:
+        hull = shapely.affinity.translate(hull, xoff=-turn)
+        c = hull.centroid
+    radius = max(coverage.distance_m(c.y, c.x, la, lo) for lo, la in hull.exterior.coords)
     area = mapping(hull)
     area = {"type": "Polygon", "coordinates": [[[round(x, 7), round(y, 7)] for x, y in ring]
                                                for ring in area["coordinates"]]}
     return JobPlan(cells=sorted(cells), photos=photos, area=area, center_lat=c.y, center_lon=c.x,
                    radius_m=max(1.0, round(radius, 1)))
-
-
-def _dist_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
-    dy = (lat2 - lat1) * coverage.M_PER_DEG
-    dx = (lon2 - lon1) * coverage.M_PER_DEG * math.cos(math.radians((lat1 + lat2) / 2))
-    return math.hypot(dx, dy)
 
 
 def split(photos_by_cell: dict[int, list[PhotoRef]], max_photos: int) -> list[JobPlan]:

@@ -19,7 +19,7 @@ every reason found (not just the first), and the reasons are recorded:
   drawn over that photo; not more rows than the width's samples;
 - timings: total at least the longest stage, no longer than the lease has
   existed, and inference time spent where photos were measured;
-- fact timestamps not in the future.
+- fact timestamps not in the future (one without an offset read as UTC).
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from pathlib import Path
 import shapely
 
 from coordinator.core import jsontext
+from coordinator.core.times import aware
 from sweep_engine.schema import PHYSICAL_BOUNDS, Result, SchemaError, bound_violations
 
 from . import coverage, jobs
@@ -41,6 +42,7 @@ MAX_OBJECT_RANGE_M = 300.0
 MAX_OBJECT_SIZE_M = 100.0
 MAX_FACTS_PER_PHOTO = 100
 CLOCK_SLACK_S = 5.0
+FUTURE_SLACK = timedelta(hours=1)      # a fact's time may lead the coordinator's clock by this
 
 
 PUBLISHED_TTL_S = 60.0
@@ -92,14 +94,17 @@ def _local_engine_builds() -> frozenset[str]:
 
 
 class _Local:
-    """A local metric plane around the job's centre, for distances in metres."""
+    """A local metric plane around the job's centre, for distances in metres. Longitudes
+    are unwrapped beside the centre's first (``coverage.unwrap_lon``), the job's area's
+    and the facts' alike: a job across the antimeridian has its area's longitudes past
+    +-180 (``jobs._plan``) and its facts at -179.9999 or 179.9999, all some metres apart."""
 
     def __init__(self, lat0: float, lon0: float) -> None:
         self.lat0, self.lon0 = lat0, lon0
         self.kx = coverage.M_PER_DEG * math.cos(math.radians(lat0))
 
     def xy(self, lon: float, lat: float) -> tuple[float, float]:
-        return ((lon - self.lon0) * self.kx, (lat - self.lat0) * coverage.M_PER_DEG)
+        return ((coverage.unwrap_lon(lon, self.lon0) - self.lon0) * self.kx, (lat - self.lat0) * coverage.M_PER_DEG)
 
 
 def _outside_m(area: shapely.Polygon, points: list[tuple[float, float]]) -> list[float]:
@@ -168,8 +173,10 @@ def validate_result(body: bytes, job, node_id: str, leased_at: datetime, now: da
         for v in bound_violations(fact):
             reasons.append(f"facts[{i}]: {v}")
         try:
-            ts = datetime.fromisoformat(fact.timestamp.replace("Z", "+00:00"))
-            if ts.tzinfo is not None and ts > now + timedelta(hours=1):
+            # A time without an offset is UTC, as every time the service keeps (``times.aware``):
+            # skipping it let any future time through by leaving its offset off.
+            ts = aware(datetime.fromisoformat(fact.timestamp.replace("Z", "+00:00")))
+            if ts > aware(now) + FUTURE_SLACK:
                 reasons.append(f"facts[{i}].timestamp: {fact.timestamp} is in the future")
         except ValueError:  # pragma: no cover - the schema has checked it
             reasons.append(f"facts[{i}].timestamp: not a time")
