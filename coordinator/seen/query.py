@@ -9,6 +9,10 @@ from typing import Any
 import h3
 import numpy as np
 import orjson
+from shapely.affinity import translate
+from shapely.geometry import Polygon
+from shapely.geometry import box as shapely_box
+from shapely.geometry.polygon import orient
 from sqlalchemy import bindparam, func, select
 
 from coordinator.core.db.models import CoverageCell, SeenMeasurement
@@ -111,54 +115,86 @@ def _stages(radius_m: float) -> list[float]:
     return [radius_m * INNER_SHARE, radius_m] if radius_m >= STAGED_FROM_M else [radius_m]
 
 
+# Past this the local plane is not trusted to pick a circle's rows (``_planar_slack``).
+PLANAR_MAX_ERROR = 0.01
+NO_LIMIT = 2 ** 31 - 1
+FAR2 = 1e30                               # a squared distance past any on the earth
+
+
+def _planar_slack(lat: float, radius_m: float) -> float | None:
+    """How much the local plane (``kx`` the centre's scale) may overstate a distance inside
+    the circle, as a share: about tan(latitude) times the radius's angle, since a point
+    poleward of the centre is on narrower meridians than the centre's. None when that is
+    past ``PLANAR_MAX_ERROR`` or the circle reaches within a degree of a pole: there the
+    plane is no guide at all (at 89.9985 degrees a measurement 166.8 m away read 183.3 m,
+    and one across the pole a turn of the meridians away)."""
+    rho = radius_m / EARTH_R
+    edge = abs(math.radians(lat)) + rho
+    if edge >= math.radians(89.0):
+        return None
+    err = 2 * math.tan(edge) * rho
+    return max(0.001, err) if err <= PLANAR_MAX_ERROR else None
+
+
 def _nearest(conn, table, columns, disc: Disc, lat: float, lon: float, radius_m: float, cap: int) -> Found:
     """Rows within ``radius_m`` of the point, nearest first, at most ``cap``.
 
     The indexed cell column narrows the read to the circle's cells; a bounding box and a
     local planar distance (plain arithmetic, the same SQL on SQLite and PostgreSQL) pick
-    and order the rows in the database, so only ``cap + 1`` rows ever come back; the
-    exact great-circle distance is checked here for rows near the edge.
+    and order the rows in the database, so only ``cap + 1`` rows ever come back; every
+    row's distance is then the exact great-circle one, which decides.
+
+    The box is the circle's on the sphere (``coverage.box``): across the antimeridian one
+    statement reads each side of it, with the centre's longitude turned by 360 for the
+    far side so that the planar distance there is the short one, and the nearest of both
+    are kept. Near a pole (``_planar_slack``) the plane picks nothing: the box spans every
+    longitude when the circle holds the pole, and every row of the circle's cells and box
+    is read and measured exactly.
 
     Large circles are read by annuli, nearest first (``_stages``): each statement reads
     the rows of its band of planar distance, nearest first, up to what is still wanted,
     and once ``cap + 1`` rows are in hand no farther band can change the answer (its rows
     all lie farther than those read), so the outer, larger band is not read at all. The
     rows, their order and ``truncated`` are the same as from one read of the whole circle."""
+    slack = _planar_slack(lat, radius_m)
+    lon = coverage.wrap_lon(lon)
     kx = M_PER_DEG * math.cos(math.radians(lat))
     stmt = _statement(table, columns, _is_pg(conn))
     rows: list = []
     inner = 0.0          # planar radius read so far (exclusive lower bound of the next band)
-    for outer in _stages(radius_m):
+    for outer in ([radius_m] if slack is None else _stages(radius_m)):
         last = outer >= radius_m
-        reach = outer * 1.001 + 1.0 if last else outer   # the planar distance is within 0.1 % here
-        dlat, dlon = reach / M_PER_DEG, reach / kx
+        reach = outer * (1.0 + (slack or 0.001)) + 1.0 if last else outer
         cells = disc.reach if inner == 0 and last else disc.reach_between(inner, reach)
-        rows += conn.execute(stmt, {
-            "cells": cells, "lat0": lat, "lon0": lon, "kx": kx, "s": lat - dlat, "n": lat + dlat,
-            "w": lon - dlon, "e": lon + dlon,
-            "inner2": -1.0 if inner == 0 else math.nextafter(inner * inner, math.inf),    # d2 > inner²
-            "reach2": reach * reach, "lim": cap + 1 - len(rows)}).all()
+        bounds = {"inner2": -1.0 if inner == 0 else math.nextafter(inner * inner, math.inf),    # d2 > inner²
+                  "reach2": reach * reach, "lim": cap + 1 - len(rows)}
+        if slack is None:
+            bounds.update(reach2=FAR2, lim=NO_LIMIT)
+        box = coverage.box(lat, lon, reach)
+        got: list = []
+        for (w, s, e, n), shift in zip(box.parts, box.shift):
+            got += conn.execute(stmt, {"cells": cells, "lat0": lat, "lon0": lon - shift, "kx": kx,
+                                       "s": s, "n": n, "w": w, "e": e, **bounds}).all()
+        if len(box.parts) > 1:
+            got.sort(key=_last)
+            del got[bounds["lim"]:]
+        rows += got
         if len(rows) > cap:
             break
         inner = reach
     out = Found()
-    sure = (radius_m * 0.995) ** 2            # well inside: the planar distance will do
-    if not rows or rows[-1][-1] <= sure:      # rows come nearest first: all well inside, and in order
-        out.rows = [(math.sqrt(r[-1]), r) for r in rows]
-    else:
-        for r in rows:
-            d2 = r[-1]
-            if d2 <= sure:
-                out.rows.append((math.sqrt(d2), r))
-            else:
-                d = distance_m(lat, lon, r.lat, r.lon)
-                if d <= radius_m:
-                    out.rows.append((d, r))
-        out.rows.sort(key=_first)
+    if rows:
+        d = distances_m(lat, lon, np.array([r.lat for r in rows], dtype=float),
+                        np.array([r.lon for r in rows], dtype=float))
+        out.rows = sorted(((float(x), r) for x, r in zip(d.tolist(), rows) if x <= radius_m), key=_first)
     if len(out.rows) > cap:
         out.truncated = True
         del out.rows[cap:]
     return out
+
+
+def _last(x):
+    return x[-1]
 
 
 def _first(x):
@@ -308,10 +344,49 @@ async def street_measure(reader, lat: float, lon: float, max_m: float) -> dict[s
 
 # ---- covered areas --------------------------------------------------------------------
 
+_SIDES = (-360.0, 0.0, 360.0)
+
+
+def _cut_at_antimeridian(geo: dict[str, Any]) -> dict[str, Any]:
+    """A covered area as served: a Polygon, or, when it crosses the antimeridian, a
+    MultiPolygon of its parts either side of it (RFC 7946 section 3.1.9), as the hazard
+    feed cuts an event's box. H3 gives a group straddling 180 as one ring whose
+    longitudes jump from 179.9995 to -179.9999, which read as written is a polygon around
+    the whole globe. Each ring is unwrapped (its longitudes continuous beside the outer
+    ring's first), and the shape is cut at +-180 and each part turned back to [-180, 180].
+    A ring that does not close once unwrapped goes round a pole and is served as H3 gives it."""
+    rings = [[(float(x), float(y)) for x, y in ring] for ring in geo["coordinates"]]
+    ref = rings[0][0][0]
+    unwrapped = []
+    for ring in rings:
+        prev, out = ref, []
+        for x, y in ring:
+            prev = coverage.unwrap_lon(x, prev)
+            out.append((prev, y))
+        if abs(out[-1][0] - out[0][0]) > 1e-9:
+            return geo
+        unwrapped.append(out)
+    xs = [x for x, _ in unwrapped[0]]
+    if min(xs) >= -180.0 and max(xs) <= 180.0:
+        return geo
+    shape = Polygon(unwrapped[0], unwrapped[1:])
+    parts = []
+    for turn in _SIDES:
+        side = shape.intersection(shapely_box(-180.0 - turn, -90.0, 180.0 - turn, 90.0))
+        for g in getattr(side, "geoms", [side]):
+            if isinstance(g, Polygon) and not g.is_empty and g.area > 0:
+                g = orient(translate(g, xoff=turn), 1.0)
+                parts.append([[[round(x, 9), round(y, 9)] for x, y in r.coords]
+                              for r in (g.exterior, *g.interiors)])
+    return {"type": "Polygon", "coordinates": parts[0]} if len(parts) == 1 else \
+        {"type": "MultiPolygon", "coordinates": parts}
+
+
 async def covered_areas(reader, max_features: int) -> tuple[list[dict[str, Any]], int, bool]:
     """Covered ground as GeoJSON polygons: connected groups of swept cells, those with
     approved results and those swept with no imagery alike (the seen layer and the queue call
-    both covered), each group saying how many of its cells had no imagery."""
+    both covered), each group saying how many of its cells had no imagery. A group across the
+    antimeridian is a MultiPolygon of its parts either side of it (``_cut_at_antimeridian``)."""
     rows = await reader.run(lambda conn: conn.execute(
         select(CoverageCell.cell, CoverageCell.covered_at, CoverageCell.state)
         .where(CoverageCell.state.in_(tr.SWEPT))).all())
@@ -323,7 +398,7 @@ async def covered_areas(reader, max_features: int) -> tuple[list[dict[str, Any]]
     polys = list(shape) if isinstance(shape, h3.LatLngMultiPoly) else [shape]
     features = []
     for poly in polys:
-        geo = poly.__geo_interface__
+        geo = _cut_at_antimeridian(poly.__geo_interface__)
         inside = h3.h3shape_to_cells(poly, coverage.RESOLUTION)
         times = [when[c] for c in inside if c in when and when[c] is not None]
         features.append({"type": "Feature", "geometry": geo,
