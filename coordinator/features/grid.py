@@ -52,12 +52,25 @@ def widen(box: BBox, deg: float) -> BBox:
     return (max(-180.0, w - deg), max(-90.0, s - deg), min(180.0, e + deg), min(90.0, n + deg))
 
 
-def circle_box(lat: float, lon: float, radius_m: float) -> BBox:
-    """The bbox around a circle (exact enough for the radii served here, far from the poles),
-    stopped at the antimeridian: what lies past it is not in the box (``antimeridian_caveats``)."""
+def reaches_pole(lat: float, radius_m: float) -> bool:
+    """Whether a circle holds a pole (or touches it)."""
     dlat = math.degrees(radius_m / EARTH_R)
-    dlon = dlat / max(math.cos(math.radians(lat)), 1e-6)
-    return (max(-180.0, lon - dlon), max(-90.0, lat - dlat), min(180.0, lon + dlon), min(90.0, lat + dlat))
+    return lat + dlat >= 90.0 or lat - dlat <= -90.0
+
+
+def circle_box(lat: float, lon: float, radius_m: float) -> BBox:
+    """The bbox around a circle on the sphere. A circle holding a pole holds every longitude:
+    its box runs from -180 to 180, from the pole to its far edge. Any other spans the
+    longitudes of its two tangent meridians (lon +- asin(sin(r/R) / cos(lat)), wider than
+    r/R / cos(lat) near the poles), stopped at the antimeridian: what lies past it is not in
+    the box (``antimeridian_caveats``)."""
+    d = radius_m / EARTH_R
+    dlat = math.degrees(d)
+    s, n = max(-90.0, lat - dlat), min(90.0, lat + dlat)
+    if reaches_pole(lat, radius_m):
+        return (-180.0, s, 180.0, n)
+    dlon = math.degrees(math.asin(min(1.0, math.sin(d) / math.cos(math.radians(lat)))))
+    return (max(-180.0, lon - dlon), s, min(180.0, lon + dlon), n)
 
 
 ANTIMERIDIAN = ("The circle reaches across the antimeridian (180 degrees): only its part on this side was searched; "
@@ -65,8 +78,11 @@ ANTIMERIDIAN = ("The circle reaches across the antimeridian (180 degrees): only 
 
 
 def antimeridian_caveats(lat: float, lon: float, radius_m: float) -> list[str]:
-    """The caveat of a circle that reaches past 180 degrees, where ``circle_box`` stops; else none."""
+    """The caveat of a circle that reaches past 180 degrees, where ``circle_box`` stops; else
+    none. A circle round a pole has none: its box holds every longitude, so nothing was cut."""
     w, _, e, _ = circle_box(lat, lon, radius_m)
+    if w <= -180.0 and e >= 180.0:
+        return []
     return [ANTIMERIDIAN] if w <= -180.0 or e >= 180.0 else []
 
 
@@ -78,23 +94,45 @@ def distance_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     return 2 * EARTH_R * math.asin(min(1.0, math.sqrt(a)))
 
 
-def point_segment_m(lat: float, lon: float, a: Sequence[float], b: Sequence[float]) -> float:
-    """Distance from a point to the segment a-b (``[lon, lat]`` pairs), on a local
-    equirectangular projection around the point: under 0.1 % off at the radii served."""
-    k = math.cos(math.radians(lat))
-    ax, ay = (a[0] - lon) * k, a[1] - lat
-    bx, by = (b[0] - lon) * k, b[1] - lat
+def aeqd(lat0: float, lon0: float, lat: float, lon: float) -> tuple[float, float]:
+    """(x, y) in metres of a point on the azimuthal equidistant plane around (lat0, lon0):
+    its distance from the centre is the great-circle one, at any latitude (the poles too) and
+    across 180 degrees; within a few kilometres of the centre other distances on the plane are
+    off by under a millionth. Written in forms that keep their precision over metres."""
+    p0, p = math.radians(lat0), math.radians(lat)
+    dl = math.radians(lon - lon0)
+    hav_dl = math.sin(dl / 2) ** 2
+    x = math.cos(p) * math.sin(dl)
+    y = math.sin(p - p0) + 2 * math.sin(p0) * math.cos(p) * hav_dl
+    hav = math.sin((p - p0) / 2) ** 2 + math.cos(p0) * math.cos(p) * hav_dl
+    c = 2 * math.asin(min(1.0, math.sqrt(hav)))
+    sc = math.hypot(x, y)                      # sin(c)
+    k = EARTH_R * (c / sc if sc > 1e-15 else 1.0)
+    return x * k, y * k
+
+
+def _segment_m(ax: float, ay: float, bx: float, by: float) -> float:
+    """Distance from the plane's origin to the segment a-b."""
     dx, dy = bx - ax, by - ay
     L = dx * dx + dy * dy
     t = 0.0 if L == 0 else max(0.0, min(1.0, -(ax * dx + ay * dy) / L))
-    px, py = ax + t * dx, ay + t * dy
-    return math.radians(math.hypot(px, py)) * EARTH_R
+    return math.hypot(ax + t * dx, ay + t * dy)
+
+
+def point_segment_m(lat: float, lon: float, a: Sequence[float], b: Sequence[float]) -> float:
+    """Distance from a point to the segment a-b (``[lon, lat]`` pairs), on the azimuthal
+    equidistant plane around the point (``aeqd``): exact to its ends, under a millionth off
+    across it at the radii served, near the poles and across 180 degrees as anywhere (a
+    plane of degrees scaled by the point's cos(lat) read a segment across a pole hundreds
+    of metres off)."""
+    return _segment_m(*aeqd(lat, lon, a[1], a[0]), *aeqd(lat, lon, b[1], b[0]))
 
 
 def line_distance_m(lat: float, lon: float, coords: Sequence[Sequence[float]]) -> float:
     if len(coords) == 1:
         return distance_m(lat, lon, coords[0][1], coords[0][0])
-    return min(point_segment_m(lat, lon, coords[i], coords[i + 1]) for i in range(len(coords) - 1))
+    xy = [aeqd(lat, lon, c[1], c[0]) for c in coords]        # each vertex projected once
+    return min(_segment_m(*xy[i], *xy[i + 1]) for i in range(len(xy) - 1))
 
 
 def line_meets_box(coords: Sequence[Sequence[float]], box: BBox) -> bool:
