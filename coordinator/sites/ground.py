@@ -11,9 +11,11 @@ whole box (``features.store.covering``: half an extract would read as the whole)
 
 A layer with no covering dataset is ``None`` with an unusable report naming the command
 that loads one, so every figure measured from it is unknown, never zero. Positions are
-projected once onto a local plane in metres around the box's centre (equirectangular: under
-0.1 % off across the 0.06 degrees a site reads), so distances for hundreds of scan cells are
-numpy and shapely array operations rather than per-row loops.
+projected once onto a local plane in metres around the box's centre (azimuthal equidistant:
+under a millionth off across the few kilometres a site reads, at the poles and across 180
+degrees as anywhere), so distances for hundreds of scan cells are numpy and shapely array
+operations rather than per-row loops. A box that runs on past 180 degrees is read on both
+sides of it (``sides``).
 """
 from __future__ import annotations
 
@@ -45,30 +47,54 @@ HISTORY = "event-history"
 
 @dataclass
 class Plane:
-    """A local metric plane around (lat0, lon0)."""
+    """A local metric plane around (lat0, lon0): the azimuthal equidistant projection
+    (``grid.aeqd``), so that distances from the centre are the great-circle ones and
+    others, within the few kilometres a site or a scan reads, are off by under a millionth,
+    at any latitude and across 180 degrees (a plane of degrees scaled by cos(lat0) put ground
+    across a pole hundreds of metres off, and ground across 180 degrees a world away)."""
 
     lat0: float
     lon0: float
 
-    @property
-    def kx(self) -> float:
-        return M_PER_DEG * math.cos(math.radians(self.lat0))
-
     def xy(self, lons: Any, lats: Any) -> tuple[np.ndarray, np.ndarray]:
-        return ((np.asarray(lons, dtype=float) - self.lon0) * self.kx,
-                (np.asarray(lats, dtype=float) - self.lat0) * M_PER_DEG)
+        p0 = math.radians(self.lat0)
+        p = np.radians(np.asarray(lats, dtype=float))
+        dl = np.radians(np.asarray(lons, dtype=float) - self.lon0)
+        hav_dl = np.sin(dl / 2) ** 2
+        x = np.cos(p) * np.sin(dl)
+        y = np.sin(p - p0) + 2 * math.sin(p0) * np.cos(p) * hav_dl
+        hav = np.sin((p - p0) / 2) ** 2 + math.cos(p0) * np.cos(p) * hav_dl
+        c = 2 * np.arcsin(np.sqrt(np.clip(hav, 0.0, 1.0)))
+        sc = np.hypot(x, y)
+        k = EARTH_R * np.where(sc > 1e-15, c / np.where(sc > 1e-15, sc, 1.0), 1.0)
+        return x * k, y * k
+
+    def geometries(self, geojsons: list[dict]) -> list[shapely.Geometry]:
+        """GeoJSON (Multi)LineStrings and Points on the plane, their vertices projected in one call."""
+        runs: list[list] = []
+        for g in geojsons:
+            t = g["type"]
+            runs += [g["coordinates"]] if t == "LineString" else g["coordinates"] if t == "MultiLineString" \
+                else [[g["coordinates"][:2]]]
+        flat = [c for run in runs for c in run]
+        x, y = self.xy([c[0] for c in flat], [c[1] for c in flat])
+        pts = list(zip(x.tolist(), y.tolist()))
+        out, at, k = [], 0, 0
+        for g in geojsons:
+            t = g["type"]
+            n_runs = len(g["coordinates"]) if t == "MultiLineString" else 1
+            lines = []
+            for run in runs[k:k + n_runs]:
+                lines.append(pts[at:at + len(run)])
+                at += len(run)
+            k += n_runs
+            out.append(shapely.LineString(lines[0]) if t == "LineString" else shapely.MultiLineString(lines)
+                       if t == "MultiLineString" else shapely.Point(lines[0][0]))
+        return out
 
     def geometry(self, geojson: dict) -> shapely.Geometry:
         """A GeoJSON (Multi)LineString or Point on the plane."""
-        def proj(coords: list) -> list:
-            return [((c[0] - self.lon0) * self.kx, (c[1] - self.lat0) * M_PER_DEG) for c in coords]
-        t = geojson["type"]
-        if t == "LineString":
-            return shapely.LineString(proj(geojson["coordinates"]))
-        if t == "MultiLineString":
-            return shapely.MultiLineString([proj(c) for c in geojson["coordinates"]])
-        x, y = geojson["coordinates"][:2]
-        return shapely.Point((x - self.lon0) * self.kx, (y - self.lat0) * M_PER_DEG)
+        return self.geometries([geojson])[0]
 
 
 @dataclass
@@ -101,7 +127,8 @@ class Lines:
 
     @classmethod
     def of(cls, plane: Plane, rows: list[dict]) -> "Lines":
-        geoms = np.array([plane.geometry(r["geom"]) for r in rows], dtype=object)
+        geoms = np.empty(len(rows), dtype=object)
+        geoms[:] = plane.geometries([r["geom"] for r in rows])
         return cls(geoms, rows, shapely.STRtree(geoms))
 
     def nearest(self, cx: np.ndarray, cy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -216,25 +243,70 @@ async def active_hazards(db, box, square_deg: float) -> Hazards:  # noqa: ANN001
     return Hazards(events, report, last.sources_usable == last.sources_queried and not stale)
 
 
+def sides(box: tuple[float, float, float, float]) -> list[tuple[float, float, float, float]]:
+    """A box as boxes within -180..180 that the store can read: itself, or, where it runs
+    on past 180 degrees (a west below -180 or an east above 180, as ``scan.load_box`` writes
+    a box at the antimeridian), its part on this side and its part beyond."""
+    w, s, e, n = box
+    if e - w >= 360.0:
+        return [(-180.0, s, 180.0, n)]
+    if w < -180.0:
+        return [(-180.0, s, e, n), (w + 360.0, s, 180.0, n)]
+    if e > 180.0:
+        return [(w, s, 180.0, n), (-180.0, s, e - 360.0, n)]
+    return [box]
+
+
+def wrapped(box: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    """A box as RFC 7946 writes one across 180 degrees (west greater than east), for the
+    hazard squares' ``meets``."""
+    w, s, e, n = box
+    if e - w >= 360.0:
+        return (-180.0, s, 180.0, n)
+    return (w + 360.0 if w < -180.0 else w, s, e - 360.0 if e > 180.0 else e, n)
+
+
+def _joined(founds: list[list[dict]]) -> list[dict]:
+    """The rows read from each side of 180 degrees as one list: a point or line read on both
+    sides once, a line's pieces from both sides as one MultiLineString."""
+    if len(founds) == 1:
+        return founds[0]
+    by: dict[tuple[str, str], dict] = {}
+    for rows in founds:
+        for r in rows:
+            key = (r["fid"], r["cls"])
+            had = by.get(key)
+            if had is None:
+                by[key] = r
+            elif r["geom"] is not None and had["geom"] is not None:
+                runs = [g["coordinates"]] if (g := had["geom"])["type"] == "LineString" else list(g["coordinates"])
+                runs += [r["geom"]["coordinates"]] if r["geom"]["type"] == "LineString" else r["geom"]["coordinates"]
+                by[key] = {**had, "geom": {"type": "MultiLineString", "coordinates": runs}}
+    return list(by.values())
+
+
 async def load(services: Any, box: tuple[float, float, float, float], *, hazards: bool = True) -> Ground:
-    """Every layer of the box, each from the newest dataset covering all of it."""
+    """Every layer of the box, each from the newest dataset covering all of it. A box that
+    runs on past 180 degrees (``sides``) is read on both sides, from one version holding
+    both, and measured on one plane: the ground beyond 180 counts as any other."""
     db = services.db
     w, s, e, n = box
+    parts = sides(box)
     plane = Plane((s + n) / 2, (w + e) / 2)
     ground = Ground(box, plane, [])
     osm, report = await covering(db, store.OSM_KIND, box)
     ground.reports.append(report)
     if osm is not None:
-        roads = await store.lines_in_box(db, osm.id, ROADS, box, ALL)
-        ground.roads = Lines.of(plane, roads.rows)
-        found = await store.sample_box(db, osm.id, INFRASTRUCTURE, box, ALL)
-        ground.structures = Points.of(plane, [r for r in found.rows if r["geom"] is None])
-        ground.structure_lines = Lines.of(plane, [r for r in found.rows if r["geom"] is not None])
+        roads = [(await store.lines_in_box(db, osm.id, ROADS, part, ALL)).rows for part in parts]
+        ground.roads = Lines.of(plane, _joined(roads))
+        found = _joined([(await store.sample_box(db, osm.id, INFRASTRUCTURE, part, ALL)).rows for part in parts])
+        ground.structures = Points.of(plane, [r for r in found if r["geom"] is None])
+        ground.structure_lines = Lines.of(plane, [r for r in found if r["geom"] is not None])
     places, report = await covering(db, store.PLACES_KIND, box)
     ground.reports.append(report)
     if places is not None:
-        found = await store.sample_box(db, places.id, PLACES, box, ALL)
-        ground.places = Points.of(plane, found.rows)
+        ground.places = Points.of(plane, _joined([(await store.sample_box(db, places.id, PLACES, part, ALL)).rows
+                                                  for part in parts]))
     pop, report = await covering(db, population.KIND, box)
     if pop is not None:
         try:
@@ -244,7 +316,7 @@ async def load(services: Any, box: tuple[float, float, float, float], *, hazards
                                   error=f"the grid of version {pop.id} cannot be read: {exc}")
     ground.reports.append(report)
     if hazards:
-        ground.hazards = await active_hazards(db, box, services.settings.event_square_deg)
+        ground.hazards = await active_hazards(db, wrapped(box), services.settings.event_square_deg)
         ground.reports.append(ground.hazards.report)
     return ground
 
