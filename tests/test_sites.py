@@ -316,4 +316,4 @@ def test_a_score_cut_short_by_its_cold_bound_declines_in_its_own_shape():
     assert body["score"] is None and body["confidence"] == "unknown" and body["declined"].startswith("not computed")
     assert body["contributions"] == [] and body["pending"] is True and intel.degraded
     scan_ = cut_short_answer(reg.get("site_scan"), {"bbox": (1.0, 2.0, 1.01, 2.01)}, 60, Pending(61)).body()
-    assert scan_["cells"] == [] and scan_["count"] == 0 and scan_["pending"] is True
+    assert scan_["cells"] == [] and scan_["count"] is None and scan_["scored"] is None and scan_["pending"] is True

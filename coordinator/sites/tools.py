@@ -75,7 +75,10 @@ def pending_site(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def pending_scan(params: dict[str, Any]) -> dict[str, Any]:
-    return {"bbox": list(params["bbox"]), "category": params.get("category"), "count": 0, "scored": 0, "cells": []}
+    """The answer while a cold scan goes on past its bound: no cell is computed yet, so how
+    many there are and how many have a score is unknown (null), not zero."""
+    return {"bbox": list(params["bbox"]), "category": params.get("category"), "count": None, "scored": None,
+            "cells": []}
 
 
 SITE_PARAMS = (lat(), lon(), radius(100, 3000, 1000), CATEGORY)
