@@ -282,3 +282,66 @@ async def test_a_value_in_both_query_and_body_may_be_spelled_differently(sweeps_
     assert ok.status in (200, 201, 202), ok.body[:200]
     r = await sweeps_sqlite.post("/earth/sweep-request?lat=48.86", {"lat": 48.85, "lon": 2.35})
     assert r.status == 400 and "differently" in r.json()["error"]["message"]
+
+
+async def test_a_json_object_naming_a_key_twice_is_refused_on_every_face(sweeps_sqlite):
+    """JSON leaves a repeated key to its reader (the last copy won here, the first in others), so a
+    body meant one thing to a proxy that checked it and another to the service; a query that gives
+    a parameter twice was already refused."""
+    body = '{"lat": 95, "lat": 48.85, "lon": 2.35}'
+    r = await sweeps_sqlite.post("/earth/sweep-request", body, headers={"Content-Type": "application/json"})
+    assert r.status == 400 and r.json()["error"]["message"] == "the request body gives the key 'lat' more than once"
+    rpc = ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "seen_layer", '
+           '"arguments": {"lat": 95, "lat": 48.85, "lon": 2.35}}}')
+    r = await sweeps_sqlite.post("/mcp", rpc, headers={"Content-Type": "application/json", "Accept": "application/json"})
+    assert r.json()["error"]["code"] == -32700 and "'lat' more than once" in r.json()["error"]["message"]
+    twice = '{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "method": "tools/call", "params": {}}'
+    r = await sweeps_sqlite.post("/mcp", twice, headers={"Content-Type": "application/json", "Accept": "application/json"})
+    assert r.json()["error"]["code"] == -32700 and "'method' more than once" in r.json()["error"]["message"]
+
+
+async def test_a_body_labelled_other_than_json_is_415_not_dropped_unread(sweeps_sqlite):
+    """``curl -d`` labels a JSON text as a form: the body was dropped and the answer said "'lat' is
+    required", or served the default radius for a text/plain ``{"radius": 999}``."""
+    for ctype, body in (("application/x-www-form-urlencoded", "lat=48.85&lon=2.35"),
+                        ("text/plain", '{"radius": 999}')):
+        r = await sweeps_sqlite.post("/earth/sweep-request?lat=48.85&lon=2.35", body, headers={"Content-Type": ctype})
+        assert r.status == 415, (ctype, r.status, r.body[:200])
+        assert_error_shape(r.json(), "unsupported_media_type")
+        assert ctype in r.json()["error"]["message"] and "application/json" in r.json()["error"]["message"]
+    r = await sweeps_sqlite.post("/earth/sweep-request", '{"lat": 48.85, "lon": 2.35, "radius": 5000}', headers={})
+    assert r.status == 400 and r.json()["error"]["details"].get("parameter") == "radius", r.body[:300]  # read as JSON
+
+
+async def test_an_explicit_null_is_400_not_silently_the_default(sweeps_sqlite):
+    """``{"radius": null}`` (and NaN, which JSON encoders write as null) answered the default 450 m."""
+    r = await sweeps_sqlite.post("/earth/sweep-request", {"lat": 48.85, "lon": 2.35, "radius": None})
+    assert r.status == 400 and r.json()["error"]["details"] == {"parameter": "radius", "value": None}
+    assert r.json()["error"]["message"] == "'radius' is null: give a value, or leave the parameter out for its default (450)"
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": "seen_layer", "arguments": {"lat": 48.85, "lon": 2.35, "radius": None}}}
+    r = await sweeps_sqlite.post("/mcp", rpc, headers={"Content-Type": "application/json", "Accept": "application/json"})
+    assert r.json()["error"]["code"] == -32602 and "'radius' is null" in r.json()["error"]["message"]
+
+
+async def test_the_api_key_is_read_one_way_on_every_face(sweeps_sqlite):
+    """Given twice, empty, or as two different keys (header and query), the key is refused alike on
+    REST and MCP: MCP took the last of two query keys where REST refused them, the header won
+    silently over a different query key, and an empty key was served as anonymous."""
+    mcp = {"Content-Type": "application/json", "Accept": "application/json"}
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "limits", "arguments": {}}}
+    for query, headers, said in (("key=sis_a&key=sis_a", {}, "more than once"),
+                                 ("key=", {}, "empty"),
+                                 ("", {"X-Api-Key": " "}, "empty"),
+                                 ("key=sis_b", {"X-Api-Key": "sis_a"}, "two different API keys")):
+        r = await sweeps_sqlite.get(f"/earth/limits?{query}", headers=headers)
+        assert r.status == 400 and said in r.json()["error"]["message"], (query, headers, r.body[:200])
+        assert r.json()["error"]["details"] == {"parameter": "key"} and "sis_a" not in r.body.decode()
+        r = await sweeps_sqlite.post(f"/mcp?{query}", rpc, headers={**mcp, **headers})
+        assert r.json()["error"]["code"] == -32602 and said in r.json()["error"]["message"], (query, r.body[:200])
+    assert (await sweeps_sqlite.get("/earth/limits")).status == 200                      # none: anonymous
+
+
+async def test_a_path_parameter_given_again_in_the_query_must_agree(sweeps_sqlite):
+    r = await sweeps_sqlite.get("/earth/w/cg-bitcoin?id=cg-ethereum")
+    assert r.status == 400 and r.json()["error"]["message"] == "'id' is given in both the path and the query, differently"

@@ -59,6 +59,10 @@ class PayloadTooLarge(ServiceError):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(ServiceError):
+    code = "unsupported_media_type"
+
+
 class RateLimited(ServiceError):
     code = "rate_limited"
 
@@ -76,6 +80,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "conflict": 409,
     "gone": 410,
     "payload_too_large": 413,
+    "unsupported_media_type": 415,
     "rate_limited": 429,
     "internal_error": 500,
     "unavailable": 503,

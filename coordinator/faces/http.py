@@ -14,7 +14,8 @@ import orjson
 import tornado.web
 
 from coordinator.core.access.credentials import redacted
-from coordinator.core.errors import CODE_BY_STATUS, BadParameter, PayloadTooLarge, ServiceError, error_body
+from coordinator.core.errors import (CODE_BY_STATUS, BadParameter, PayloadTooLarge, ServiceError, UnsupportedMediaType,
+                                     error_body)
 from coordinator.core.honesty import Answer
 
 log = logging.getLogger("sis.http")
@@ -178,9 +179,24 @@ def parse_json(body: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     if json_depth_exceeds(raw, max_depth):
         raise JsonRefused(f"nests deeper than {max_depth} levels")
     try:
-        return json.loads(raw)
+        return json.loads(raw, object_pairs_hook=_once_each)
+    except JsonRefused:
+        raise
     except (ValueError, RecursionError):
         raise JsonRefused("is not valid JSON") from None
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object that names a key twice is refused, as a query that gives a parameter twice is:
+    JSON leaves it to the reader, the last copy wins here and the first in other readers, so
+    ``{"lat": 95, "lat": 1}`` (or a JSON-RPC ``method`` given twice) meant one thing to a proxy
+    that checked it and another to the service."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise JsonRefused(f"gives the key '{twice}' more than once")
+    return out
 
 
 def read_json_object(body: bytes, what: str = "the request body") -> dict[str, Any]:
@@ -267,6 +283,34 @@ class BaseHandler(tornado.web.RequestHandler):
         if getattr(self, "_size", 0) > limit:
             raise PayloadTooLarge(f"the request body is over {limit} bytes", {"maxBytes": limit})
         return b"".join(getattr(self, "_chunks", ()))
+
+    def json_body(self, raw: bytes) -> bytes:
+        """``raw`` when it may be read as JSON: labelled JSON, or not labelled at all. A body labelled
+        otherwise was dropped unread: ``curl -d`` labels a JSON text as a form, and a form's ``lat=..``
+        then answered "'lat' is required", a text/plain ``{"radius": 999}`` the default radius."""
+        ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if ctype and ctype != "application/json" and not ctype.endswith("+json"):
+            raise UnsupportedMediaType(f"the request body is {ctype[:60]}: send a JSON object with Content-Type: "
+                                       "application/json, or the parameters in the query", {"contentType": ctype[:60]})
+        return raw
+
+    def api_key(self) -> str | None:
+        """The API key of a request, from ``X-Api-Key`` or ``?key=``, read the same way by every face.
+        Refused when given twice, empty, or as two different keys: the header won silently over a
+        query key, the MCP face took the last of two query keys where REST refused them, and an
+        empty one was served as anonymous. No message repeats a key."""
+        headers = self.request.headers.get_list("X-Api-Key")
+        query = self.request.query_arguments.get("key", [])
+        if len(headers) > 1 or len(query) > 1:
+            raise BadParameter("the API key is given more than once", {"parameter": "key"})
+        given = [*headers, *(q.decode("utf-8", errors="replace") for q in query)]
+        if any(not k.strip() for k in given):
+            raise BadParameter("the API key is empty: give your key, or leave X-Api-Key and ?key= out to be "
+                               "served anonymously", {"parameter": "key"})
+        if len(set(given)) > 1:
+            raise BadParameter("two different API keys are given, in X-Api-Key and in ?key=: give one",
+                               {"parameter": "key"})
+        return given[0] if given else None
 
     def send_json(self, body: Any, status: int = 200, cache_control: str = "no-store") -> None:
         self.set_status(status)

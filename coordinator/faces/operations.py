@@ -287,4 +287,4 @@ class OperationHandler(BaseHandler):
             if body.required:
                 raise BadParameter("a JSON object body is required")
             return body.parse({})
-        return body.parse(read_json_object(raw))
+        return body.parse(read_json_object(self.json_body(raw)))

@@ -47,26 +47,26 @@ class ToolHandler(BaseHandler):
             raw[name] = values[0].decode("utf-8", errors="replace")
         raw_body = self.body_bytes() if self.request.method == "POST" else b""
         if raw_body:
-            ctype = self.request.headers.get("Content-Type", "")
-            if "json" in ctype:
-                body = read_json_object(raw_body)
-                for k, v in body.items():
-                    if k in raw and not same_value(raw[k], v):
-                        raise BadParameter(f"'{k}' is given in both the query and the body, differently",
-                                           {"parameter": k})
-                    raw[k] = v
+            for k, v in read_json_object(self.json_body(raw_body)).items():
+                if k in raw and not same_value(raw[k], v):
+                    raise BadParameter(f"'{k}' is given in both the query and the body, differently",
+                                       {"parameter": k})
+                raw[k] = v
         if "key" in raw and FAMILIES[self.family].credential_in_path:
             # Taken as the direct family takes it, a key here would be ignored and the call served as the
             # path's credential (anon, say) without a word.
             raise BadParameter("'key' is not a parameter here: on this family the credential is the path "
                                "segment after /public/v1/ (/public/v1/KEY/...)", {"parameter": "key"})
         raw.pop("key", None)  # an API key travels in the query but is not a tool parameter
-        raw.update(path_values)
+        for k, v in path_values.items():
+            if k in raw and raw[k] != v:
+                # /earth/w/cg-bitcoin?id=cg-ethereum answered cg-bitcoin and dropped the query's id unsaid
+                raise BadParameter(f"'{k}' is given in both the path and the query, differently", {"parameter": k})
+            raw[k] = v
         return raw
 
     def request_facts(self, credential: str | None) -> RequestFacts:
-        key = self.request.headers.get("X-Api-Key") or self.get_query_argument("key", None)
-        return RequestFacts(remote_ip=self.request.remote_ip, credential=credential, api_key=key or None,
+        return RequestFacts(remote_ip=self.request.remote_ip, credential=credential, api_key=self.api_key(),
                             headers=self.request.headers,
                             base_url=f"{self.request.protocol}://{self.request.host}")
 

@@ -23,7 +23,7 @@ from typing import Any
 import tornado.web
 
 from coordinator import __version__
-from coordinator.core.errors import PayloadTooLarge
+from coordinator.core.errors import BadParameter, PayloadTooLarge
 from coordinator.core.pipeline import RequestFacts
 from coordinator.faces.http import MAX_JSON_BODY, BaseHandler, JsonRefused, dumps, parse_json
 from coordinator.faces.mcp import protocol
@@ -210,7 +210,10 @@ class McpHandler(BaseHandler):
 
     def request_facts(self) -> RequestFacts:
         """MCP has no path credential: the key travels in X-Api-Key or ?key=, and the family's rules apply."""
-        key = self.request.headers.get("X-Api-Key") or self.get_query_argument("key", None)
-        return RequestFacts(remote_ip=self.request.remote_ip, credential=None, api_key=key or None,
+        try:
+            key = self.api_key()
+        except BadParameter as exc:
+            raise RpcError(INVALID_PARAMS, exc.message, mcp_tools.service_error_data(exc)) from None
+        return RequestFacts(remote_ip=self.request.remote_ip, credential=None, api_key=key,
                             headers=self.request.headers,
                             base_url=f"{self.request.protocol}://{self.request.host}")
