@@ -529,3 +529,20 @@ def test_comparisons_keep_to_their_tolerances_and_never_blend():
     assert [(x["figure"], x["agree"], x["against"]["value"]) for x in got] == [("overheadClearance", False, 5.0)]
     assert comparisons({**figures, "passableWidth": fig(None, "unknown")}, prior, seen) == []
     assert comparisons(figures, {"available": False, "reason": "x"}, {"roadWidth": None, "lowestWire": None}) == []
+
+
+def test_photo_times_are_served_in_utc_with_a_z_whatever_offset_the_provider_gave():
+    """The provider's own offset was passed on (``…+07:00``), where the seen layer serves the same
+    photo's time as ``…Z``; the newest is still chosen as a time, not as text."""
+    from sweep_engine.schema import PhotoRef
+
+    from coordinator.fingerprint.photos import Nearby
+
+    def near(pid: str, when: str) -> Nearby:
+        return Nearby(PhotoRef(id=pid, lon=107.6, lat=-6.9, captured_at=when, width=2048, height=1536,
+                               url=f"https://photos.example/{pid}.jpg", license="CC-BY-SA-4.0",
+                               provider="panoramax"), 10.0)
+
+    photos = [near("a", "2026-06-01T15:00:00+07:00"), near("b", "2026-06-01T07:30:00+00:00")]
+    assert reading.newest(photos) == "2026-06-01T08:00:00Z"          # 15:00+07:00 is 08:00Z: a is newer
+    assert [p.reference()["capturedAt"] for p in photos] == ["2026-06-01T08:00:00Z", "2026-06-01T07:30:00Z"]

@@ -250,3 +250,13 @@ async def test_an_empty_magma_list_is_no_answer(c, upstream):
     assert body["health"]["degraded"] and body["count"] is None and body["byLevel"] is None
     feed = await ok_json(c, "/earth/w/feed-magma")
     assert feed["count"] is None
+
+
+def test_a_gdacs_time_with_an_offset_is_served_in_utc_and_sorts_as_a_time():
+    """GDACS writes naive UTC times; one with an offset was served as ``…-05:00Z``, which no reader
+    parses (so the event no longer merged with its USGS record), and sorted among the others as text."""
+    from coordinator.sources.gdacs import _utc
+    assert _utc("2026-10-04T15:27:25") == "2026-10-04T15:27:25Z"
+    assert _utc("2026-10-04T15:27:25-05:00") == "2026-10-04T20:27:25Z"
+    assert _utc("2026-10-04T15:27:25+07:00") == "2026-10-04T08:27:25Z"
+    assert _utc("26/10/2026") is None and _utc(None) is None

@@ -21,6 +21,7 @@ from coordinator.core.honesty import SourceReport
 from coordinator.features import grid
 from coordinator.seen.spatial import distance_m
 from coordinator.sources.base import Query, Source, SourceError, fetch
+from coordinator.sources.values import utc_z
 
 RADIUS_M = 50.0               # photos farther than this show another stretch of street
 SEARCH_LIMIT = 200            # references read from the provider around the point
@@ -38,7 +39,7 @@ class Nearby:
     def reference(self) -> dict:
         """The photo as an answer names it: where it is read in place, never its bytes."""
         p = self.photo
-        return {"id": p.id, "provider": p.provider, "url": p.url, "license": p.license, "capturedAt": p.captured_at,
+        return {"id": p.id, "provider": p.provider, "url": p.url, "license": p.license, "capturedAt": utc_z(p.captured_at),
                 "headingDeg": p.heading, "distanceM": round(self.distance_m, 1),
                 "geometry": {"type": "Point", "coordinates": [p.lon, p.lat]}}
 

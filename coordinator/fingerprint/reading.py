@@ -24,6 +24,7 @@ from typing import Any
 
 from coordinator.core.honesty import Confidence, figure
 from .photos import Nearby
+from coordinator.sources.values import utc_z
 
 BASIS = "modelled"        # the seen layer's vocabulary: measured | modelled | assumed
 NOTHING_OVERHEAD = "nothing overhead"
@@ -115,11 +116,12 @@ def _licenses(photos: list[Nearby]) -> str | None:
 
 
 def newest(photos: list[Nearby]) -> str | None:
-    """The newest capture time of the photos, as the provider gave it (compared as times)."""
+    """The newest capture time of the photos, compared as times and served in UTC with a Z (the
+    provider's own offset was passed on: ``…+07:00`` beside the seen layer's ``…Z`` for one photo)."""
     def when(p: Nearby) -> datetime:
         t = datetime.fromisoformat(p.photo.captured_at.replace("Z", "+00:00"))
         return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-    return max(photos, key=when).photo.captured_at if photos else None
+    return utc_z(max(photos, key=when).photo.captured_at) if photos else None
 
 
 def unknown_figures() -> dict[str, dict[str, Any]]:

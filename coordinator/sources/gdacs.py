@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.times import iso
 from .base import Query, Source, SourceError
 from .events import EventRecord, unique
 from .registry import register
@@ -12,11 +13,11 @@ LICENSE = "GDACS-terms-attribution"
 
 
 def _utc(text: Any) -> str | None:
-    """GDACS dates are naive UTC strings: say so with a Z. A date that does not parse as ISO
-    8601 ("26/10/2026") is unknown (None): passed on, it failed the merge with USGS."""
-    if iso_utc(text) is None:
-        return None
-    return text if text.endswith("Z") or "+" in text[10:] else text + "Z"
+    """GDACS dates are naive UTC strings: served in UTC with a Z, as every time is. One with an
+    offset is turned to UTC (``…-05:00`` was served as ``…-05:00Z``, which no reader parses, and
+    sorted among the others as text). A date that does not parse as ISO 8601 ("26/10/2026") is
+    unknown (None): passed on, it failed the merge with USGS."""
+    return iso(iso_utc(text))
 
 
 def _level(text: Any) -> str | None:
