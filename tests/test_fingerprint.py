@@ -33,6 +33,7 @@ LAT, LON = -6.9021, 107.6187
 URL = f"/earth/fingerprint?lat={LAT}&lon={LON}"
 PLACES = [(0, 8), (12, -9), (-20, 15)]          # metres east, north of the point: 8, 15, 25 m away
 TAKEN = ["2026-06-01T08:00:00+00:00", "2026-08-01T08:00:00+00:00", "2026-07-01T08:00:00+00:00"]
+SERVED = [t.replace("+00:00", "Z") for t in TAKEN]           # every time is served in UTC with a Z
 
 
 def add_photos(fake: FakePhotoProvider, places=PLACES, prefix: str = "fp") -> None:
@@ -88,8 +89,8 @@ async def test_a_reading_serves_each_figure_with_its_source_from_a_real_format_r
     width = figs["passableWidth"]
     assert width == {"value": 5.5, "confidence": "high", "unit": "m", "basis": "modelled",
                      "source": {"photos": ["fp-0", "fp-1"], "model": "fake-vlm"},
-                     "timestamp": TAKEN[1], "license": "CC-BY-SA-4.0"}
-    assert figs["sidewalk"]["value"] == "one side" and figs["sidewalk"]["timestamp"] == TAKEN[0]
+                     "timestamp": SERVED[1], "license": "CC-BY-SA-4.0"}
+    assert figs["sidewalk"]["value"] == "one side" and figs["sidewalk"]["timestamp"] == SERVED[0]
     assert figs["obstacles"]["value"] == ["parked motorcycles", "street vendor cart"]
     assert figs["floodEvidence"] == {**figs["floodEvidence"], "value": [], "confidence": "low"}
     assert figs["overheadClearance"]["value"] == 5.0 and figs["overheadClearance"]["confidence"] == "low"
