@@ -79,6 +79,9 @@ async def test_a_failing_service_is_degraded_and_handed_over_once(c, upstream):
     bad = [s for s in body["health"]["sources"] if not s["ok"]]
     assert bad == [{"name": "BNPB InaRISK INDEKS_BAHAYA_GEMPABUMI", "ok": False,
                     "license": "BNPB InaRISK (terms unstated)", "error": "ArcGIS error 500: Error performing identify"}]
+    # one source per service asked: 12 queried, 11 answered (it said 2 and 1)
+    assert (body["health"]["sourcesQueried"], body["health"]["sourcesUsable"]) == (len(SERVICES), len(SERVICES) - 1)
+    assert "1 of 12 sources" in body["caveats"][0]
     quake = next(h for h in body["hazards"] if h["hazard"] == "earthquake")
     assert quake["index"]["value"] is None and "Error performing identify" in quake["index"]["reason"]
     assert body["caveats"][0].startswith("Degraded")

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
 from coordinator.core.context import ToolContext
-from coordinator.core.honesty import Answer, Confidence, Health, SourceReport, figure
+from coordinator.core.honesty import Answer, Confidence, Health, figure
 from coordinator.core.registry import COLD_ACCEPTED, Tool, lat, lon, tool
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
@@ -113,10 +114,11 @@ async def hazard_index(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     src = ctx.services.sources["inarisk"]
     read = await src.read(Query(point=(params["lat"], params["lon"])))
     by_service = {r["service"]: r for r in read.records}
-    health = Health([read.report])
-    for r in read.records:
-        if r["error"]:
-            health.add(SourceReport(f"{src.report_name} {r['service']}", LICENSE, ok=False, error=r["error"]))
+    # One report per service asked: counted as one usable source holding all twelve, beside each failed
+    # one again, a read with one service down said "1 of 2 sources did not answer".
+    health = Health([replace(read.report, name=f"{src.report_name} {r['service']}", ok=not r["error"],
+                             error=r["error"] or None, records=None if r["error"] else 1)
+                     for r in read.records] if read.records else [read.report])
     hazards = [{"hazard": name, **_served(by_service[f"INDEKS_BAHAYA_{code}"])}
                for code, name in HAZARDS.items() if f"INDEKS_BAHAYA_{code}" in by_service]
     multi = _served(by_service[MULTI]) if MULTI in by_service else None
