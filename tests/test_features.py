@@ -404,6 +404,10 @@ async def test_brand_exposure_counts_and_never_serves_rows(loaded):
     assert r.status == 200 and body["counts"]["osm"] > 0 and body["counts"]["places"] > 0
     text = json.dumps(body)
     assert "coordinates" not in text and "osm:node" not in text and "features" not in body
+    assert not any("count of 0" in c for c in body["caveats"])
+    none = (await loaded.get(f"/public/v1/anon/brand-exposure?brand=Q99999903&poly={ring}")).json()
+    assert none["counts"] == {"osm": 0, "places": 0}                 # a floor: none tagged, not none there
+    assert any("count of 0" in c and "unknown, not none" in c for c in none["caveats"])
     assert (await loaded.get(f"/public/v1/anon/brand-exposure?brand=X1&poly={ring}")).status == 400
     bow = f"{LON},{LAT};{LON + 0.001},{LAT + 0.001};{LON + 0.001},{LAT};{LON},{LAT + 0.001}"
     assert (await loaded.get(f"/public/v1/anon/brand-exposure?brand=Q99999901&poly={bow}")).status == 400

@@ -262,7 +262,10 @@ async def brand_exposure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                   caveats=["Counts are of outlets tagged with this brand's Wikidata id; untagged or unmapped outlets "
                            "are not counted, so a count is a floor.",
                            "The two counts come from different datasets that overlap: they are never summed.",
-                           "null means no loaded dataset covers the shape (unknown), not zero."] + partly,
+                           "null means no loaded dataset covers the shape (unknown), not zero."] + partly
+                          + (["A count of 0 means no outlet tagged with this brand is mapped in the shape: how many "
+                              "there are is unknown, not none (absence of mapped features is not zero)."]
+                             if 0 in counts.values() else []),
                   health=Health(reports))
 
 
