@@ -332,6 +332,11 @@ async def test_nothing_loaded_places_say_so_degraded(c):
     # Nothing was read: the full count is unknown, not zero, and no source answered.
     assert body["matched"] is None and body["sampling"]["matched"] is None and body["answeredBy"] is None
     assert NOT_ANSWERED in body["caveats"] and NONE_MAPPED not in body["caveats"]
+    # A dataset nobody loaded is not a source that failed for now: no retry fills it, and the caveat
+    # said "retry later for a full read".
+    first = body["caveats"][0]
+    assert first.startswith("Degraded: 1 of 1 sources are not loaded on this service (dataset:places)")
+    assert "retry later" not in " ".join(body["caveats"])
 
 
 async def test_overpass_answers_where_no_extract_covers(c, upstream):

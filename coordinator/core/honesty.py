@@ -54,6 +54,9 @@ class SourceReport:
     records: int | None = None
     demo: bool = False
     dataset: dict[str, Any] | None = None     # the ingested dataset version it read (datasets.versions)
+    # Not loaded on this service (a dataset no ``sis ingest`` brought in): unusable, but no retry fills
+    # it, so the degraded caveat must not tell the caller to retry for it.
+    absent: bool = False
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "ok": self.ok, "license": self.license}
@@ -102,6 +105,8 @@ class Health:
 
 DEGRADED_CAVEAT = ("Degraded: {bad} of {total} sources did not answer ({names}); this answer is "
                    "incomplete, served uncached; retry later for a full read.")
+ABSENT_CAVEAT = ("Degraded: {bad} of {total} sources are not loaded on this service ({names}); what they "
+                 "would tell is unknown here, and a retry does not change that until an operator loads them.")
 DEMO_CAVEAT = ("Demo data: sources answered from bundled recorded samples, not the live "
                "upstreams; nothing here describes the world today.")
 
@@ -161,9 +166,13 @@ class Answer:
         caveats = list(self.caveats)
         if self.health is not None:
             if self.health.degraded:
-                bad = [s.name for s in self.health.sources if not s.ok]
-                caveats.insert(0, DEGRADED_CAVEAT.format(
-                    bad=len(bad), total=self.health.queried, names=", ".join(bad)))
+                total = self.health.queried
+                failed = [s.name for s in self.health.sources if not s.ok and not s.absent]
+                absent = [s.name for s in self.health.sources if not s.ok and s.absent]
+                if absent:
+                    caveats.insert(0, ABSENT_CAVEAT.format(bad=len(absent), total=total, names=", ".join(absent)))
+                if failed:
+                    caveats.insert(0, DEGRADED_CAVEAT.format(bad=len(failed), total=total, names=", ".join(failed)))
         if self.demo or self.health is not None and self.health.demo:
             caveats.insert(0, DEMO_CAVEAT)
         out: dict[str, Any] = {"caveats": caveats}

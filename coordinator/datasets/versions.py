@@ -204,7 +204,7 @@ async def current(db: Database, kind: str) -> tuple[DatasetVersion | None, Sourc
     which command loads one, so that an answer over no data says so instead of "none"."""
     newest = await newest_ready(db, kind)
     if not newest:
-        return None, SourceReport(f"dataset:{kind}", "n/a", ok=False,
+        return None, SourceReport(f"dataset:{kind}", "n/a", ok=False, absent=True,
                                   error=f"no {kind} dataset has been loaded: sis ingest {kind} FILE")
     v = newest[0]
     return v, report(v)

@@ -42,7 +42,7 @@ def _limit(ctx: ToolContext) -> int:
 
 
 def _no_dataset(kind: str) -> SourceReport:
-    return SourceReport(f"dataset:{kind}", "n/a", ok=False,
+    return SourceReport(f"dataset:{kind}", "n/a", ok=False, absent=True,
                         error=f"no loaded {kind} dataset covers this request: sis ingest {kind} FILE")
 
 

@@ -180,7 +180,7 @@ class Ground:
 
 
 def no_dataset(kind: str) -> SourceReport:
-    return SourceReport(f"dataset:{kind}", "n/a", ok=False,
+    return SourceReport(f"dataset:{kind}", "n/a", ok=False, absent=True,
                         error=f"no loaded {kind} dataset covers this area: sis ingest {kind} FILE")
 
 
