@@ -320,7 +320,15 @@ class PhotoRef(_Wire):
                    license=r.text("license"), provider=r.text("provider"))
 
 
-def _read_polygon(r: _Reader, key: str) -> dict | None:
+def _finite_number(c: Any) -> bool:
+    return isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c)
+
+
+def _read_polygon(r: _Reader, key: str, center_lon: float | None) -> dict | None:
+    """A GeoJSON Polygon of closed rings of finite ``[lon, lat]``. Its longitudes run on continuously from
+    the job's centre (``center_lon``, in [-180, 180]): within 180 degrees of it, so past +-180 where the
+    area crosses the antimeridian (``179.999 .. 180.0007``), as the coordinator draws it. Without a
+    readable centre (refused on its own), within 180 degrees of some centre: [-360, 360]."""
     poly = r.obj(key)
     if poly is None:
         return None
@@ -328,17 +336,34 @@ def _read_polygon(r: _Reader, key: str) -> dict | None:
     ok = poly.get("type") == "Polygon" and isinstance(rings, list) and len(rings) >= 1
     for ring in rings if ok else []:
         ok = ok and isinstance(ring, list) and len(ring) >= 4 and ring[0] == ring[-1] and all(
-            isinstance(p, list) and len(p) == 2 and all(isinstance(c, (int, float)) and not isinstance(c, bool)
-                                                         for c in p)
-            and -180 <= p[0] <= 180 and -90 <= p[1] <= 90 for p in ring)
+            isinstance(p, list) and len(p) == 2 and all(_finite_number(c) for c in p)
+            and -90 <= p[1] <= 90 for p in ring)
     if not ok:
-        r.fail(key, "must be a GeoJSON Polygon of closed [lon, lat] rings")
+        r.fail(key, "must be a GeoJSON Polygon of closed rings of finite [lon, lat]")
+        return poly
+    ref, reach = (0.0, 360.0) if center_lon is None else (center_lon, 180.0)
+    far = next((p[0] for ring in rings for p in ring if abs(p[0] - ref) > reach), None)
+    if far is not None:
+        if center_lon is None:
+            r.fail(key, f"longitude {far:g} is beyond [-360, 360]: an area's longitudes lie within 180 "
+                        "degrees of its centerLon, which is in [-180, 180]")
+        else:
+            r.fail(key, f"longitude {far:g} lies {abs(far - ref):g} degrees from centerLon {ref:g}: an area's "
+                        "longitudes run on continuously from its centre's, within 180 degrees of it (past "
+                        "+-180 where it crosses the antimeridian)")
     return poly
 
 
 @dataclass
 class Job(_Wire):
-    """A work unit: photos in one area, and the engine parameters to run them with."""
+    """A work unit: photos in one area, and the engine parameters to run them with.
+
+    ``center_lon`` is in [-180, 180]; ``area``'s longitudes run on continuously from it, within 180 degrees
+    of it: an area across the antimeridian goes past 180 or -180 (``180.0004`` is 179.9996 W) rather than
+    jumping from 179.9998 to -179.9997. Photos' longitudes, like every longitude a result carries, are in
+    [-180, 180]; a point is read on the area's scale by turning it to lie within 180 degrees of the centre
+    (``pipeline.inside``), as the coordinator's validation reads facts.
+    """
 
     job_id: str
     sweep_id: str
@@ -358,8 +383,11 @@ class Job(_Wire):
         ids = [p.id for p in photos]
         if len(set(ids)) != len(ids):
             r.fail("photos", "photo ids must be unique")
-        return cls(job_id=r.text("jobId"), sweep_id=r.text("sweepId"), area=_read_polygon(r, "area"),
-                   center_lon=r.num("centerLon", -180, 180), center_lat=r.num("centerLat", -90, 90),
+        n = len(errors)
+        center_lon = r.num("centerLon", -180, 180)
+        return cls(job_id=r.text("jobId"), sweep_id=r.text("sweepId"),
+                   area=_read_polygon(r, "area", center_lon if len(errors) == n else None),
+                   center_lon=center_lon, center_lat=r.num("centerLat", -90, 90),
                    radius_m=r.num("radiusM", 1, 50_000), photos=photos,
                    params=r.obj("params", optional=True) or {})
 
