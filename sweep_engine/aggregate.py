@@ -15,6 +15,11 @@ and the range of each value).  Confidence:
 - ``low`` otherwise.
 
 Vehicles and people are transient and are not facts; they serve calibration.
+
+Positions are placed in metres east and north of one origin (the job's
+centre), each camera's longitude first put on the origin's continuous scale,
+so that photos either side of the antimeridian (179.9995, -179.9996) are metres
+apart; a fact's longitude is written back in [-180, 180].
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from datetime import datetime
 import numpy as np
 
 from . import schema
-from .camera import Camera, lonlat_offset, offset_lonlat
+from .camera import Camera, lonlat_offset, offset_lonlat, unwrap_lon, wrap_lon
 from .labels import DET_FACT_KIND
 from .measure import ObjectEstimate, RoadWidthEstimate
 from .structures import Structure
@@ -75,7 +80,10 @@ class _Cluster:
 def _observations(photos: list[PhotoMeasurement], lon0: float, lat0: float) -> list[_Obs]:
     out = []
     for p in photos:
-        ce, cn = (float(x) for x in lonlat_offset(lon0, lat0, p.camera.lon, p.camera.lat))
+        # The camera's longitude on the origin's continuous scale: a job across the antimeridian has photos at
+        # 179.9995 and -179.9996, metres apart, not a turn of the globe.
+        lon = float(unwrap_lon(p.camera.lon, lon0))
+        ce, cn = (float(x) for x in lonlat_offset(lon0, lat0, lon, p.camera.lat))
 
         def add(kind, e, n, values, lower=(), radius=None, pixel_m=0.0):
             out.append(_Obs(kind, ce + e, cn + n, values, set(lower), p.scale_trust, p.photo_id, p.captured_at,
@@ -121,6 +129,7 @@ def _latest(times: list[str]) -> str:
 def _fact(c: _Cluster, lon0: float, lat0: float) -> schema.Fact:
     centre = c.centre()
     lon, lat = offset_lonlat(lon0, lat0, centre[0], centre[1])
+    lon = wrap_lon(lon)   # continuous with the origin's (past 180 east of it near 180): written in [-180, 180]
     bounds = schema.PHYSICAL_BOUNDS[c.kind]
     value, ranges, agree_sizes = {}, {}, True
     pixel = 2 * max(m.pixel_m for m in c.members)

@@ -145,11 +145,30 @@ class Camera:
             return self.cx + self.fx * cam[..., 0] / z, self.cy + self.fy * cam[..., 1] / z, z
 
     def to_lonlat(self, east, north) -> tuple[np.ndarray, np.ndarray]:
-        return offset_lonlat(self.lon, self.lat, east, north)
+        """A position seen from this camera, its longitude in [-180, 180] (``wrap_lon``): an object east of a
+        camera at 179.9999 is at -179.99..., as every longitude on the wire is written."""
+        lon, lat = offset_lonlat(self.lon, self.lat, east, north)
+        return wrap_lon(lon), lat
+
+
+def wrap_lon(lon):
+    """Longitudes (a number or an array) brought to [-180, 180] by whole turns; one already in it, 180 and
+    -180 included, is returned exactly as it is."""
+    lon = np.asarray(lon, float)
+    return np.where((lon >= -180.0) & (lon <= 180.0), lon, (lon + 180.0) % 360.0 - 180.0)
+
+
+def unwrap_lon(lon, ref):
+    """Longitudes moved by whole turns to lie within 180 degrees of ``ref``: on a scale continuous across
+    the antimeridian around it (-179.9999 beside 179.9999 reads 180.0001), as a job's area is drawn."""
+    lon = np.asarray(lon, float)
+    return lon - 360.0 * np.round((lon - ref) / 360.0)
 
 
 def offset_lonlat(lon0: float, lat0: float, east, north) -> tuple[np.ndarray, np.ndarray]:
-    """Local tangent-plane offset to lon/lat; exact to millimetres over the few hundred metres of a job."""
+    """Local tangent-plane offset to lon/lat; exact to millimetres over the few hundred metres of a job.
+    The longitude is continuous with ``lon0``'s: past 180 east of a point near it (``Camera.to_lonlat``
+    and the facts bring it back to [-180, 180])."""
     east, north = np.asarray(east, float), np.asarray(north, float)
     lat = lat0 + np.degrees(north / EARTH_RADIUS_M)
     lon = lon0 + np.degrees(east / (EARTH_RADIUS_M * math.cos(math.radians(lat0))))
@@ -157,9 +176,12 @@ def offset_lonlat(lon0: float, lat0: float, east, north) -> tuple[np.ndarray, np
 
 
 def lonlat_offset(lon0: float, lat0: float, lon, lat) -> tuple[np.ndarray, np.ndarray]:
-    """Inverse of ``offset_lonlat``: east and north metres of a position from an origin."""
+    """Inverse of ``offset_lonlat``: east and north metres of a position from an origin. The longitude
+    difference is taken the short way round, across the antimeridian where that is shorter: a camera at
+    -179.9999 is 22 m east of an origin at 179.9999 on the equator, not 40,000 km west of it."""
     north = np.radians(np.asarray(lat, float) - lat0) * EARTH_RADIUS_M
-    east = np.radians(np.asarray(lon, float) - lon0) * EARTH_RADIUS_M * math.cos(math.radians(lat0))
+    dlon = unwrap_lon(lon, lon0) - lon0
+    east = np.radians(dlon) * EARTH_RADIUS_M * math.cos(math.radians(lat0))
     return east, north
 
 

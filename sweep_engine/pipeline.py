@@ -13,7 +13,8 @@ Photos are batched through the networks (bf16 autocast on CUDA, float32 on
 the CPU), then each photo goes through the pure-numpy geometry (calibration,
 measurement), and the photos' measurements are aggregated into facts.  Every
 job photo ends in ``measurements`` or in ``skipped`` with its reason; facts
-outside the job's area are dropped, as the coordinator would refuse them.
+outside the job's area are dropped, as the coordinator would refuse them (read
+on the area's scale, continuous across the antimeridian: ``inside``).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import torch
 
 from . import __version__, build_hash, schema
 from .aggregate import PhotoMeasurement, aggregate
-from .camera import camera_for_photo
+from .camera import camera_for_photo, unwrap_lon
 from .config import EngineConfig
 from .geometry import MODEL_DEPTH_SIGMA, PhotoGeometry
 from .geometry_pool import GeometryPool
@@ -83,15 +84,23 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def inside(lon: float, lat: float, polygon: dict) -> bool:
-    """Even-odd point-in-polygon on a GeoJSON Polygon (outer ring minus holes)."""
+def inside(lon: float, lat: float, polygon: dict, center_lon: float | None = None) -> bool:
+    """Even-odd point-in-polygon on a GeoJSON Polygon (outer ring minus holes).
+
+    A job's area runs on continuously from its centre's longitude (past 180 where it crosses the antimeridian,
+    ``schema.Job``), while a point's longitude is in [-180, 180]: the point is first turned to lie within 180
+    degrees of ``center_lon`` (the job's ``center_lon``; without it, the area's first corner), as the
+    coordinator's validation reads it. So -179.9996 is tested as 180.0004 against an area 179.999 .. 180.0007.
+    """
+    rings = polygon["coordinates"]
+    lon = float(unwrap_lon(lon, rings[0][0][0] if center_lon is None else center_lon))
+
     def in_ring(ring) -> bool:
         hit = False
         for (x0, y0), (x1, y1) in zip(ring, ring[1:]):
             if (y0 > lat) != (y1 > lat) and lon < x0 + (lat - y0) * (x1 - x0) / (y1 - y0):
                 hit = not hit
         return hit
-    rings = polygon["coordinates"]
     return in_ring(rings[0]) and not any(in_ring(r) for r in rings[1:])
 
 
@@ -282,7 +291,7 @@ class Engine:
             pms.append(pm)
             measurements.append(measurement)
         facts = [f for f in aggregate(pms, origin=(job.center_lon, job.center_lat))
-                 if inside(f.lon, f.lat, job.area)]
+                 if inside(f.lon, f.lat, job.area, job.center_lon)]
         return measurements, facts, infer_s
 
     @staticmethod
