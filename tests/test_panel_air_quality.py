@@ -146,3 +146,19 @@ def test_station_time_is_local_at_its_offset_never_v(time, utc):
 def test_times_without_an_offset_are_unknown():
     assert _utc("2026-11-25T13:00:00+07:00") == "2026-11-25T06:00:00Z"
     assert _utc("2026-11-25T13:00:00") is None and _utc(None) is None
+
+
+async def test_one_feed_of_several_down_is_named_and_the_others_still_answer(db_url, upstream):
+    """Feeds are read one by one (``Source.read_parts``): one down emptied the whole panel."""
+    upstream.set_json("/waqi/feed/@1234", {"status": "error", "data": "Unknown station"})
+    c = await start_coordinator(make_settings(db_url, upstream, sources={"waqi": {"api_key": "tok",
+                                                                              "stations": "jakarta,@1234"}}))
+    try:
+        body = (await c.get("/public/v1/anon/air-quality")).json()
+        assert [s["station"] for s in body["stations"]] == ["Jakarta Pusat, Indonesia"] and body["count"] >= 1
+        sources = body["health"]["sources"]
+        assert [(s["name"], s["ok"]) for s in sources] == [("WAQI feed jakarta", True), ("WAQI feed @1234", False)]
+        assert "Unknown station" in sources[1]["error"] and body["health"]["degraded"] is True
+        assert body["caveats"][0].startswith("Degraded: 1 of 2 sources did not answer (WAQI feed @1234)")
+    finally:
+        await stop_coordinator(c)

@@ -45,7 +45,8 @@ async def test_warnings_from_the_recorded_forecast(c):
     r = await c.get("/public/v1/anon/marine")
     body = r.json()
     assert r.status == 200 and list(body)[0] == "caveats" and not body["health"]["degraded"]
-    assert [s["name"] for s in body["health"]["sources"]] == ["BMKG marine forecasts", "BMKG port forecasts"]
+    assert [s["name"] for s in body["health"]["sources"]] == ["BMKG marine forecasts sea area O.01",
+                                                              "BMKG port forecasts port 0088_Sintete"]
     assert body["count"] == 2
     high, told = body["warnings"]
     assert high["highWave"] and high["wave"] == {"rank": 4, "name": "Tinggi", "range": "2.5-4.0 m"}
@@ -112,7 +113,7 @@ async def test_no_ports_set_means_ports_unknown(db_url, upstream):
     try:
         body = (await c.get("/public/v1/anon/marine")).json()
         assert body["ports"] is None and body["portCount"] is None and body["count"] == 2
-        assert [s["name"] for s in body["health"]["sources"]] == ["BMKG marine forecasts"]
+        assert [s["name"] for s in body["health"]["sources"]] == ["BMKG marine forecasts sea area O.01"]
         assert any("No ports are set" in cav for cav in body["caveats"])
     finally:
         await stop_coordinator(c)
@@ -131,8 +132,16 @@ async def test_several_areas_and_one_that_fails(db_url, upstream):
     c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"areas": "O.01,O.02"}}))
     try:
         body = (await c.get("/public/v1/anon/marine")).json()
-        assert body["health"]["degraded"] and "sea area O.02: HTTP 503" in body["health"]["sources"][0]["error"]
-        assert body["count"] is None
+        # The area down is named and counted on its own; the one that answered is still served (one area
+        # of several down emptied the whole panel).
+        down = [s for s in body["health"]["sources"] if not s["ok"]]
+        assert [s["name"] for s in down] == ["BMKG marine forecasts sea area O.02"] and "HTTP 503" in down[0]["error"]
+        assert (body["health"]["sourcesQueried"], body["health"]["sourcesUsable"]) == (3, 2)
+        assert [a["code"] for a in body["areas"]] == ["O.01"] and body["count"] == 2
+        assert any(cav.startswith("No answer from sea area O.02") for cav in body["caveats"])
+        upstream.set("/bmkg_marine/public_api/perairan/O.01.json", Canned(503, b"busy", "text/plain"))
+        body = (await c.get("/public/v1/anon/marine")).json()       # every area down: the count is unknown
+        assert body["count"] is None and "O.01" in body["health"]["sources"][0]["error"]
     finally:
         await stop_coordinator(c)
 

@@ -33,7 +33,6 @@ recorded WAQI feed format, made for this project, not a real recording.
 """
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -92,7 +91,7 @@ def _index(v: Any) -> int | float | None:
 def parse_feed(doc: Any, feed: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("status") != "ok":
         why = doc.get("data") if isinstance(doc, dict) else None
-        raise SourceError(f"feed {feed}: WAQI said {doc.get('status') if isinstance(doc, dict) else '?'}"
+        raise SourceError(f"WAQI said {doc.get('status') if isinstance(doc, dict) else '?'}"
                           + (f" ({why})" if isinstance(why, str) else ""))
     d = doc["data"]
     local = station_time(d.get("time"))
@@ -128,14 +127,11 @@ class Waqi(Source[dict]):
     async def fetch(self, query: Query) -> list[dict]:
         feeds = [f.strip() for f in str(self.option("stations")).split(",") if f.strip()]
 
-        async def one(feed: str) -> dict:
-            try:
-                doc = await self.get_json(f"/feed/{feed}", {"token": self.api_key})
-            except SourceError as exc:
-                raise SourceError(f"feed {feed}: {exc}") from None
-            return parse_feed(doc, feed)
+        async def one(part: str) -> list[dict]:
+            feed = part.removeprefix("feed ")
+            return [parse_feed(await self.get_json(f"/feed/{feed}", {"token": self.api_key}), feed)]
 
-        return list(await asyncio.gather(*(one(f) for f in feeds)))
+        return await self.read_parts([f"feed {f}" for f in feeds], one)
 
 
 @tool(TOOLS, name="air_quality", title="Air quality (measured)", routes={"public": "/air-quality"},
@@ -173,4 +169,4 @@ async def air_quality(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                        "(stale: null), so they may not be current.")
     return Answer({"count": len(readings) if read.report.ok else None, "readings": readings,
                    "stations": stations, "asOf": iso(now), "staleAfterS": int(STALE_AFTER.total_seconds())},
-                  caveats=caveats, health=Health([read.report]))
+                  caveats=caveats, health=Health(read.reports))

@@ -59,7 +59,7 @@ from coordinator.core.honesty import Answer, Health
 from coordinator.core.registry import Tool, tool
 from coordinator.core.times import iso
 from coordinator.panels.freshness import ended, parse_utc, utc_now
-from coordinator.sources.base import Query, Source, SourceError
+from coordinator.sources.base import Query, Source
 from coordinator.sources.registry import register
 
 TOOLS: list[Tool] = []
@@ -167,24 +167,17 @@ class BmkgMarine(Source[dict]):
         feed being down leaves the other answering."""
         if query.params.get("feed") == "ports":
             return await self.fetch_ports()
-        codes = self.codes("areas")
+        async def one(part: str) -> list[dict]:
+            return [parse_area(await self.get_json(self.option("path").format(code=part.removeprefix("sea area "))))]
 
-        async def one(code: str) -> dict:
-            try:
-                return parse_area(await self.get_json(self.option("path").format(code=code)))
-            except SourceError as exc:
-                raise SourceError(f"sea area {code}: {exc}") from None
-
-        return list(await asyncio.gather(*(one(c) for c in codes)))
+        return await self.read_parts([f"sea area {c}" for c in self.codes("areas")], one)
 
     async def fetch_ports(self) -> list[dict]:
-        async def one(code: str) -> dict:
-            try:
-                return parse_port(await self.get_json(self.option("port_path").format(code=quote(code))), code)
-            except SourceError as exc:
-                raise SourceError(f"port {code}: {exc}") from None
+        async def one(part: str) -> list[dict]:
+            code = part.removeprefix("port ")
+            return [parse_port(await self.get_json(self.option("port_path").format(code=quote(code))), code)]
 
-        return list(await asyncio.gather(*(one(c) for c in self.codes("ports"))))
+        return await self.read_parts([f"port {c}" for c in self.codes("ports")], one)
 
 
 def with_validity(rec: dict[str, Any], now: datetime) -> dict[str, Any]:
@@ -255,7 +248,9 @@ async def marine(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     if source.codes("ports"):
         area_read, port_read = await asyncio.gather(source.read(Query()), source.read(Query(params={"feed": "ports"})))
         port_report = dataclasses.replace(port_read.report, name=PORTS_LABEL)
-        reports = [area_read.report, port_report]
+        port_parts = [dataclasses.replace(r, name=r.name.replace(f"{source.report_name} ", f"{PORTS_LABEL} ", 1))
+                      for r in port_read.parts]
+        reports = [*area_read.reports, *(port_parts or [port_report])]
         ports = port_read.records if port_report.ok else None
         caveats.append("The shape of BMKG's port files is confirmed only in part by public code (path, periods, "
                        "weather, wind, wave height range); their other fields are read when present.")
@@ -264,9 +259,15 @@ async def marine(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                            "(ports: null), not none.")
     else:
         area_read, ports = await source.read(Query()), None
-        reports = [area_read.report]
+        reports = list(area_read.reports)
         caveats.append("No ports are set to be read (SIS_SOURCES__BMKG_MARINE__PORTS), so whether any port has "
                        "a warning is unknown (ports: null), not none.")
+    parts = [*area_read.parts, *(port_parts if source.codes("ports") else [])]
+    missing = [r.name.removeprefix(f"{source.report_name} ").removeprefix(f"{PORTS_LABEL} ") for r in parts
+               if not r.ok]
+    if missing and len(missing) < len(parts):
+        caveats.append(f"No answer from {', '.join(missing)}: their warnings are unknown, not none; the counts "
+                       "are of what answered.")
     now = utc_now()
     as_of = iso(now)
     areas = [with_validity(a, now) for a in area_read.records]

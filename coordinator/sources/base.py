@@ -16,12 +16,13 @@ fake serve them from there (``coordinator.demo.upstream``).
 from __future__ import annotations
 
 import abc
+import asyncio
 import inspect
 import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Mapping, TypeVar
+from typing import Any, Awaitable, Callable, ClassVar, Generic, Mapping, Sequence, TypeVar
 from urllib.parse import urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
@@ -94,6 +95,22 @@ class SourceConfig:
 class SourceRead(Generic[T]):
     records: list[T]
     report: SourceReport
+    # A source read in parts (``Source.read_parts``: a feed, a sea area each): one report per part, so
+    # that a part down is named and counted on its own while the others still answer.
+    parts: list[SourceReport] = field(default_factory=list)
+
+    @property
+    def reports(self) -> list[SourceReport]:
+        """What an answer's health lists of this read: its parts where it was read in parts."""
+        return self.parts or [self.report]
+
+
+class Parts(list):
+    """Records read in parts, with each part's outcome: (part, its records or None, its error)."""
+
+    def __init__(self, records: list, outcomes: list[tuple[str, int | None, str | None]]) -> None:
+        super().__init__(records)
+        self.outcomes = outcomes
 
 
 class Source(abc.ABC, Generic[T]):
@@ -200,8 +217,33 @@ class Source(abc.ABC, Generic[T]):
             # an error with its traceback; the source is degraded, named.
             log.exception("%s: adapter failed reading its answer", self.report_name)
             return self._failed(f"adapter failed reading the answer ({type(exc).__name__})")
-        return SourceRead(records, SourceReport(self.report_name, self.license, ok=True,
-                                                records=len(records), demo=self.demo))
+        report = SourceReport(self.report_name, self.license, ok=True, records=len(records), demo=self.demo)
+        parts = [SourceReport(f"{self.report_name} {part}", self.license, ok=error is None, error=error,
+                              records=n, demo=self.demo) for part, n, error in getattr(records, "outcomes", ())]
+        return SourceRead(list(records), report, parts)
+
+    async def read_parts(self, parts: Sequence[str], one: Callable[[str], Awaitable[list[T]]]) -> Parts:
+        """``fetch`` of a source whose configured parts (WAQI feeds, BMKG sea areas) are asked one by
+        one: a part that fails (``SourceError``, or an answer its parser cannot read) is reported apart,
+        the others still answer; every part failing is the source failing. (One feed of several down
+        emptied the whole panel.) ``parts`` are named as health names them, e.g. "feed @1234"."""
+        outs = await asyncio.gather(*(one(p) for p in parts), return_exceptions=True)
+        records: list[T] = []
+        outcomes: list[tuple[str, int | None, str | None]] = []
+        for part, out in zip(parts, outs):
+            if isinstance(out, SourceError):
+                outcomes.append((part, None, str(out)))
+            elif isinstance(out, PARSE_ERRORS):
+                log.warning("%s %s: unparseable answer: %r", self.report_name, part, out, exc_info=out)
+                outcomes.append((part, None, f"unparseable answer ({type(out).__name__})"))
+            elif isinstance(out, BaseException):
+                raise out
+            else:
+                records.extend(out)
+                outcomes.append((part, len(out), None))
+        if all(error for _, _, error in outcomes):
+            raise SourceError("; ".join(f"{part}: {error}" for part, _, error in outcomes))
+        return Parts(records, outcomes)
 
     def _failed(self, error: str) -> SourceRead[T]:
         log.info("source %s unusable: %s", self.report_name, error)
