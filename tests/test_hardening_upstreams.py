@@ -260,3 +260,14 @@ def test_a_gdacs_time_with_an_offset_is_served_in_utc_and_sorts_as_a_time():
     assert _utc("2026-10-04T15:27:25-05:00") == "2026-10-04T20:27:25Z"
     assert _utc("2026-10-04T15:27:25+07:00") == "2026-10-04T08:27:25Z"
     assert _utc("26/10/2026") is None and _utc(None) is None
+
+
+def test_a_quake_without_a_depth_says_so_and_a_station_time_is_served_in_utc():
+    from coordinator.sources.usgs import parse_feature
+    from coordinator.twin.air import parse_station
+    quake = parse_feature({"id": "us1", "geometry": {"type": "Point", "coordinates": [107.6, -6.9]},
+                           "properties": {"mag": 5.1, "magType": "mww", "time": 1764000000000, "place": "Java"}})
+    assert quake.severity["text"] == "Magnitude 5.1 mww, depth unknown"        # it read "depth None km"
+    station = parse_station({"uid": 1, "lat": -6.2, "lon": 106.8, "aqi": "57",
+                             "station": {"name": "Jakarta", "time": "2026-11-25T13:00:00+07:00"}})
+    assert station["properties"]["time"] == "2026-11-25T06:00:00Z"             # the station's offset was passed on

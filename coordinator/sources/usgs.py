@@ -35,7 +35,8 @@ def parse_feature(feature: dict[str, Any]) -> EventRecord | None:
         episode=str(p.get("updated")) if p.get("updated") is not None else None,
         license=LICENSE,
         from_time=_iso(p.get("time")), to_time=_iso(p.get("time")), updated=_iso(p.get("updated")),
-        severity={"value": mag, "text": f"Magnitude {mag} {p.get('magType') or ''}, depth {depth} km".strip(),
+        severity={"value": mag, "text": f"Magnitude {mag} {p.get('magType') or ''}".strip()
+                  + (f", depth {depth} km" if depth is not None else ", depth unknown"),
                   "unit": p.get("magType")} if mag is not None else None,
         url=p.get("url"),
         upstream_id=feature["id"],

@@ -21,6 +21,7 @@ from typing import Any
 from coordinator.panels.air_quality import LICENSE, _index
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
+from coordinator.sources.values import utc_z
 
 from .records import point
 
@@ -31,7 +32,7 @@ ATTRIBUTION = [{"name": "World Air Quality Index Project", "url": "https://waqi.
 def parse_station(s: dict[str, Any]) -> dict[str, Any]:
     station = s.get("station") or {}
     return point(f"waqi:{s['uid']}", float(s["lon"]), float(s["lat"]), LICENSE, station=station.get("name"),
-                 time=station.get("time"), aqi={"value": _index(s.get("aqi")), "scale": "US EPA AQI (0-500)"},
+                 time=utc_z(station["time"]) if isinstance(station.get("time"), str) else None, aqi={"value": _index(s.get("aqi")), "scale": "US EPA AQI (0-500)"},
                  measured=True, attributions=ATTRIBUTION)
 
 
