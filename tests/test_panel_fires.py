@@ -62,13 +62,17 @@ async def test_the_edge_moves_with_the_clock_and_modis_rows_parse(c, upstream, m
            "bright_t31,frp,daynight\n"
            "-2.4,113.8,331.3,1.3,1.1,2026-11-24,29,Terra,MODIS,48,6.1NRT,307.5,22.5,D\n"      # 24 h 1 min: out
            "-2.4,113.8,331.3,1.3,1.1,2026-11-24,30,Aqua,MODIS,77,6.1NRT,307.5,22.5,N\n"       # exactly 24 h: in
-           "-2.4,113.8,331.3,1.3,1.1,2026-11-25,31,Aqua,MODIS,90,6.1NRT,307.5,22.5,N\n"       # future: out
+           "-2.4,113.8,331.3,1.3,1.1,2026-11-25,31,Aqua,MODIS,90,6.1NRT,307.5,22.5,N\n"       # a minute ahead: in
+           "-2.4,113.8,331.3,1.3,1.1,2026-11-25,45,Aqua,MODIS,90,6.1NRT,307.5,22.5,N\n"       # past the skew: out
            "-2.4,114.2,331.3,1.3,1.1,2026-11-25,10,Aqua,MODIS,90,6.1NRT,307.5,22.5,N\n")      # outside bbox: out
     upstream.set(PATH, Canned(200, csv.encode(), "text/csv"))
     body = (await c.get(f"/public/v1/anon/fires?bbox={BBOX}")).json()
-    assert [d["detectedAt"] for d in body["detections"]] == ["2026-11-24T00:30:00Z"]
-    assert body["detections"][0]["confidence"] == {"scale": "percent (MODIS, 0-100)", "value": 77}
-    assert body["detections"][0]["satellite"] == "Aqua"
+    # A detection a minute after this answer's clock is one of its window (clocks differ by minutes; it was
+    # dropped unsaid); one past the 10-minute skew is left out and said.
+    assert [d["detectedAt"] for d in body["detections"]] == ["2026-11-25T00:31:00Z", "2026-11-24T00:30:00Z"]
+    assert any(cv.startswith("1 detections timed more than 10 minutes after") for cv in body["caveats"])
+    assert body["detections"][1]["confidence"] == {"scale": "percent (MODIS, 0-100)", "value": 77}
+    assert body["detections"][1]["satellite"] == "Aqua"
 
 
 async def test_the_demo_sample_answers_any_area_with_the_rows_inside_it(c, upstream):

@@ -27,7 +27,7 @@ from coordinator.core.honesty import Answer, Health, License
 from coordinator.core.registry import Tool, bbox, tool
 # The clock the 24 h window is computed from: the panels' one clock, imported by name so that a
 # test (and briefs, which reads fires.utc_now) fixes it here.
-from coordinator.panels.freshness import utc_now
+from coordinator.panels.freshness import CLOCK_SKEW, CLOCK_SKEW_TEXT, utc_now
 from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
 
@@ -142,15 +142,21 @@ async def fires(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     read = await ctx.services.sources["firms"].read(Query(bbox=params["bbox"]))
     now = utc_now()
     since = now - WINDOW
-    rows = [r for r in read.records
-            if since <= datetime.strptime(r["detectedAt"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) <= now]
+    def at(r: dict[str, Any]) -> datetime:
+        return datetime.strptime(r["detectedAt"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+
+    # A detection timed a little after this answer's clock is one of this window (clocks differ by
+    # minutes; it was dropped unsaid); one past the skew carries a time that cannot be right.
+    rows = [r for r in read.records if since <= at(r) <= now + CLOCK_SKEW]
+    ahead = sum(1 for r in read.records if at(r) > now + CLOCK_SKEW)
     rows.sort(key=lambda r: r["detectedAt"], reverse=True)
     caveats = [
         "Detections are satellite hot spots at overpass times: a bbox with none may still have fire hidden by "
         "cloud, smoke or canopy, or burning between overpasses; absence of a detection is unknown, not no fire.",
         "The 24 h window is computed from each detection's acquisition time (UTC) against this answer's time; "
         "near-real-time rows reach FIRMS about 3 h after acquisition.",
-    ]
+    ] + ([f"{ahead} detections timed more than {CLOCK_SKEW_TEXT} after this answer's time were left out: a time "
+          "that cannot be right, so when they were seen is unknown."] if ahead else [])
     return Answer({"window": {"from": since.strftime("%Y-%m-%dT%H:%M:%SZ"), "to": now.strftime("%Y-%m-%dT%H:%M:%SZ")},
                    "product": ctx.services.sources["firms"].option("product"),
                    "count": len(rows) if read.report.ok else None, "detections": rows},
