@@ -70,6 +70,12 @@ async def test_a_sweep_at_180_asks_the_provider_on_both_sides_and_never_calls_th
         r = await a.submit(lease["lease"]["leaseId"], rich_result(a, lease, truth))
         assert r.status == 200 and r.json()["accepted"] is True, r.body
     auth = await reviewer(sweeps_db)
+    listed = {p["jobId"] for p in (await sweeps_db.get("/review/v1/pending", headers=auth)).json()["pending"]}
+    # A reviewer's box on either side of 180 finds the ground that reaches across it (one on the far side
+    # from a job's centre found none of it).
+    for box in ("179.99,-16.86,180,-16.84", "-180,-16.86,-179.99,-16.84"):
+        near = (await sweeps_db.get(f"/review/v1/pending?bbox={box}", headers=auth)).json()["pending"]
+        assert {p["jobId"] for p in near} == listed, box
     for p in (await sweeps_db.get("/review/v1/pending", headers=auth)).json()["pending"]:
         r = await sweeps_db.post(f"/review/v1/jobs/{p['jobId']}/approve", {"reason": "ok"}, headers=auth)
         assert r.status == 200, r.body

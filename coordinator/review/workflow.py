@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 
 from sweep_engine.schema import Result
 
@@ -57,7 +57,9 @@ async def pending(db, *, bbox: tuple[float, float, float, float] | None = None, 
             w, so, e, n = bbox
             # A coarse filter in SQL on the job's centre and radius, exact in Python below.
             pad = 0.05
-            q = q.where(SweepJob.center_lon.between(w - pad, e + pad), SweepJob.center_lat.between(so - pad, n + pad))
+            # A job's ground across 180 has its centre on either side of it: the box is looked for there too.
+            q = q.where(or_(*(SweepJob.center_lon.between(w - pad + k, e + pad + k) for k in (-360, 0, 360))),
+                        SweepJob.center_lat.between(so - pad, n + pad))
         q = q.order_by(SweepJob.updated_at, SweepJob.id)
         rows = list((await s.execute(q)).scalars())
         if bbox is not None:
@@ -95,7 +97,10 @@ def base_map(settings) -> dict[str, Any] | None:
 
 
 def _intersects(a, b) -> bool:
-    return not (a[2] < b[0] or b[2] < a[0] or a[3] < b[1] or b[3] < a[1])
+    """Whether two boxes meet, the first also taken a turn east or west: a job's area across 180 is
+    written with longitudes running on past it (179.999 to 180.0007), and a box given on the
+    -180 side met none of it."""
+    return any(not (a[2] + k < b[0] or b[2] < a[0] + k or a[3] < b[1] or b[3] < a[1]) for k in (-360, 0, 360))
 
 
 async def show(db, job_id: int) -> dict[str, Any]:
