@@ -5,6 +5,7 @@ in the table, on the map or on a photo is highlighted in all three, a keypress a
 rejects, the database changes. Screenshots are kept under test-artifacts/ (git-ignored)."""
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import re
@@ -312,6 +313,19 @@ ERROR_JSON = '{"error": {"code": "internal_error", "message": "internal error (t
 HTML_502 = "<html><body><h1>502 Bad Gateway</h1></body></html>"
 
 
+async def refuse(route) -> None:
+    """A route handler: the connection refused, as by a coordinator that is down."""
+    await route.abort("connectionrefused")
+
+
+def slowed(seconds: float):
+    """A route handler answering after ``seconds``, as a slow coordinator does."""
+    async def slow(route) -> None:
+        await asyncio.sleep(seconds)
+        await route.continue_()
+    return slow
+
+
 async def launch(pw):
     return await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
 
@@ -346,8 +360,6 @@ async def in_review(review_page, photos) -> AsyncIterator[tuple[Coordinator, str
 async def test_failures_while_loading_are_said_where_they_can_be_seen(in_review):
     """A failed /me, /pending or first /jobs/N, and a filter the API refuses, each say what failed in
     the message line, which is visible with no job shown; a slow one says it is loading."""
-    import asyncio
-
     from playwright.async_api import async_playwright, expect
 
     c, token, pending = in_review
@@ -360,12 +372,7 @@ async def test_failures_while_loading_are_said_where_they_can_be_seen(in_review)
     async def fail_html(route):
         await route.fulfill(status=502, content_type="text/html", body=HTML_502)
 
-    async def refuse(route):
-        await route.abort("connectionrefused")
-
-    async def slow(route):
-        await asyncio.sleep(2.5)
-        await route.continue_()
+    slow = slowed(2.5)
 
     async with async_playwright() as pw:
         browser = await launch(pw)
@@ -570,20 +577,13 @@ async def test_enter_in_the_reason_field_never_rejects_by_surprise_and_a_parked_
 async def test_a_verdict_acts_on_the_job_shown_never_on_one_only_highlighted(in_review):
     """A job that fails to load is said, and no job is left for a verdict; a slow answer overtaken by a
     later selection is dropped; while a job loads, a verdict waits."""
-    import asyncio
-
     from playwright.async_api import async_playwright, expect
 
     c, token, pending = in_review
     a, b, third = pending[0], pending[1], pending[2]
     errors: list[str] = []
 
-    async def refuse(route):
-        await route.abort("connectionrefused")
-
-    async def slow(route):
-        await asyncio.sleep(2)
-        await route.continue_()
+    slow = slowed(2)
 
     async with async_playwright() as pw:
         browser = await launch(pw)
