@@ -414,6 +414,9 @@ async def test_brand_exposure_counts_and_never_serves_rows(loaded):
     assert none["counts"] == {"osm": 0, "places": 0}                 # a floor: none tagged, not none there
     assert any("count of 0" in c and "unknown, not none" in c for c in none["caveats"])
     assert (await loaded.get(f"/public/v1/anon/brand-exposure?brand=X1&poly={ring}")).status == 400
+    across = "179.95,-16.9;-179.95,-16.9;-179.95,-16.8;179.95,-16.8"      # it said "must fit in 0.25 deg"
+    r = await loaded.get(f"/public/v1/anon/brand-exposure?brand=Q99999901&poly={across}")
+    assert r.status == 400 and "across the antimeridian" in r.json()["error"]["message"]
     bow = f"{LON},{LAT};{LON + 0.001},{LAT + 0.001};{LON + 0.001},{LAT};{LON},{LAT + 0.001}"
     assert (await loaded.get(f"/public/v1/anon/brand-exposure?brand=Q99999901&poly={bow}")).status == 400
 

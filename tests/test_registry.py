@@ -49,7 +49,12 @@ def test_bbox_order_range_and_span():
     with pytest.raises(BadParameter, match="at most 0.05 deg"):
         t.validate({"bbox": "106.8,-6.2,106.9,-6.15"})
     with pytest.raises(BadParameter, match="west < east"):
-        t.validate({"bbox": "106.9,-6.2,106.8,-6.15"})
+        t.validate({"bbox": "106.8,-6.15,106.85,-6.2"})
+    # west > east: written backwards, or an event's own box across 180 fed back (RFC 7946 writes it so)
+    with pytest.raises(BadParameter, match=r"west 179.9 > east -179.9: write it west,south,east,north; a box across "
+                                           r"the antimeridian is asked for as its two sides \(179.9,-17,180,-16 and "
+                                           r"-180,-17,-179.9,-16\)"):
+        t.validate({"bbox": "179.9,-17,-179.9,-16"})
     with pytest.raises(BadParameter, match="four numbers"):
         t.validate({"bbox": "1,2,3"})
     with pytest.raises(BadParameter, match="within"):

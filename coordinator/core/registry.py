@@ -212,6 +212,12 @@ def parse_bbox(p: Param, raw: Any, sides: bool = True) -> tuple[float, float, fl
     if not (-180 <= w <= 180 and -180 <= e <= 180 and -90 <= s <= 90 and -90 <= n <= 90):
         raise BadParameter(f"'{p.name}' must lie within lon -180..180 and lat -90..90",
                            {"parameter": p.name, "value": raw})
+    if w > e and s < n:
+        # The events' own boxes are written so (RFC 7946) where they cross 180: fed back, they met
+        # "must have west < east", which reads as a box written backwards.
+        raise BadParameter(f"'{p.name}' has west {_fmt(w)} > east {_fmt(e)}: write it west,south,east,north; a box "
+                           f"across the antimeridian is asked for as its two sides ({_fmt(w)},{_fmt(s)},180,{_fmt(n)} "
+                           f"and -180,{_fmt(s)},{_fmt(e)},{_fmt(n)})", {"parameter": p.name, "value": raw})
     if w >= e or s >= n:
         raise BadParameter(f"'{p.name}' must have west < east and south < north",
                            {"parameter": p.name, "value": raw})

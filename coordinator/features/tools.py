@@ -240,6 +240,9 @@ async def brand_exposure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     poly = _polygon(params["poly"])
     w, s, e, n = poly.bounds
     plan_cap = CAPS[ctx.caller.plan].bbox_deg if ctx.caller.plan in CAPS else CAPS["anon"].bbox_deg
+    if e - w > 180:
+        raise BadParameter("'poly' spans more than 180 deg of longitude: a ring across the antimeridian is not "
+                           "taken; ask for each side of 180 apart", {"parameter": "poly"})
     if max(e - w, n - s) > plan_cap + 1e-9:
         raise BadParameter(f"'poly' must fit in {plan_cap:g} deg per side (bboxDeg of the {ctx.caller.plan} plan)",
                            {"parameter": "poly", "cap": "bboxDeg", "limit": plan_cap, "plan": ctx.caller.plan})
