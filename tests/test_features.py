@@ -398,7 +398,13 @@ async def test_a_cached_answer_follows_the_callers_plan(loaded, monkeypatch):
     assert plans.CAPS["anon"].bbox_deg < 0.4 <= plans.CAPS["Pro"].bbox_deg
     assert (await loaded.get(f"/public/v1/{pro}/brand-exposure?brand=Q99999901&poly={wide}")).status == 200
     r = await loaded.get(f"/public/v1/anon/brand-exposure?brand=Q99999901&poly={wide}")
-    assert r.status == 400 and r.json()["error"]["details"]["cap"] == "bboxDeg"
+    assert r.status == 400
+    # The plan's shape is checked before the call is admitted: a refusal is not counted against the quota.
+    free, _ = await key(loaded, "Free")
+    wider = f"{LON - 0.4},{LAT - 0.4};{LON + 0.4},{LAT - 0.4};{LON + 0.4},{LAT + 0.4};{LON - 0.4},{LAT + 0.4}"
+    for _ in range(3):
+        assert (await loaded.get(f"/public/v1/{free}/brand-exposure?brand=Q99999901&poly={wider}")).status == 400
+    assert (await loaded.get(f"/public/v1/{free}/limits")).json()["quota"]["usedToday"] == 0 and r.json()["error"]["details"]["cap"] == "bboxDeg"
 
 
 async def test_brand_exposure_counts_and_never_serves_rows(loaded):

@@ -41,6 +41,8 @@ async def call_tool(services: Any, tool: Tool, family: str, raw: Mapping[str, An
         # A capped caller's bbox sides are checked once, against the tightest bound that binds them.
         params = tool.validate(raw, bbox_sides=not capped)
         caveats = caps.check_params(tool, caller, params, raw) if capped else []
+        if tool.check is not None:
+            tool.check(params, caller)
         limit_headers = await access.admit(family, caller)
         ctx = ToolContext(services, family, caller, base_url=facts.base_url)
         answer = await (run_cached(services, tool, ctx, params) if tool.cached else tool.handler(ctx, params))

@@ -302,6 +302,9 @@ class Tool:
                                              # (410: a twin selection naming only withdrawn layers)
     family_descriptions: Mapping[str, str] = field(default_factory=dict)   # family -> description there
     family_cold_bound_s: Mapping[str, float] = field(default_factory=dict)  # family -> cold bound there
+    # The tool's own checks of its parameters against its caller (a plan's bound on a shape), run before
+    # the call is admitted: raised inside the handler, a refusal was counted against the caller's quota.
+    check: Callable[[dict[str, Any], Any], None] | None = None
 
     @property
     def families(self) -> tuple[str, ...]:

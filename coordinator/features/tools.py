@@ -226,6 +226,20 @@ def _polygon(points: list[tuple[float, float]]) -> shapely.Polygon:
     return poly
 
 
+def _brand_shape(params: dict[str, Any], caller: Any) -> None:
+    """The ring is a simple polygon within the caller's plan's bbox cap, checked before the call is
+    admitted (a refusal is not counted against the quota)."""
+    poly = _polygon(params["poly"])
+    w, s, e, n = poly.bounds
+    plan_cap = CAPS[caller.plan].bbox_deg if caller.plan in CAPS else CAPS["anon"].bbox_deg
+    if e - w > 180:
+        raise BadParameter("'poly' spans more than 180 deg of longitude: a ring across the antimeridian is not "
+                           "taken; ask for each side of 180 apart", {"parameter": "poly"})
+    if max(e - w, n - s) > plan_cap + 1e-9:
+        raise BadParameter(f"'poly' must fit in {plan_cap:g} deg per side (bboxDeg of the {caller.plan} plan)",
+                           {"parameter": "poly", "cap": "bboxDeg", "limit": plan_cap, "plan": caller.plan})
+
+
 @tool(TOOLS, name="brand_exposure", title="A chain's outlets inside a shape (a count)",
       description="How many outlets of a brand (its Wikidata id, Q...) lie inside a polygon, counted from the "
                   "loaded OpenStreetMap extract (brand:wikidata) and the loaded places dataset, each count on its "
@@ -235,17 +249,10 @@ def _polygon(points: list[tuple[float, float]]) -> shapely.Polygon:
                     pattern=r"^Q[1-9][0-9]{0,11}$", max_length=13),
               Param("poly", LONLAT_LIST, "Ring of lon,lat pairs separated by ';'", required=True, max_points=500)),
       routes={"public": "/brand-exposure"}, scopes=("earth.brand-exposure",), cache_ttl_s=600, per_plan=True,
-      mcp=True, tags=("features",))
+      mcp=True, tags=("features",), check=_brand_shape)
 async def brand_exposure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
-    poly = _polygon(params["poly"])
+    poly = _polygon(params["poly"])           # checked before admission (``_brand_shape``)
     w, s, e, n = poly.bounds
-    plan_cap = CAPS[ctx.caller.plan].bbox_deg if ctx.caller.plan in CAPS else CAPS["anon"].bbox_deg
-    if e - w > 180:
-        raise BadParameter("'poly' spans more than 180 deg of longitude: a ring across the antimeridian is not "
-                           "taken; ask for each side of 180 apart", {"parameter": "poly"})
-    if max(e - w, n - s) > plan_cap + 1e-9:
-        raise BadParameter(f"'poly' must fit in {plan_cap:g} deg per side (bboxDeg of the {ctx.caller.plan} plan)",
-                           {"parameter": "poly", "cap": "bboxDeg", "limit": plan_cap, "plan": ctx.caller.plan})
     counts: dict[str, Any] = {}
     reports: list[SourceReport] = []
     partly: list[str] = []
