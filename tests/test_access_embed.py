@@ -225,3 +225,33 @@ async def test_sis_embed_refuses_a_zero_budget_a_key_without_the_scope_and_an_un
         assert rc == 0 and out == ""                                   # nothing was minted
     finally:
         await stop_coordinator(c)
+
+
+async def test_an_error_shared_by_single_flight_carries_each_callers_own_embed_headers(sqlite_url, upstream):
+    """Callers waiting on one computation are handed one error object; each caller's embed headers
+    were set on it in place, so one token's origin and frame-ancestors went to the others."""
+    from coordinator.catalogue import all_tools
+    from coordinator.core.errors import NotFound
+    from coordinator.core.registry import Tool, ToolRegistry
+    from tests.support import start_coordinator as start
+
+    async def slow_not_found(ctx, params):
+        await asyncio.sleep(0.3)
+        raise NotFound("nothing here", {})
+
+    registry = ToolRegistry([*all_tools(), Tool(name="slow_missing", title="Slow", description="fails slowly",
+                                                handler=slow_not_found, routes={"public": "/slow-missing"},
+                                                scopes=("earth.events",), cache_ttl_s=60)])
+    c = await start(make_settings(sqlite_url, upstream), registry)
+    try:
+        owner, _ = await key(c, "Enterprise")
+        origins = ["https://a.example", "https://b.example"]
+        tokens = [(await embed(c, owner, origin=o))["token"] for o in origins]
+        callers = [(tokens[i % 2], origins[i % 2]) for i in range(6)] + [(owner, "*")]
+        answers = await asyncio.gather(*(c.get(f"/public/v1/{cred}/slow-missing") for cred, _ in callers))
+        assert [r.status for r in answers] == [404] * len(callers)
+        assert [r.headers["Access-Control-Allow-Origin"] for r in answers] == [o for _, o in callers]
+        assert [r.headers.get("Content-Security-Policy") for r in answers] == [
+            None if o == "*" else f"frame-ancestors {o}" for _, o in callers]
+    finally:
+        await stop_coordinator(c)

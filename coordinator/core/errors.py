@@ -7,6 +7,7 @@ the only place an error body is shaped:
 """
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 
@@ -25,6 +26,16 @@ class ServiceError(Exception):
     @property
     def status(self) -> int:
         return STATUS_BY_CODE.get(self.code, 500)
+
+    def with_headers(self, headers: dict[str, str]) -> "ServiceError":
+        """A copy carrying ``headers`` before its own: an error handed by single flight is one object
+        for every caller waiting on the computation, and set on it in place one caller's embed headers
+        (its origin, its frame-ancestors) went to the others."""
+        out = copy.copy(self)
+        out.headers = {**headers, **self.headers}
+        out.__cause__, out.__context__ = self.__cause__, self.__context__
+        out.__suppress_context__ = self.__suppress_context__
+        return out.with_traceback(self.__traceback__)
 
 
 class BadParameter(ServiceError):

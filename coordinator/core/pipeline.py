@@ -37,6 +37,7 @@ async def call_tool(services: Any, tool: Tool, family: str, raw: Mapping[str, An
     capped = FAMILIES[family].capped
     caller = await access.identify(tool, family, facts)
     browser = embed_headers(caller)
+    failed: ServiceError | None = None
     try:
         # A capped caller's bbox sides are checked once, against the tightest bound that binds them.
         params = tool.validate(raw, bbox_sides=not capped)
@@ -47,8 +48,11 @@ async def call_tool(services: Any, tool: Tool, family: str, raw: Mapping[str, An
         ctx = ToolContext(services, family, caller, base_url=facts.base_url)
         answer = await (run_cached(services, tool, ctx, params) if tool.cached else tool.handler(ctx, params))
     except ServiceError as exc:
-        exc.headers = {**browser, **exc.headers}
-        raise
+        if not browser:
+            raise
+        failed = exc
+    if failed is not None:      # raised out here, so that the copy keeps the original's cause and context
+        raise failed.with_headers(browser)
     if capped:
         answer = caps.cap_rows(answer, caller, caveats)
     if services.settings.demo and not answer.demo:
