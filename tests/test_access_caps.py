@@ -114,3 +114,14 @@ async def test_the_anonymous_credential_object_is_as_the_contract_says(c):
     assert body["kind"] == "key" and body["plan"] == "Free" and body["metered"] is True
     assert body["quota"]["perDay"] == 5000 and body["quota"]["usedToday"] == 0     # /limits itself is not counted
     assert "earth.site-intel" in body["scopes"]
+
+
+async def test_a_direct_answer_varies_on_the_api_key_header(coordinator):
+    """A keyless answer is public, a keyed one private and different: a shared cache keyed on the URL
+    alone handed the keyless copy to keyed callers. The credentialed family's key is its path."""
+    def varies(r) -> set[str]:
+        return {v.strip() for line in r.headers.get_list("Vary") for v in line.split(",")}
+
+    r = await coordinator.get("/earth/limits")
+    assert r.status == 200 and "X-Api-Key" in varies(r)
+    assert "X-Api-Key" not in varies(await coordinator.get("/public/v1/anon/limits"))

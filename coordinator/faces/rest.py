@@ -80,6 +80,10 @@ class ToolHandler(BaseHandler):
                                       raw, self.request_facts(credential))
         for k, v in answer.headers.items():
             self.set_header(k, v)
+        if not in_path:
+            # A keyless answer is public and a keyed one differs (the plan's rows and caps): a shared cache
+            # keyed on the URL alone handed the keyless copy to keyed callers, revoked keys included.
+            self.add_header("Vary", "X-Api-Key")
         self.send_json(answer, answer.status, self.cache_control(answer, ctx.caller.keyless))
 
     def cache_control(self, answer: Answer, keyless: bool) -> str:
