@@ -80,8 +80,7 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
         raise
     services = Services(settings=settings, db=db, sources=sources,
                         registry=registry or default_registry(),
-                        cache=make_cache(settings.redis_url, settings.rate_limit_prefix,
-                                         settings.cache_max_mb * 2**20),
+                        cache=make_cache(settings.redis_url, cache_prefix(settings), settings.cache_max_mb * 2**20),
                         poller=Poller(db, sources, settings.poll_interval_s, settings.polls_kept),
                         access=Access(settings, db), _closers=closers)
     try:
@@ -93,6 +92,13 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
         services.poller.start()
     _freeze_startup_objects()
     return services
+
+
+def cache_prefix(settings: Settings) -> str:
+    """The answer cache's prefix in a shared Redis. A --demo coordinator's answers are of its own
+    data: under the live prefix, a live coordinator served the demo's sample events as its own, and
+    a demo one live places with the demo's caveat."""
+    return settings.rate_limit_prefix + (":demo" if settings.demo else "")
 
 
 def _demo_data_dir(settings: Settings) -> Settings:

@@ -295,3 +295,33 @@ async def test_the_cache_is_bounded_in_bytes_and_drops_expired_answers_before_li
     assert await cache.get("huge") is None and await cache.get("e") is big
     cache.clear()
     assert cache.bytes == 0
+
+
+def test_an_answer_shared_through_redis_comes_back_with_every_field_of_its_health():
+    """Another process reads a shared answer back from its bytes: each report's fields were written out by
+    name, so one that was not (``absent``: a dataset never loaded) came back said as "retry later", and
+    an answer's demo mark was dropped."""
+    import dataclasses
+
+    from coordinator.core.cache import answer_from_bytes, answer_to_bytes
+    from coordinator.core.honesty import Answer, Health, SourceReport
+
+    reports = [SourceReport("dataset:osm", "n/a", ok=False, absent=True, error="no osm dataset has been loaded"),
+               SourceReport("GDACS", "GDACS-terms", ok=True, records=3, demo=True, dataset={"id": 4})]
+    answer = Answer({"count": None}, caveats=["x"], health=Health(reports), demo=True)
+    back = answer_from_bytes(answer_to_bytes(answer))
+    assert back.health.sources == reports and back.demo is True
+    assert back.body() == answer.body()
+    assert {f.name for f in dataclasses.fields(SourceReport)} <= set(orjson_keys(answer_to_bytes(answer)))
+
+
+def orjson_keys(raw: bytes) -> set[str]:
+    import orjson
+    return set(orjson.loads(raw)["health"][0])
+
+
+def test_a_demo_coordinator_keeps_its_answers_apart_in_a_shared_redis():
+    from coordinator.services import cache_prefix
+    from tests.support import make_settings
+    live = make_settings("sqlite+aiosqlite:///x.db", None)
+    assert cache_prefix(live) == "sis" and cache_prefix(live.model_copy(update={"demo": True})) == "sis:demo"

@@ -18,6 +18,7 @@ one computation between them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
@@ -216,19 +217,19 @@ def _retrieve(task: asyncio.Task) -> None:
 # ---- shared through Redis ----------------------------------------------------------------
 
 def answer_to_bytes(answer: Answer) -> bytes:
-    health = None if answer.health is None else [
-        {"name": s.name, "license": s.license, "ok": s.ok, "error": s.error, "records": s.records, "demo": s.demo,
-         "dataset": s.dataset}
-        for s in answer.health.sources]
+    """An answer as another process reads it back: every field of each source report (written out
+    by name, a report read back without ``absent`` said "retry later" of a dataset never loaded)."""
+    health = None if answer.health is None else [dataclasses.asdict(s) for s in answer.health.sources]
     return orjson.dumps({"data": answer.data, "caveats": answer.caveats, "health": health,
-                         "cacheable": answer.cacheable, "status": answer.status, "headers": answer.headers})
+                         "cacheable": answer.cacheable, "status": answer.status, "headers": answer.headers,
+                         "demo": answer.demo})
 
 
 def answer_from_bytes(raw: bytes) -> Answer:
     d = orjson.loads(raw)
     health = None if d["health"] is None else Health([SourceReport(**s) for s in d["health"]])
     return Answer(d["data"], caveats=d["caveats"], health=health, cacheable=d["cacheable"], status=d["status"],
-                  headers=d["headers"])
+                  headers=d["headers"], demo=d.get("demo", False))
 
 
 def _failed_to_bytes(failed: _Failed) -> bytes:

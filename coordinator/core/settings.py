@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     embed_ttl_s: int = Field(3600, ge=60, le=7 * 86400, description="Lifetime of an embed token; a renewal before expiry issues a new one with the same budget counters.")
     embed_budget: int = Field(500, ge=1, description="Default request budget per visitor of an embed token chain, when minting names none.")
     access_cache_s: float = Field(60.0, ge=0, description="How long a key or embed-token lookup is cached in process; revocation does not wait for it (re-read on every request: in the metering transaction, or by the shared revocation read of keyed direct reads).")
-    rate_limit_prefix: str = Field("sis", description="Prefix of rate-limit counter keys in Redis, so that several deployments can share one Redis.")
+    rate_limit_prefix: str = Field("sis", description="Prefix of rate-limit counter and answer cache keys in Redis, so that several deployments can share one Redis (a --demo coordinator adds :demo to its cache's).")
     bench_unlimited: bool = Field(False, description="Benchmarks only: per-minute windows are counted but never refuse (day, month and budget quotas, scopes and revocation still hold). Never set in production.")
 
     sweep_max_photos: int = Field(3000, ge=1, le=100000, description="Most photos one sweep request discovers; the rest of the ground waits for a later request (said in its caveats).")
