@@ -323,6 +323,29 @@ async def test_place_trends_with_one_snapshot_is_unknown_not_zero(c, files):
     await ingest.run(c.services.db, "places", files["old"])
     body = (await c.get(f"/earth/place-trends?bbox={TOWN}")).json()
     assert body["covered"] is False and body["appeared"] is None and "holds 1 snapshot" in body["reason"]
+    # Not kept: the next load answers it (a kept copy asked for that load for an hour after it was done).
+    await ingest.run(c.services.db, "places", files["new"])
+    assert (await c.get(f"/earth/place-trends?bbox={TOWN}")).json()["covered"] is True
+
+
+async def test_place_trends_never_serves_a_snapshot_dropped_while_it_was_read(loaded, monkeypatch):
+    """``sis datasets drop`` deletes a version's rows at once: an answer that was reading it came back
+    with nothing disappeared and nothing unchanged, named the dropped version, and was cached."""
+    from coordinator.datasets import drop
+    from coordinator.features import store
+    real = store.fids_in_box
+
+    async def read_then_drop(db, version_id, *args):
+        rows = await real(db, version_id, *args)
+        if version_id == loaded.new.id:                       # the newer one is read first: drop the older
+            monkeypatch.setattr(store, "fids_in_box", real)
+            (old,) = await drop.check(db, [loaded.old.id])
+            await drop.drop(db, old, loaded.services.settings.data_dir)
+        return rows
+
+    monkeypatch.setattr(store, "fids_in_box", read_then_drop)
+    body = (await loaded.get(f"/earth/place-trends?bbox={TOWN}")).json()
+    assert body["covered"] is False and "holds 1 snapshot" in body["reason"], body
 
 
 async def test_nothing_loaded_places_say_so_degraded(c):

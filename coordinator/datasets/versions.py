@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from coordinator.core.db import Database
 from coordinator.core.db.models import DatasetVersion
@@ -157,6 +157,19 @@ async def list_versions(db: Database, kind: str | None = None) -> list[DatasetVe
         q = q.where(DatasetVersion.kind == kind)
     async with db.read() as s:
         return list((await s.execute(q)).scalars())
+
+
+async def all_ready(db: Database, versions: list[DatasetVersion]) -> bool:
+    """Whether every one of these versions is still ready: one dropped (``sis datasets drop``) while an
+    answer read it had its rows deleted under the reads, and the answer, built from what was left
+    (nothing disappeared, nothing unchanged), was cached as if whole."""
+    ids = [v.id for v in versions]
+    if not ids:
+        return True
+    async with db.read() as s:
+        ready = (await s.execute(select(func.count()).select_from(DatasetVersion).where(
+            DatasetVersion.id.in_(ids), DatasetVersion.state == READY))).scalar_one()
+    return ready == len(ids)
 
 
 async def newest_ready(db: Database, kind: str, n: int = 1) -> list[DatasetVersion]:

@@ -17,7 +17,7 @@ import shapely
 
 from coordinator.core.access.plans import CAPS
 from coordinator.core.context import ToolContext
-from coordinator.core.errors import BadParameter
+from coordinator.core.errors import BadParameter, Unavailable
 from coordinator.core.honesty import Answer, Health, SourceReport
 from coordinator.core.registry import LONLAT_LIST, STRING, Param, Tool, bbox, lat, lon, radius, tool
 from coordinator.datasets import versions
@@ -188,7 +188,7 @@ async def road_geometry(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                   "mapping activity.",
       params=(bbox(max_side=1),), routes={"earth": "/place-trends", "legacy": "/place-trends"}, cache_ttl_s=3600,
       tags=("features",))
-async def place_trends(ctx: ToolContext, params: dict[str, Any]) -> Answer:
+async def place_trends(ctx: ToolContext, params: dict[str, Any], attempt: int = 0) -> Answer:
     box = params["bbox"]
     db = ctx.services.db
     caveats = ["Map churn conflates real change with mapping activity (imports, clean-ups, re-identified places): "
@@ -199,11 +199,19 @@ async def place_trends(ctx: ToolContext, params: dict[str, Any]) -> Answer:
         reason = (f"the archive holds {held} snapshot{'s' if held != 1 else ''} covering this bbox; trends need two "
                   f"(sis ingest places FILE loads one)")
         reports = [versions.report(v) for v in snaps] or [_no_dataset(store.PLACES_KIND)]
+        # Not kept: the next `sis ingest places` answers it, and a kept copy went on asking for that load
+        # for the hour of its TTL after it was done.
         return Answer({"covered": False, "reason": reason, "appeared": None, "disappeared": None},
-                      caveats=caveats, health=Health(reports))
+                      caveats=caveats, health=Health(reports), cacheable=False)
     new, old = snaps
     now = await store.fids_in_box(db, new.id, PLACES, box)
     before = await store.fids_in_box(db, old.id, PLACES, box)
+    if not await versions.all_ready(db, snaps):
+        # A snapshot was dropped while it was read: its rows went under the reads. Read the two newest again.
+        if attempt < 2:
+            return await place_trends(ctx, params, attempt + 1)
+        raise Unavailable("the places archive changed while this was read; ask again", {"retryAfterS": 5},
+                          headers={"Retry-After": "5"})
 
     def side(ids: set[str], names: dict[str, str | None]) -> dict:
         picked = sorted(ids, key=lambda i: (store.sample_key(i), i))[:TREND_SAMPLES]   # ties: not a set's order
