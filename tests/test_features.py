@@ -558,3 +558,15 @@ async def test_a_database_emptied_and_loaded_again_under_its_url_answers_from_it
     only_old = await places_after_loading(f"sqlite+aiosqlite:///{tmp_path}/only-old.db", "old")
     assert new["version"] == old["version"] == 1 and new["matched"] != old["matched"]
     assert old == only_old
+
+
+async def test_a_record_that_is_not_utf8_is_one_bad_record_not_the_end_of_the_load(c, files, tmp_path):
+    """A strict decoder ended the whole load at one bad byte, naming a position in its buffer: a record
+    holding one is counted bad with its line, and the load goes on."""
+    lines = files["old"].read_bytes().split(b"\n")
+    lines[200] = lines[200].replace(b"Synthetic", b"Synth\xe9tic", 1)
+    bad = tmp_path / "places-latin1.geojsonl"
+    bad.write_bytes(b"\n".join(lines))
+    v = await ingest.run(c.services.db, "places", bad)
+    assert v.state == "ready" and v.records == 399 and v.bad_records == 3       # the two bad lines, and this one
+    assert "line 201: not UTF-8: byte 0xE9" in v.bad_samples

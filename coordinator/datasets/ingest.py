@@ -145,7 +145,10 @@ class Load:
         else:
             raw = self._reader = _HashingReader(self.path, lambda n: self._progress.advance(n, self.file_bytes))
         buffered = io.BufferedReader(raw, CHUNK)
-        return io.TextIOWrapper(buffered, encoding="utf-8-sig", newline="") if text else buffered
+        # Undecodable bytes are kept as lone surrogates: a record holding one is counted bad
+        # (``values.not_utf8``), never the end of the load.
+        return (io.TextIOWrapper(buffered, encoding="utf-8-sig", errors="surrogateescape", newline="") if text
+                else buffered)
 
     def progress(self, done: int) -> None:
         """For loaders that read the file some other way than ``open``: how many of its

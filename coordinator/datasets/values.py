@@ -1,6 +1,7 @@
 """Values of records being loaded, read one way by every kind."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -12,3 +13,19 @@ def number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"{value!r} is not a number")
     return float(value)
+
+
+def not_utf8(value: Any) -> str | None:
+    """Why a record read as text is not UTF-8, or None. Text files are read with undecodable bytes
+    kept as lone surrogates (``surrogateescape``), so that one bad byte is one bad record, counted,
+    where a strict decoder ended the whole load at it, naming a position in its buffer that no
+    operator could find. A JSON string escaping a lone surrogate (``"\\ud800"``) cannot be stored
+    either, and is said the same way."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+        return None
+    except UnicodeEncodeError as exc:
+        ch = text[exc.start]
+        return (f"not UTF-8: byte 0x{ord(ch) - 0xDC00:02X}" if "\udc80" <= ch <= "\udcff"
+                else "not UTF-8: a lone surrogate")

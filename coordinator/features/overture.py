@@ -16,7 +16,7 @@ from typing import Any, Iterator, TextIO
 
 import shapely
 
-from coordinator.datasets.values import number
+from coordinator.datasets.values import not_utf8, number
 
 from .osm import Bad
 
@@ -150,6 +150,10 @@ def read_geojsonseq(lines: TextIO, fallback_license: str) -> Iterator[Place | Ba
     for n, line in enumerate(lines, 1):
         text = line.strip().lstrip("\x1e")
         if not text:
+            continue
+        why = not_utf8(text)
+        if why:
+            yield Bad(f"line {n}", why)
             continue
         try:
             feat = json.loads(text)

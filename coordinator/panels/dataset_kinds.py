@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from coordinator.datasets.kinds import dataset_kind
+from coordinator.datasets.values import not_utf8
 from coordinator.panels.plates import KIND, LICENSE, PLATE_STEPS, parse_step
 
 BATCH = 1000
@@ -30,6 +31,10 @@ async def load(load) -> None:  # noqa: ANN001
 
     with load.open(text=True) as lines:
         for n, line in enumerate(lines, 1):
+            why = not_utf8(line)
+            if why:
+                load.bad(f"line {n}", why)
+                continue
             try:
                 step = parse_step(line)
             except ValueError as exc:

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import sqlalchemy as sa
 
 from coordinator.datasets.kinds import dataset_kind
+from coordinator.datasets.values import not_utf8
 
 from .reference import LICENSE, TABLE, airport, city, country, river, seaport
 
@@ -27,6 +28,10 @@ class _Writer:
         self.load, self.layer, self.batch = load, layer, []
 
     async def add(self, where: str, parse: Callable[[Any], dict[str, Any]], raw: Any) -> None:
+        why = not_utf8(raw)
+        if why:
+            self.load.bad(where, why)
+            return
         try:
             rec = parse(raw)
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as exc:
