@@ -124,6 +124,20 @@ async def test_a_grid_replaced_or_dropped_is_closed_at_the_next_answer(c, pair):
     assert files_open_under(new_folder) == []
 
 
+async def test_a_ready_grid_whose_files_this_server_cannot_find_says_where_it_looked(c, pair):
+    """An ingest run from another folder (a relative SIS_DATA_DIR) put its files where the server never
+    looks: the answer said "cannot be read … No such file" of a relative path, and to retry later."""
+    import shutil
+    v = await load(c, pair)
+    folder = versions.folder_of(c.services.settings.data_dir, v)
+    shutil.rmtree(folder)
+    body = (await c.get("/public/v1/anon/bathymetry?lat=-3.5&lon=11")).json()
+    error = body["health"]["sources"][0]["error"]
+    assert error == (f"the files of bathymetry version {v.id} are not in {folder.resolve()} (SIS_DATA_DIR): every "
+                     "coordinator must see the folder `sis ingest` wrote them to")
+    assert "retry later" not in " ".join(body["caveats"])
+
+
 async def test_a_profile_states_its_spacing_and_each_samples_measured_flag(c, pair):
     await load(c, pair)
     body = (await c.get("/public/v1/anon/bathymetry/profile?path=11.5,-3.5;12.5,-3.5&spacingM=5000")).json()
@@ -271,6 +285,14 @@ def test_sis_ingest_takes_the_tid_grid_as_an_option(pair, tmp_path, capsys, monk
     out = capsys.readouterr()
     assert rc == 0 and out.out.startswith("version 1 of bathymetry ready: 57600 records, 0 bad"), out
     assert [p.parent.name[:2] for p in (tmp_path / "data" / "bathymetry").glob("*/tid.nc")] == ["1-"]
+    folder = next((tmp_path / "data" / "bathymetry").glob("1-*"))
+    assert f"its files: {folder.resolve()}\n" in out.out        # where, absolute: SIS_DATA_DIR is absolute here
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SIS_DATA_DIR", "data2")                     # relative: said so
+    assert main(["ingest", "bathymetry", str(pair[0]), "--tid", str(pair[1]), "--database", url]) == 0
+    out = capsys.readouterr().out
+    assert f"its files: {(tmp_path / 'data2' / 'bathymetry').resolve()}/2-" in out
+    assert "(SIS_DATA_DIR data2 is relative to the folder this ran in: every coordinator must see this one)" in out
     rc = main(["ingest", "bathymetry", str(pair[0]), "--database", url])
     assert rc == 2 and "needs --tid" in capsys.readouterr().err
     rc = main(["ingest", "pb2002", str(pair[0]), "--tid", str(pair[1]), "--database", url])

@@ -147,6 +147,19 @@ async def test_the_score_is_null_below_the_evidence_threshold(c, files):
     known = [cn for cn in body["contributions"] if cn["confidence"] != "unknown"]
     assert [cn["feature"] for cn in known] == ["population"]
     assert body["score"] is None and body["evidence"]["knownWeightShare"] == 0.25
+    # Its files where this server does not look (an ingest run from another folder): said where, not "retry".
+    import shutil
+
+    from coordinator.datasets import versions
+    (pop,) = await versions.newest_ready(c.services.db, "population")
+    folder = versions.folder_of(c.services.settings.data_dir, pop)
+    shutil.rmtree(folder)
+    from coordinator.sites import ground
+    ground._GRIDS.clear()                                         # as a server that never opened it
+    body = (await c.get(f"/earth/site-intel?lat={LAT}&lon={LON}&radius=650")).json()
+    said = [s["error"] for s in body["health"]["sources"] if s["name"] == "dataset:population"]
+    assert said == [f"the files of population version {pop.id} are not in {folder.resolve()} (SIS_DATA_DIR): every "
+                    "coordinator must see the folder `sis ingest` wrote them to"], body["health"]
 
 
 async def test_unmapped_ground_is_unknown_not_zero(loaded):

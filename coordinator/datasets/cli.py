@@ -75,7 +75,7 @@ def kinds_list() -> int:
 async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
     from coordinator.core.db.migrate import with_database
     from . import ingest as ingesting
-    from .versions import extent_of
+    from .versions import extent_of, folder_of
 
     if KINDS.get(args.kind) is None:          # before anything is opened or recorded
         print(f"sis ingest: {ingesting.unknown_kind(args.kind)}", file=sys.stderr)
@@ -95,6 +95,13 @@ async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
         box = extent_of(v)
         print(f"version {v.id} of {v.kind} ready: {v.records} records, {v.bad_records} bad, "
               f"extent {box if box else 'none'}, license {v.license}, sha256 {v.sha256}")
+        folder = folder_of(settings.data_dir, v)
+        if v.folder is not None and folder.is_dir():
+            # Said absolute: a relative SIS_DATA_DIR (the default var/data) is the folder this ran in's,
+            # and a server started elsewhere looks elsewhere.
+            print(f"its files: {folder.resolve()}" + ("" if Path(settings.data_dir).is_absolute() else
+                  f" (SIS_DATA_DIR {settings.data_dir} is relative to the folder this ran in: every coordinator "
+                  "must see this one)"))
         if v.bad_records:
             shown = v.bad_samples[:5]
             print(f"sis ingest: {v.bad_records} bad record{'s' if v.bad_records != 1 else ''} not loaded "

@@ -117,6 +117,14 @@ async def create(db: Database, kind: str, *, source: str, license: str, file_nam
     return version
 
 
+def missing_files(data_dir: str | Path, version: DatasetVersion) -> str:
+    """What an answer says of a ready version whose folder this process cannot find: where it looked,
+    absolute (``var/data`` is relative to each process's working folder, and an ingest run from
+    another folder put its files where the server never looks), and that no retry finds them."""
+    return (f"the files of {version.kind} version {version.id} are not in {Path(folder_of(data_dir, version)).resolve()} "
+            "(SIS_DATA_DIR): every coordinator must see the folder `sis ingest` wrote them to")
+
+
 def folder_of(data_dir: str | Path, version: DatasetVersion) -> Path:
     """Where a version of a kind that keeps files keeps them: the folder its load named
     (``KIND/ID-TOKEN``, unique, so that a database made afresh beside the data directory

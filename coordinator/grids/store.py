@@ -81,6 +81,10 @@ async def current(services: Any) -> Loaded:
     try:
         manifest = json.loads((folder / MANIFEST_FILE).read_text())
         grid = Grid(folder / ELEVATION_FILE, folder / TID_FILE)
+    except FileNotFoundError:
+        bad = SourceReport(report.name, version.license, ok=False, dataset=report.dataset, absent=True,
+                           error=versions.missing_files(services.settings.data_dir, version))
+        return Loaded(None, bad, {}, version.license)     # not kept: the folder may be mounted later
     except (OSError, ValueError, GridFormatError) as exc:
         bad = SourceReport(report.name, version.license, ok=False, dataset=report.dataset,
                            error=f"the files of {KIND} version {version.id} cannot be read from "

@@ -311,6 +311,9 @@ async def load(services: Any, box: tuple[float, float, float, float], *, hazards
     if pop is not None:
         try:
             ground.grid = population_grid(services.settings.data_dir, pop)
+        except FileNotFoundError:
+            report = SourceReport(report.name, report.license, ok=False, absent=True,
+                                  error=versions.missing_files(services.settings.data_dir, pop))
         except (OSError, ValueError) as exc:
             report = SourceReport(report.name, report.license, ok=False,
                                   error=f"the grid of version {pop.id} cannot be read: {exc}")
