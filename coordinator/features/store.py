@@ -24,6 +24,7 @@ from coordinator.core.db import Database
 from coordinator.core.db.models import (INFRA_POINT_CLASSES, INFRA_POINTS_SQL, LEAD_LEVEL, DatasetVersion,
                                         MapFeature, MapFeatureLoad)
 from coordinator.datasets import versions
+from coordinator.datasets.rows import delete_version_rows
 from . import geojson, grid
 from .classes import ROADS, is_line
 from .widths import directions, functional_class, ruas_width_m
@@ -156,10 +157,9 @@ async def analyze(db: Database) -> None:
 
 
 async def discard(db: Database, version_id: int) -> None:
-    """Delete the rows a failed load wrote."""
-    async with db.write_core() as conn:
-        await conn.execute(sa.delete(TABLE).where(C.version_id == version_id))
-        await conn.execute(sa.delete(LOAD_TABLE).where(L.version_id == version_id))
+    """Delete the rows of a dropped version or a failed load, in batches (``datasets.rows``)."""
+    await delete_version_rows(db, TABLE, version_id)
+    await delete_version_rows(db, LOAD_TABLE, version_id)
 
 
 # ---- which version answers ----

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from coordinator.datasets.kinds import dataset_kind
+from coordinator.datasets.rows import delete_version_rows
 from coordinator.datasets.values import not_utf8
 from coordinator.panels.plates import KIND, LICENSE, PLATE_STEPS, parse_step
 
@@ -13,9 +14,8 @@ BATCH = 1000
 
 
 async def discard(db, version_id: int) -> None:  # noqa: ANN001
-    """Delete the steps a failed load wrote."""
-    async with db.write_core() as conn:
-        await conn.execute(sa.delete(PLATE_STEPS).where(PLATE_STEPS.c.version_id == version_id))
+    """Delete the steps of a dropped version or a failed load, in batches (``datasets.rows``)."""
+    await delete_version_rows(db, PLATE_STEPS, version_id)
 
 
 @dataset_kind(KIND, description="PB2002 plate boundary steps (Bird 2003), PB2002_steps.dat", license=LICENSE,

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import sqlalchemy as sa
 
 from coordinator.datasets.kinds import dataset_kind
+from coordinator.datasets.rows import delete_version_rows
 from coordinator.datasets.values import not_utf8
 
 from .reference import LICENSE, TABLE, airport, city, country, river, seaport
@@ -18,9 +19,8 @@ BATCH = 1000
 
 
 async def discard(db, version_id: int) -> None:  # noqa: ANN001
-    """Delete the records a failed load wrote."""
-    async with db.write_core() as conn:
-        await conn.execute(sa.delete(TABLE).where(TABLE.c.version_id == version_id))
+    """Delete the records of a dropped version or a failed load, in batches (``datasets.rows``)."""
+    await delete_version_rows(db, TABLE, version_id)
 
 
 class _Writer:
