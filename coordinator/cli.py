@@ -613,6 +613,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()      # here, where a closed pipe is caught, not at the interpreter's exit
         return code
     except KeyboardInterrupt:
+        print(f"sis {args.command}: interrupted", file=sys.stderr)     # exit 130 said, not silent
         return 130
     except BrokenPipeError:
         # The reader of our output went away (`sis settings | head`, `sis jobs list | less` quit):

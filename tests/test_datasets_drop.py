@@ -216,3 +216,38 @@ async def test_a_versions_rows_are_deleted_in_batches_that_give_the_write_lock_b
     assert await rows.delete_version_rows(db, store.TABLE, gone.id, batch=7) == n
     assert transactions == n // 7 + 1 and await place_rows(db, gone.id) == 0
     assert await place_rows(db, keep.id) == n
+
+
+def test_sis_ingest_stopped_by_sigterm_marks_its_version_failed(tmp_path):
+    """systemd stop, docker stop and timeout send SIGTERM: the load was left `loading` for ever with its
+    rows staged, where Ctrl-C marked it failed. It now stops as Ctrl-C does, and says so."""
+    import contextlib
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from coordinator.features import synthetic
+    big = tmp_path / "places-big.geojsonl"
+    synthetic.write_geojsonseq(big, synthetic.places((LAT, LON), 60000))
+    url = f"sqlite:///{tmp_path}/sis.db"
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "SIS_DATA_DIR": str(tmp_path / "data")}
+    cli = [sys.executable, "-m", "coordinator.cli"]
+    assert subprocess.run([*cli, "migrate", "--database", url], env=env, capture_output=True).returncode == 0
+    proc = subprocess.Popen([*cli, "ingest", "places", str(big), "--database", url], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def states() -> list[str]:
+        with contextlib.closing(sqlite3.connect(tmp_path / "sis.db", timeout=30)) as conn:
+            return [state for (state,) in conn.execute("SELECT state FROM dataset_versions")]
+
+    deadline = time.monotonic() + 60
+    while states() != ["loading"]:                              # started, and reading
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, (out, err)
+    assert "stopped by SIGTERM: the version it was loading is marked failed (interrupted)" in err
+    assert states() == ["failed"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from pathlib import Path
 
@@ -83,6 +84,10 @@ async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
     settings = settings_of(args)
 
     async def work(db) -> int:  # noqa: ANN001
+        # SIGTERM (systemd stop, docker stop, timeout) ends the load as Ctrl-C does, its version marked
+        # failed and its rows deleted: uncaught, it left the version `loading` for ever, rows staged.
+        loop, task, stopped = asyncio.get_running_loop(), asyncio.current_task(), []
+        loop.add_signal_handler(signal.SIGTERM, lambda: (stopped.append(True), task.cancel()))
         try:
             companions = {c: getattr(args, c, None) for c in KINDS.companion_options()}
             v = await ingesting.run(db, args.kind, args.path, license=args.license, source=args.source,
@@ -92,6 +97,14 @@ async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
         except ingesting.IngestError as exc:
             print(f"sis ingest: {exc}", file=sys.stderr)
             return 2 if exc.usage else 1
+        except asyncio.CancelledError:
+            if not stopped:
+                raise
+            print("sis ingest: stopped by SIGTERM: the version it was loading is marked failed (interrupted) and "
+                  "its rows deleted", file=sys.stderr)
+            return 128 + signal.SIGTERM
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
         box = extent_of(v)
         print(f"version {v.id} of {v.kind} ready: {v.records} records, {v.bad_records} bad, "
               f"extent {box if box else 'none'}, license {v.license}, sha256 {v.sha256}")
