@@ -358,9 +358,10 @@ class Tool:
             if value is None and p.name in raw:
                 # ``{"radius": null}`` (and NaN, which JSON encoders write as null) answered the default as
                 # if the parameter were left out, where its schema says it is a number.
-                raise BadParameter(f"'{p.name}' is null: give a value, or leave the parameter out"
-                                   + (f" for its default ({p.default})" if p.default is not None and not p.required
-                                      else ""), {"parameter": p.name, "value": None})
+                raise BadParameter(f"'{p.name}' is null: give a value" + ("" if p.required else
+                                   ", or leave the parameter out" + (f" for its default ({p.default})"
+                                                                    if p.default is not None else "")),
+                                   {"parameter": p.name, "value": None})
             if value is None or value == "" and p.required:
                 if p.required:
                     raise BadParameter(f"'{p.name}' is required", {"parameter": p.name})
