@@ -195,7 +195,7 @@ def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(out) != len(pairs):
         seen: set[str] = set()
         twice = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise JsonRefused(f"gives the key '{twice}' more than once")
+        raise JsonRefused(f"gives the key '{twice[:60]}' more than once")
     return out
 
 
