@@ -295,3 +295,32 @@ async def test_one_requester_has_a_bounded_number_of_requests_queued(sqlite_url,
         assert (await request_sweep(c, *places[2], radius=300)).json()["queued"] is True
     finally:
         await stop_coordinator(c)
+
+
+async def test_a_cut_listing_never_calls_the_ground_it_did_not_list_swept_without_imagery(sqlite_url, photos):
+    """A listing cut at SIS_SWEEP_MAX_PHOTOS says nothing of the cells it listed no photo in: once the
+    request was swept they were marked no_imagery ("the provider listed no usable photo here"), though
+    photos stand there, and the provider was never asked of them again."""
+    from tests.support import stop_coordinator
+    from tests.test_review_kit import reviewer, rich_result
+    from tests.test_sweeps_kit import enrolled, start
+    shot = photos.scatter(*CENTRE, radius_m=400, n=40, seed=5)
+    c = await start(sqlite_url, photos, sweep_max_photos=6)
+    try:
+        body = (await request_sweep(c, radius=450)).json()
+        assert body["queued"] is True and body["photos"] <= 6 and any("more than 6" in cv for cv in body["caveats"])
+        truth = {p.id: p for p in shot}
+        (node,) = await enrolled(c, 1, trusted=True)
+        while (lease := await node.lease()) is not None:
+            assert (await node.submit(lease["lease"]["leaseId"], rich_result(node, lease, truth))).status == 200
+        auth = await reviewer(c)
+        for p in (await c.get("/review/v1/pending", headers=auth)).json()["pending"]:
+            assert (await c.post(f"/review/v1/jobs/{p['jobId']}/approve", {}, headers=auth)).status == 200
+        async with c.services.db.read() as s:
+            states = dict((await s.execute(select(CoverageCell.state, func.count()).group_by(CoverageCell.state))).all())
+            request = (await s.execute(select(SweepRequest))).scalar_one()
+        assert request.state == "covered" and "no_imagery" not in states, states
+        listed = {coverage.point_cell(p.lat, p.lon) for p in shot}
+        assert len(listed) > states["covered"]                      # ground with photos left for a later request
+    finally:
+        await stop_coordinator(c)

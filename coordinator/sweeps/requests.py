@@ -232,7 +232,7 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
                        ", ".join(f"{n} {why}" for why, n in sorted(found.skipped.items())) + ".")
     for attempt in range(3):
         try:
-            out = await _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats)
+            out = await _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats, found.truncated)
             out.health = health
             return out
         except IntegrityError:
@@ -257,7 +257,7 @@ async def _within_requester_bound(s, settings, hashed: str | None) -> None:
                           "(GET /earth/sweep-queue shows them)", {"queued": held, "limit": limit})
 
 
-async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats) -> Outcome:
+async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats, truncated=False) -> Outcome:
     db, settings = sweeps.db, sweeps.settings
     at = tr.utcnow()
     # A photo inside the circle may stand in an edge cell whose centre is outside it: that
@@ -299,8 +299,12 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
                            photos=sum(len(p.photos) for p in plans), jobs_total=len(plans), reason=None)
         s.add(req)
         await s.flush()
+        # A listing cut at SIS_SWEEP_MAX_PHOTOS said nothing of the cells it listed no photo in: they are
+        # not this request's ground (swept, they would have been marked no_imagery: "the provider listed
+        # no usable photo here"), and wait for a later request, as its caveat says.
         await s.execute(insert(SweepRequestCell), [
-            {"request_id": req.id, "cell": c, "sweepable": c in photo_cells} for c in sorted(cells)])
+            {"request_id": req.id, "cell": c, "sweepable": c in photo_cells} for c in sorted(cells)
+            if c in photo_cells or not truncated])
         # Ground swept before with no imagery that has photos now is queued again, in its row.
         again, fresh = sorted(new_cells & bare), sorted(new_cells - bare)
         await s.execute(update(CoverageCell).where(CoverageCell.cell.in_(again))
