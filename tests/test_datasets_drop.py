@@ -247,7 +247,9 @@ def test_sis_ingest_stopped_by_sigterm_marks_its_version_failed(tmp_path):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=60)                     # bounded: 15 s of clean-up at most
     assert proc.returncode == 143, (out, err)
-    assert "stopped by SIGTERM: the version it was loading is marked failed (interrupted)" in err
-    assert states() == ["failed"]
+    if states() == ["failed"]:
+        assert "stopped by SIGTERM: the version it was loading is marked failed (interrupted)" in err
+    else:   # cancelled inside a database call, its clean-up could not finish in time: said, and how to end it
+        assert states() == ["loading"] and "`sis datasets drop --crashed VERSION` ends it" in err, err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -64,6 +65,9 @@ class Bar:
         self._bar.close()
 
 
+STOP_GRACE_S = 15      # how long a load stopped by SIGTERM may take to mark its version failed
+
+
 def kinds_list() -> int:
     names = KINDS.names()
     for name in names:
@@ -86,8 +90,22 @@ async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
     async def work(db) -> int:  # noqa: ANN001
         # SIGTERM (systemd stop, docker stop, timeout) ends the load as Ctrl-C does, its version marked
         # failed and its rows deleted: uncaught, it left the version `loading` for ever, rows staged.
+        # The clean-up is bounded: a load cancelled in the middle of a database call can leave it
+        # waiting on a connection that never comes back (3 of 10 trials), and a stop must stop.
         loop, task, stopped = asyncio.get_running_loop(), asyncio.current_task(), []
-        loop.add_signal_handler(signal.SIGTERM, lambda: (stopped.append(True), task.cancel()))
+
+        def stop() -> None:
+            stopped.append(True)
+            task.cancel()
+            loop.call_later(STOP_GRACE_S, give_up)
+
+        def give_up() -> None:
+            print(f"sis ingest: stopped by SIGTERM; its version could not be marked failed within {STOP_GRACE_S} s: "
+                  "`sis datasets list` shows it loading, `sis datasets drop --crashed VERSION` ends it",
+                  file=sys.stderr, flush=True)
+            os._exit(128 + signal.SIGTERM)
+
+        loop.add_signal_handler(signal.SIGTERM, stop)
         try:
             companions = {c: getattr(args, c, None) for c in KINDS.companion_options()}
             v = await ingesting.run(db, args.kind, args.path, license=args.license, source=args.source,
