@@ -112,7 +112,7 @@ async def test_the_review_page_approves_and_rejects_by_keyboard(review_page, pho
     hosts: set[str] = set()
     images: list[str] = []
     async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        browser = await launch(pw)
         try:
             page = await browser.new_page(viewport={"width": 1400, "height": 900})
             errors: list[str] = []
@@ -178,7 +178,7 @@ async def test_the_review_page_approves_and_rejects_by_keyboard(review_page, pho
 
 
 async def open_page(pw, c: Coordinator, token: str, hosts: set[str], errors: list[str]):
-    browser = await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+    browser = await launch(pw)
     page = await browser.new_page(viewport={"width": 1400, "height": 1000})
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("request", lambda req: hosts.add(urlparse(req.url).netloc))
@@ -327,6 +327,10 @@ def slowed(seconds: float):
 
 
 async def launch(pw):
+    # Assertions on the page wait up to 15 s, not Playwright's 5: on a machine busy with the rest of the
+    # suite a failed fetch took longer than 5 s to be said (a CI run's only failure here).
+    from playwright.async_api import expect
+    expect.set_options(timeout=15_000)
     return await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
 
 
