@@ -15,6 +15,7 @@ asking again is no way around a reviewer's verdict.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import os
@@ -148,7 +149,7 @@ async def _search(provider, lat: float, lon: float, radius_m: float, max_photos:
     parts = _boxes(lat, lon, radius_m)
     if len(parts) == 1:
         return await provider.search(parts[0], max_photos)
-    found = [await provider.search(b, max_photos) for b in parts]
+    found = list(await asyncio.gather(*(provider.search(b, max_photos) for b in parts)))   # asked at once
     out, seen = found[0], set()
     photos = []
     for f in found:
