@@ -236,3 +236,53 @@ def test_two_migrates_at_once_on_an_empty_postgres_both_end_well(pg_database):
         assert p.returncode == 0, err
         assert "Traceback" not in err, err
         assert out.startswith(f"database at {head}: "), out
+
+
+async def test_jobs_drawn_across_180_before_0021_are_drawn_again_from_their_cells(db_url):
+    """A job over a cell straddling 180 made before its area was drawn across it spanned the
+    latitude band (the hull of H3's raw corners: a centre near lon -20, a 21,000 km radius);
+    migration 0021 draws it again from its cells, and leaves every other job as it was."""
+    from datetime import datetime, timezone
+
+    import h3
+    from shapely.geometry import Polygon, mapping
+    from sqlalchemy import insert
+
+    from coordinator.core.db.models import SweepJob, SweepRequest
+    from coordinator.sweeps import coverage, jobs
+
+    if not db_url.startswith("sqlite"):
+        from tests.conftest import reset_postgres
+        await reset_postgres(db_url)
+    at = datetime(2026, 11, 20, tzinfo=timezone.utc)
+    straddling = coverage.point_cell(-16.85, 179.99995)
+    hull = Polygon([(lo, la) for la, lo in h3.cell_to_boundary(coverage.cell_text(straddling))]).convex_hull
+    old_area = {"type": "Polygon", "coordinates": [[list(p) for p in mapping(hull)["coordinates"][0]]]}
+    plain = jobs._plan([coverage.point_cell(-6.9, 107.6)], [])
+
+    def row(job_id: int, area: dict, cells: list[int], lat: float, lon: float, radius: float) -> dict:
+        return {"id": job_id, "sweep_id": "sr_old", "state": "queued", "area": area, "center_lat": lat,
+                "center_lon": lon, "radius_m": radius, "cells": [coverage.cell_text(c) for c in cells],
+                "photos": [], "created_at": at, "updated_at": at}
+
+    db = Database(db_url)
+    try:
+        await migrate.upgrade_async(db.write_engine, db_url, "0020")
+        async with db.write() as s:
+            await s.execute(insert(SweepRequest), [{"id": "sr_old", "lat": -16.85, "lon": 180.0, "radius_m": 100,
+                                                    "state": "queued", "requested_at": at, "updated_at": at}])
+            await s.execute(insert(SweepJob), [
+                row(1, old_area, [straddling], hull.centroid.y, hull.centroid.x, 21_308_000.0),
+                row(2, plain.area, plain.cells, plain.center_lat, plain.center_lon, plain.radius_m)])
+        await migrate.upgrade_async(db.write_engine, db_url)
+        async with db.write() as s:
+            got = {j.id: j for j in (await s.execute(select(SweepJob))).scalars()}
+        want = jobs._plan([straddling], [])
+        assert got[1].area == want.area and got[1].radius_m == want.radius_m < 150
+        assert (got[1].center_lat, got[1].center_lon) == (want.center_lat, want.center_lon)
+        lons = [x for x, _ in got[1].area["coordinates"][0]]
+        assert max(lons) - min(lons) < 0.005
+        assert got[2].area == plain.area and got[2].radius_m == plain.radius_m
+        assert got[1].state == "queued" and got[1].cells == [coverage.cell_text(straddling)]
+    finally:
+        await db.close()
