@@ -225,9 +225,12 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
             by_cell[coverage.point_cell(p.lat, p.lon)].append(p)
     caveats = []
     if found.truncated:
-        caveats.append(f"The provider lists more than {settings.sweep_max_photos} photos here; only the first "
-                       f"{settings.sweep_max_photos} were queued, and the rest of the ground waits for a later "
-                       "request.")
+        # Not "the rest waits for a later request": the provider cannot be asked for the photos it did not
+        # list, so the same circle asked again lists the same ones and is answered merged or covered.
+        caveats.append(f"The provider lists more than {settings.sweep_max_photos} photos here; only "
+                       f"{settings.sweep_max_photos} were listed and queued, and ground where none of them stands "
+                       "was not queued. The same circle asked again lists the same photos: to sweep the rest, "
+                       "ask over smaller circles on the unswept part (seen-areas shows what is covered).")
     if found.skipped:
         caveats.append("Photos the engine cannot measure were left out: " +
                        ", ".join(f"{n} {why}" for why, n in sorted(found.skipped.items())) + ".")
@@ -302,7 +305,7 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
         await s.flush()
         # A listing cut at SIS_SWEEP_MAX_PHOTOS said nothing of the cells it listed no photo in: they are
         # not this request's ground (swept, they would have been marked no_imagery: "the provider listed
-        # no usable photo here"), and wait for a later request, as its caveat says.
+        # no usable photo here"), and wait for a request over a smaller circle, as its caveat says.
         await s.execute(insert(SweepRequestCell), [
             {"request_id": req.id, "cell": c, "sweepable": c in photo_cells} for c in sorted(cells)
             if c in photo_cells or not truncated])
