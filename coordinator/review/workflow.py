@@ -14,6 +14,12 @@ reissue (ground that should not be swept), its cells are parked with the reason
 (``coverage.park_cells``), which the public queue shows. All of it happens in the
 verdict's transaction. Every verdict and what follows from it is a row of
 ``sweep_transitions`` with the reviewer and the reason.
+
+A verdict never decides its cells alone: a cell with more photos than a job takes is
+split over several jobs of the same request, and ``coverage.settle`` covers or parks
+it only once every job holding its photos is decided (their verdicts serialised on
+the request's lock, ``jobs.lock_request``). Until then it stays ``queued``, and the
+answer counts it in ``cellsWaiting`` (approval) or ``parked.waiting`` (rejection).
 """
 from __future__ import annotations
 
@@ -174,8 +180,10 @@ def _reason(reason: Any, required: bool) -> str:
 async def _send_again(s, settings, job: SweepJob, actor: str, reason: str, reissue: bool, now) -> dict[str, Any]:
     """What follows a rejection, in its transaction: the ground reissued (a new job closed
     to the nodes whose results went to the reviewer, and to those its forebears were
-    closed to) or, past the limit or without reissue, parked. Returns what the verdict's
-    answer says of it."""
+    closed to) or, past the limit or without reissue, parked. Parked ground's cells are
+    parked once no other job holding their photos is open (``coverage.settle``); until
+    then they stay queued (``waiting``), and the request already says why. Returns what
+    the verdict's answer says of it."""
     line = await jobs.lineage(s, job.id)
     limit = settings.reissue_max
     if reissue and line.generation < limit:
@@ -196,10 +204,13 @@ async def _send_again(s, settings, job: SweepJob, actor: str, reason: str, reiss
                f"last reason: {reason}")
     else:
         why = f"rejected without reissue: {reason}"
-    parked = await coverage.park_cells(s, [int(c, 16) for c in job.cells], actor=actor,
-                                       reason=f"job {job.id} {why}", public_reason=f"parked: {why}", at=now)
-    job.reason = f"{job.reason}; ground parked: {why}"
-    return {"parked": {"reason": why, "cells": len(parked)}}
+    job.reason = f"{job.reason}{coverage.PARKED_MARK}{why}"
+    settled = await coverage.settle(s, job.sweep_id, [int(c, 16) for c in job.cells], actor=actor,
+                                    reason=f"job {job.id} {why}", at=now, why=why)
+    parked: dict[str, Any] = {"reason": why, "cells": len(settled.parked)}
+    if settled.waiting:
+        parked["waiting"] = len(settled.waiting)
+    return {"parked": parked}
 
 
 async def _decide(sweeps, reviewer: ReviewerKey, job_id: int, approve: bool, reason: str,
@@ -211,6 +222,7 @@ async def _decide(sweeps, reviewer: ReviewerKey, job_id: int, approve: bool, rea
         now = tr.utcnow()
         async with db.write() as s:
             job = await jobs.locked_job(s, db, job_id, tr.JOB_IN_REVIEW, "the job is {state}, not waiting for review")
+            await jobs.lock_request(s, db, job.sweep_id)
             if only_unanimous:
                 dissent = (await s.execute(select(func.count()).select_from(SweepResult).where(
                     SweepResult.job_id == job_id, SweepResult.state == tr.RESULT_OUTVOTED))).scalar_one()
@@ -228,13 +240,19 @@ async def _decide(sweeps, reviewer: ReviewerKey, job_id: int, approve: bool, rea
                 job.state = tr.JOB_APPROVED
                 why = reason or "approved"
                 # Only ground the result read is covered: a cell none of whose photos was read
-                # (all skipped) is swept again by a job of its own, never called seen.
+                # (all skipped) is swept again by a job of its own, never called seen. And a cell
+                # read is covered only once every job holding its photos is approved (a split
+                # cell's siblings): until then it waits, and parks if one of them parked.
                 read = jobs.read_cells(job, {m.photo_id for m in result.measurements})
                 cells = {int(c, 16) for c in job.cells}
-                moved = await coverage.mark_cells_covered(s, sorted(cells & read), actor=actor,
-                                                          reason=f"job {job.id} approved", at=now)
+                settled = await coverage.settle(s, job.sweep_id, cells & read, actor=actor,
+                                                reason=f"job {job.id} approved", at=now)
                 out.update(state=job.state, factsPublished=facts, measurementsPublished=measurements,
-                           cellsCovered=len(cells & read), requestsCovered=moved)
+                           cellsCovered=len(settled.covered), requestsCovered=settled.requests_covered)
+                if settled.waiting:
+                    out.update(cellsWaiting=len(settled.waiting))
+                if settled.parked:
+                    out.update(cellsParked=len(settled.parked), parkedReason=settled.public_reason)
                 if cells - read:
                     again = await jobs.sweep_again(s, job, cells - read, now)
                     await tr.record(s, tr.row("job", again, None, tr.JOB_QUEUED, actor,

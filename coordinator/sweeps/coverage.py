@@ -18,6 +18,17 @@ job's cells stay ``queued`` while a reissued job sweeps them again; past the
 reissue limit (or rejected without reissue) they are ``parked`` (``park_cells``),
 and a request none of whose ground is queued any more, some of it parked, is
 ``parked`` with the reason the public queue shows.
+
+A cell holding more photos than a job takes is split over several jobs of that one
+cell ("siblings", ``jobs.split``; an approved job's unread photos also go to a job of
+their own, ``jobs.sweep_again``). A verdict on one job therefore never decides its
+cells alone: ``settle`` decides each cell by every job of the request holding its
+photos (``ground``), a rejected job standing for the ground of the reissue that
+replaced it. While any of them is open the cell stays ``queued``; once none is, it is
+``covered`` if every one ended approved and ``parked`` if any ended parked, part of
+its photos then never measured. Before this, rejecting one sibling parked the cell
+while the others were still swept, and approving one covered the cell (and its
+request) while another was still leased.
 """
 from __future__ import annotations
 
@@ -34,7 +45,7 @@ from shapely.geometry import Polygon
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from coordinator.core.db.models import CoverageCell, SweepRequest, SweepRequestCell
+from coordinator.core.db.models import CoverageCell, SweepJob, SweepReissue, SweepRequest, SweepRequestCell
 from . import transitions as tr
 
 RESOLUTION = 10
@@ -220,7 +231,9 @@ async def mark_cells_covered(session: AsyncSession, cells: Iterable[int], *, act
                              at: datetime | None = None) -> list[str]:
     """Mark cells covered (approved results cover them) and move each queued request whose
     sweepable cells are now all covered to ``covered``. Runs in the caller's write
-    transaction; returns the ids of the requests it moved."""
+    transaction; returns the ids of the requests it moved. It covers what it is given:
+    which cells an approval covers is ``settle``'s to say (every job holding their
+    photos approved)."""
     at = at or tr.utcnow()
     cells = set(cells)
     known = await cell_states(session, cells)
@@ -277,13 +290,15 @@ async def _settle_parked(session: AsyncSession, request_id: str, states: dict[in
 
 
 async def park_cells(session: AsyncSession, cells: Iterable[int], *, actor: str, reason: str,
-                     public_reason: str, at: datetime) -> list[int]:
+                     public_reason: str, at: datetime, request_id: str | None = None) -> list[int]:
     """Park the queued ones of these cells (a rejected job's ground past its reissue limit,
-    or rejected without reissue): they are not swept again by themselves. The request
-    owning each such cell takes ``public_reason`` (what the public queue shows: the why,
-    never who asked or who decided) and is moved to ``parked`` when none of its ground is
-    queued any more. ``reason`` (with the actor) goes to the log. Runs in the caller's
-    write transaction; returns the cells parked."""
+    or rejected without reissue: ``settle`` says which, once no other job holding their
+    photos is open): they are not swept again by themselves. The request owning each such
+    cell, and ``request_id`` (the request whose ground a verdict parked, though its cells
+    may still wait for other jobs holding their photos), takes ``public_reason`` (what the
+    public queue shows: the why, never who asked or who decided) and is moved to
+    ``parked`` when none of its ground is queued any more. ``reason`` (with the actor)
+    goes to the log. Runs in the caller's write transaction; returns the cells parked."""
     cells = set(cells)
     known = await cell_states(session, cells)
     logs, parked = [], []
@@ -294,24 +309,27 @@ async def park_cells(session: AsyncSession, cells: Iterable[int], *, actor: str,
             st.state, st.updated_at = tr.CELL_PARKED, at
             parked.append(cell)
     await session.flush()
-    owners = sorted({known[c].request_id for c in parked if known[c].request_id})
-    for request_id in owners:
-        await session.execute(update(SweepRequest).where(SweepRequest.id == request_id)
+    owners = {known[c].request_id for c in parked if known[c].request_id} | ({request_id} if request_id else set())
+    for owner in sorted(owners):
+        await session.execute(update(SweepRequest).where(SweepRequest.id == owner)
                               .values(reason=public_reason, updated_at=at))
-        q = (select(SweepRequestCell.cell).where(SweepRequestCell.request_id == request_id,
+        q = (select(SweepRequestCell.cell).where(SweepRequestCell.request_id == owner,
                                                  SweepRequestCell.sweepable.is_(True)))
         states = await cell_states(session, set((await session.execute(q)).scalars()))
-        logs += await _settle_parked(session, request_id, states, actor, reason, at)
+        logs += await _settle_parked(session, owner, states, actor, reason, at)
     await tr.record(session, *logs)
     return parked
 
 
 async def unpark_cells(session: AsyncSession, cells: Iterable[int], *, actor: str, reason: str,
-                       at: datetime) -> list[int]:
+                       at: datetime, request_id: str | None = None) -> list[int]:
     """Put the parked ones of these cells back in the queue (an operator requeues rejected
     ground: ``jobs.requeue_rejected``), and each ``parked`` request owning them back to
-    ``queued``, its reason cleared. Runs in the caller's write transaction; returns the
-    cells put back."""
+    ``queued``, its reason cleared. ``request_id``, the request whose ground is requeued,
+    has its reason cleared too where none of its cells was parked yet (they waited for
+    other jobs holding their photos, ``settle``). The cells are queued whatever the
+    other jobs over them say: the requeued ground is open again, and ``settle`` decides
+    them once it is. Runs in the caller's write transaction; returns the cells put back."""
     cells = set(cells)
     known = await cell_states(session, cells)
     logs, back = [], []
@@ -322,14 +340,163 @@ async def unpark_cells(session: AsyncSession, cells: Iterable[int], *, actor: st
             st.state, st.updated_at = tr.CELL_QUEUED, at
             back.append(cell)
     await session.flush()
-    for request_id in sorted({known[c].request_id for c in back if known[c].request_id}):
-        res = await session.execute(update(SweepRequest).where(SweepRequest.id == request_id,
+    owners = {known[c].request_id for c in back if known[c].request_id} | ({request_id} if request_id else set())
+    for owner in sorted(owners):
+        res = await session.execute(update(SweepRequest).where(SweepRequest.id == owner,
                                                                SweepRequest.state == tr.REQUEST_PARKED)
                                     .values(state=tr.REQUEST_QUEUED, reason=None, updated_at=at))
         if res.rowcount:
-            logs.append(tr.row("request", request_id, tr.REQUEST_PARKED, tr.REQUEST_QUEUED, actor, reason, at))
+            logs.append(tr.row("request", owner, tr.REQUEST_PARKED, tr.REQUEST_QUEUED, actor, reason, at))
         else:
-            await session.execute(update(SweepRequest).where(SweepRequest.id == request_id)
+            await session.execute(update(SweepRequest).where(SweepRequest.id == owner)
                                   .values(reason=None, updated_at=at))
     await tr.record(session, *logs)
     return back
+
+
+# ---- a cell decided by every job holding its photos ----
+
+# Jobs still to be decided: a failed job (parked for its failures) waits for an operator's
+# ``sis jobs requeue`` and holds its cells queued, as it does those of a job of its own.
+OPEN_JOBS = (tr.JOB_QUEUED, tr.JOB_LEASED, tr.JOB_IN_REVIEW, tr.JOB_FAILED)
+# What the review workflow writes in a rejected job's reason before the public why of
+# parking its ground (``review.workflow._send_again``); what follows the last one is public.
+PARKED_MARK = "; ground parked: "
+
+
+def _n_cells(n: int) -> str:
+    return f"{n} cell{'' if n == 1 else 's'}"
+
+
+def _public_why(job_reason: str | None) -> str:
+    """The public why of a parked job's ground, from its reason: what follows the last
+    ``PARKED_MARK``, which never holds who decided (that comes before the first)."""
+    if job_reason and PARKED_MARK in job_reason:
+        return job_reason.rsplit(PARKED_MARK, 1)[1]
+    return "rejected in review"
+
+
+@dataclass
+class Ground:
+    """What the jobs of one request holding some cells' photos say of each cell: the ids of
+    its open jobs (``OPEN_JOBS``), of those approved, and of those whose ground ended
+    parked (rejected and not reissued: past the reissue limit or without reissue). A
+    rejected job that was reissued (or requeued) is none of them: its reissue, a job of
+    the same request with the same cells, stands for its ground."""
+
+    open: dict[int, list[int]]
+    approved: dict[int, list[int]]
+    parked: dict[int, list[int]]
+    whys: dict[int, str]                    # parked job id -> the public why
+
+    def state(self, cell: int) -> str | None:
+        """``queued`` while a job holding its photos is open; then ``parked`` if one ended
+        parked, ``covered`` if all ended approved; None where no job holds it."""
+        if self.open.get(cell):
+            return tr.CELL_QUEUED
+        if self.parked.get(cell):
+            return tr.CELL_PARKED
+        if self.approved.get(cell):
+            return tr.CELL_COVERED
+        return None
+
+    def why(self, cells: Iterable[int]) -> str:
+        """The public why of the latest parked job over these cells."""
+        jobs = [j for c in cells for j in self.parked.get(c, ())]
+        return self.whys[max(jobs)] if jobs else "rejected in review"
+
+    def public_reason(self, cells: Iterable[int], why: str | None = None) -> str:
+        """What the public queue says of parked ground: ``parked: <why>``, and for a cell
+        whose other photos other jobs swept (approved) or still sweep, that part of its
+        photos was not measured, so it is not covered."""
+        cells = sorted(set(cells))
+        text = f"parked: {why or self.why(cells)}"
+        partial = [c for c in cells if self.state(c) == tr.CELL_PARKED and self.approved.get(c)]
+        waiting = [c for c in cells if self.state(c) == tr.CELL_QUEUED]
+        if partial:
+            text += (f"; {_n_cells(len(partial))} of it had their photos split over several jobs: the others "
+                     "were approved, but the photos of the rejected one were not measured, so that ground is "
+                     "not covered")
+        if waiting:
+            text += (f"; {_n_cells(len(waiting))} of it have their photos split over several jobs: the photos "
+                     "of the rejected one are not measured, and that ground is parked once the others are "
+                     "decided")
+        return text
+
+
+async def ground(session: AsyncSession, sweep_id: str, cells: Iterable[int]) -> Ground:
+    """The jobs of request ``sweep_id`` holding these cells' photos (``Ground``), read in the
+    caller's write transaction after flushing its changes (the verdict's own job among
+    them). Two statements: the request's jobs (by its indexed ``sweep_id``; a cell's jobs
+    are all of the request owning it, ``requests._queue`` making jobs only for ground no
+    other request holds), and which of their rejected ones were reissued. The caller holds
+    the request's row lock (``jobs.lock_request``), so that a verdict on a sibling decided
+    at the same time is seen."""
+    want = set(cells)
+    out = Ground({}, {}, {}, {})
+    if not want:
+        return out
+    await session.flush()
+    rows = (await session.execute(select(SweepJob.id, SweepJob.state, SweepJob.cells, SweepJob.reason)
+                                  .where(SweepJob.sweep_id == sweep_id))).all()
+    held = [(r, {int(c, 16) for c in r.cells} & want) for r in rows]
+    held = [(r, mine) for r, mine in held if mine]
+    rejected = [r.id for r, _ in held if r.state == tr.JOB_REJECTED]
+    replaced: set[int] = set()
+    for part in chunks(rejected):
+        replaced |= set((await session.execute(select(SweepReissue.parent_id)
+                                               .where(SweepReissue.parent_id.in_(part)))).scalars())
+    for r, mine in held:
+        if r.state in OPEN_JOBS:
+            into = out.open
+        elif r.state == tr.JOB_APPROVED:
+            into = out.approved
+        elif r.state == tr.JOB_REJECTED and r.id not in replaced:
+            into = out.parked
+            out.whys[r.id] = _public_why(r.reason)
+        else:
+            continue
+        for c in mine:
+            into.setdefault(c, []).append(r.id)
+    return out
+
+
+@dataclass
+class Settled:
+    """What ``settle`` did with a verdict's cells."""
+
+    covered: list[int]
+    parked: list[int]
+    waiting: list[int]                      # left queued: another job holding their photos is open
+    requests_covered: list[str]
+    public_reason: str | None               # what the request says of its parked ground, where any
+
+
+async def settle(session: AsyncSession, sweep_id: str, cells: Iterable[int], *, actor: str, reason: str,
+                 at: datetime, why: str | None = None) -> Settled:
+    """Decide the cells of a job of request ``sweep_id`` just decided (approved: the cells its
+    result read; rejected and not reissued: all of them) by every job holding their photos
+    (``ground``): covered where all those jobs are approved (``mark_cells_covered``),
+    parked where none is open and one ended parked (``park_cells``), left queued where one
+    is still open. ``reason`` goes to the log; ``why`` is the public why of a rejection
+    that parks the ground: the request takes it at once, even while its cells wait for
+    the other jobs, as a request does whose other ground is still queued. Where an
+    approval parks cells, the why is the parked sibling's. Runs in the caller's write
+    transaction, which holds the request's lock (``jobs.lock_request``)."""
+    cells = sorted(set(cells))
+    g = await ground(session, sweep_id, cells)
+    by_state: dict[str | None, list[int]] = {}
+    for c in cells:
+        by_state.setdefault(g.state(c), []).append(c)
+    cover, park, waiting = (by_state.get(k, []) for k in (tr.CELL_COVERED, tr.CELL_PARKED, tr.CELL_QUEUED))
+    moved = await mark_cells_covered(session, cover, actor=actor, reason=reason, at=at) if cover else []
+    parked: list[int] = []
+    public = None
+    if park or (why is not None and waiting):
+        public = g.public_reason(park + waiting if why is not None else park, why)
+        log = reason if why is not None else (
+            f"{reason}; job {max(j for c in park for j in g.parked[c])} holding the rest of its photos "
+            f"was {g.why(park)}: they were not measured")
+        parked = await park_cells(session, park, actor=actor, reason=log, public_reason=public, at=at,
+                                  request_id=sweep_id if why is not None else None)
+    return Settled(cover, parked, waiting, moved, public)

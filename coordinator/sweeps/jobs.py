@@ -12,6 +12,10 @@ A rejected job's ground is swept again by a new job (``reissue``): the same phot
 cells and area, linked to the rejected one (``sweep_reissues``, its generation) and
 closed to the nodes whose results were rejected (``sweep_job_exclusions``), which the
 claims in ``leases`` honour (``not_excluded``, ``excluded_pairs``).
+
+The jobs over one split cell decide it together (``coverage.settle``): every verdict and
+requeue on a job first locks its request (``lock_request``), so that two of them on
+sibling jobs never decide the cell each without seeing the other.
 """
 from __future__ import annotations
 
@@ -78,6 +82,16 @@ async def locked_job(s, db, job_id: int, state: str, conflict: str) -> SweepJob:
     return job
 
 
+async def lock_request(s, db, sweep_id: str) -> None:
+    """Row-lock the job's sweep request in the caller's write transaction, after the job's own
+    lock (always that order): on PostgreSQL, under READ COMMITTED, two verdicts on the last
+    two open jobs of a split cell each read the other still in review and left the cell
+    queued for ever; locked, the second waits and then reads the first's outcome. SQLite's
+    write transaction (``BEGIN IMMEDIATE``) already holds the whole database."""
+    if not db.is_sqlite:
+        await s.execute(select(SweepRequest.id).where(SweepRequest.id == sweep_id).with_for_update())
+
+
 def _plan(cells: list[int], photos: list[PhotoRef]) -> JobPlan:
     """A job over ``cells``: its area the convex hull of their hexagons, its centre the
     hull's centroid, its radius the farthest corner's great-circle distance from it.
@@ -104,6 +118,9 @@ def _plan(cells: list[int], photos: list[PhotoRef]) -> JobPlan:
 
 
 def split(photos_by_cell: dict[int, list[PhotoRef]], max_photos: int) -> list[JobPlan]:
+    """Jobs of at most ``max_photos`` photos, cells packed row by row. A cell holding more is
+    split over several jobs of that one cell: none of them alone speaks for the cell, which
+    review covers or parks only once all of them are decided (``coverage.settle``)."""
     def order(cell: int) -> tuple[float, float]:
         la, lo = h3.cell_to_latlng(coverage.cell_text(cell))
         return (round(la, 3), lo)
@@ -217,20 +234,28 @@ async def requeue_rejected(db, job_id: int, actor: str, why: str) -> int:
     on a rejected job): a new job for its photos, closed to the same nodes as a reissue
     would be, its cells and request queued again. The reissue count starts again from 0
     (the new job's generation), so reviewers get ``reissue_max`` more reissues of it.
+    A rejected job not reissued is parked ground even while the cells it shares with
+    other jobs (a split cell) are still queued, waiting for those jobs
+    (``coverage.settle``): it is requeued all the same, so that once they are decided the
+    cell follows the requeued job rather than being parked.
     Returns the new job's id. ``NotFound`` for no such job; ``Conflict`` for a job that is
-    not rejected, whose ground was already reissued, or none of whose ground is parked."""
+    not rejected, whose ground was already reissued, or none of whose cells is parked or
+    still queued (all swept since)."""
     async def run() -> int:
         now = tr.utcnow()
         async with db.write() as s:
             job = await locked_job(s, db, job_id, tr.JOB_REJECTED, "job {job} is {state}, not rejected")
+            await lock_request(s, db, job.sweep_id)
             child = (await s.execute(select(SweepReissue.job_id).where(SweepReissue.parent_id == job_id))).first()
             if child is not None:
                 raise Conflict(f"the ground of job {wire_id(job_id)} was already reissued as {wire_id(child[0])}",
                                {"jobId": job_id, "reissuedAs": child[0]})
-            back = await coverage.unpark_cells(s, [int(c, 16) for c in job.cells], actor=actor,
-                                               reason=f"requeued from rejected job {job.id}: {why}", at=now)
-            if not back:
+            cells = [int(c, 16) for c in job.cells]
+            states = await coverage.cell_states(s, cells)
+            if not any(c in states and states[c].state in tr.HELD for c in cells):
                 raise Conflict(f"none of the ground of job {wire_id(job_id)} is parked", {"jobId": job_id})
+            await coverage.unpark_cells(s, cells, actor=actor, reason=f"requeued from rejected job {job.id}: {why}",
+                                        at=now, request_id=job.sweep_id)
             line = await lineage(s, job.id)
             rejected = set((await s.execute(select(SweepResult.node_id).where(
                 SweepResult.job_id == job.id, SweepResult.state == tr.RESULT_ACCEPTED))).scalars())
