@@ -497,6 +497,9 @@
   function approvedWords(job, out) {
     let t = job.wireId + " " + out.state + " · " + out.factsPublished + " facts live";
     if (out.cellsSweptAgain) t += "; " + out.cellsSweptAgain + " of its cells, where no photo was read, are swept again as job-" + out.sweptAgainBy;
+    // A cell split over several jobs is decided once all of them are (docs/review.md).
+    if (out.cellsWaiting) t += "; " + out.cellsWaiting + " of its cells wait for the other jobs holding their photos";
+    if (out.cellsParked) t += "; " + out.cellsParked + " cells parked, as another job over them was: " + out.parkedReason;
     return t;
   }
 
@@ -507,7 +510,9 @@
       t += "; its ground is reissued as " + r.wireId + " (reissue " + r.generation + " of " + r.reissueMax + "), not offered to " +
         ((r.notOfferedTo || []).length ? r.notOfferedTo.join(", ") : "no node");
     } else if (out.parked) {
-      t += "; its ground is parked (" + out.parked.cells + " cells), not swept again: " + out.parked.reason;
+      const p = out.parked;
+      t += "; its ground is parked (" + p.cells + " cells" + (p.waiting ? ", " + p.waiting + " more once the other jobs holding their photos are decided" : "") +
+        "), not swept again: " + p.reason;
     }
     return t;
   }
