@@ -46,8 +46,9 @@ RESULT_REFUSED = (RESULT_INVALID, RESULT_UNREAD)     # nothing of these goes for
 # swept with no imagery (a covered request asked the provider, which listed no usable photo
 # in it). Both of the last two are swept ground, counted as covered by the queue and the seen
 # layer alike; the share that had imagery is reported apart.
-# A cell is parked when the job sweeping it was rejected past the reissue limit, or
-# rejected without reissue: it is not swept again by itself, and a new request over it
+# A cell is parked when a job sweeping it was rejected past the reissue limit, or
+# rejected without reissue, once no other job holding its photos is open (a cell split
+# over several jobs, ``coverage.settle``): it is not swept again by itself, and a new request over it
 # merges into the request that parked it (whose reason the public queue shows).
 CELL_QUEUED, CELL_COVERED, CELL_NO_IMAGERY, CELL_PARKED = "queued", "covered", "no_imagery", "parked"
 SWEPT = (CELL_COVERED, CELL_NO_IMAGERY)
