@@ -205,7 +205,7 @@ async def test_a_lock_taken_by_a_command_sent_twice_is_the_callers_own():
     at once, not awaited from a holder that is the caller itself until the lock lapses."""
     from coordinator.core.honesty import Answer
 
-    cache = RedisAnswerCache(REDIS_URL, unique_prefix(), lock_s=30)
+    cache = RedisAnswerCache(REDIS_URL, unique_prefix(), lease_s=30)
     real_set = cache.redis.set
 
     async def set_sent_twice(*args, **kwargs):  # noqa: ANN002, ANN003

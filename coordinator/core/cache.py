@@ -254,8 +254,9 @@ def _failed_from_bytes(raw: bytes) -> _Failed:
 class RedisAnswerCache(AnswerCache):
     """Several coordinators' cache in one Redis. Within a process the in-flight table of
     ``AnswerCache`` still joins concurrent requests; across processes a lock key
-    (``SET NX`` with a lease) elects the one that computes, and the others poll for its
-    entry or its hand-over. Entries expire in Redis by their TTL.
+    (``SET NX`` with a lease of ``lease_s``, renewed by its holder while it computes)
+    elects the one that computes, and the others poll for its entry or its hand-over,
+    and take the lock over once it lapses. Entries expire in Redis by their TTL.
 
     When Redis does not answer, requests are served by an in-process ``AnswerCache``
     (``local``) and a warning is logged once: each process caches and single-flights on
@@ -267,15 +268,24 @@ class RedisAnswerCache(AnswerCache):
     POLL_S = 0.02
     RETRY_S = 5.0
     TIMEOUT_S = 0.5
+    LEASE_S = 10.0
+    """The single-flight lock's lease. The holder renews it every third of it for as long
+    as it computes, so the lease bounds how long a holder that died mid-computation
+    (SIGKILL, OOM, a crash) keeps every other process's requests for the key waiting before
+    one of them takes over; it does not bound a computation. With one fixed lease, long
+    enough for any computation (120 s), a holder's death hung every caller of its key on
+    every coordinator for up to two minutes. 10 s leaves a live holder's lock two renewals
+    to spare (a renewal is a Redis command bounded by ``TIMEOUT_S``; an event loop stalled
+    for seconds delays one) before another process could compute the key a second time."""
 
-    def __init__(self, url: str, prefix: str = "sis", *, handover_s: float = 300.0, lock_s: float = 120.0,
+    def __init__(self, url: str, prefix: str = "sis", *, handover_s: float = 300.0, lease_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         super().__init__(clock=clock, handover_s=handover_s, max_bytes=max_bytes)
         from redis.asyncio import Redis
 
         self.redis = Redis.from_url(url, **redis_link(self.TIMEOUT_S))
         self.prefix = f"{prefix}:cache"
-        self.lock_s = lock_s
+        self.lease_s = self.LEASE_S if lease_s is None else lease_s
         self.local = AnswerCache(clock=clock, handover_s=handover_s, max_bytes=max_bytes)   # while Redis is down
         self.fallbacks = 0
         self._down_until = -float("inf")
@@ -340,7 +350,7 @@ class RedisAnswerCache(AnswerCache):
             token = os.urandom(8).hex()
             lock = self._k("lock", key)
             while True:
-                taken = await self.redis.set(lock, token, nx=True, px=int(self.lock_s * 1000))
+                taken = await self.redis.set(lock, token, nx=True, px=self._lease_ms())
                 holder = None if taken else await self.redis.get(lock)
                 # ``redis_link`` sends a command again when its connection closed before the reply: the
                 # first SET may have taken the lock, and the second then finds our own token there.
@@ -373,6 +383,7 @@ class RedisAnswerCache(AnswerCache):
     async def _compute_locked(self, key: str, ttl_s: float, compute: Compute, accepted: bool,
                               token: str) -> Answer:
         lock = self._k("lock", key)
+        renewer = asyncio.create_task(self._renew(lock, token))
         try:
             answer = await compute()
         except asyncio.CancelledError:
@@ -393,10 +404,29 @@ class RedisAnswerCache(AnswerCache):
                 self._fell_back(exc)
             return answer
         finally:
+            renewer.cancel()
             try:
                 await self._release(lock, token)
             except _REDIS_DOWN as exc:   # the lock's lease lapses by itself
                 self._fell_back(exc)
+
+    def _lease_ms(self) -> int:
+        return max(1, int(self.lease_s * 1000))
+
+    async def _renew(self, lock: str, token: str) -> None:
+        """The holder's heartbeat: extend the lock's lease every third of it, only while the
+        lock is still ours. Once it is not (the lease lapsed, and another process may hold it
+        now) or Redis fails, it renews no more; the computation goes on and its answer is
+        still returned, the lease left to lapse."""
+        try:
+            while True:
+                await asyncio.sleep(self.lease_s / 3)
+                if not await self.redis.eval(_RENEW, 1, lock, token, self._lease_ms()):
+                    log.warning("the answer cache's lock on %s lapsed before it was renewed (not renewed within "
+                                "%.1f s): another process may compute the same answer", lock, self.lease_s)
+                    return
+        except _REDIS_DOWN as exc:
+            self._fell_back(exc)
 
     async def _hand_over(self, key: str, token: str, failed: _Failed, accepted: bool) -> None:
         raw = _failed_to_bytes(failed)
@@ -410,6 +440,10 @@ class RedisAnswerCache(AnswerCache):
         """Delete the lock only if it is still ours (a lease that lapsed may be another's now)."""
         await self.redis.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
                               "end return 0", 1, lock, token)
+
+
+_RENEW = ("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) "
+          "end return 0")
 
 
 def _redis_down_errors() -> tuple[type[BaseException], ...]:
