@@ -177,5 +177,8 @@ async def test_redis_failing_a_renewal_stops_it_and_the_answer_is_still_returned
         answer = await asyncio.wait_for(cache.run("k", 60, counting(computed, "holder", 3 * LEASE_S)), 5)
         assert answer.data == {"by": "holder"} and computed == ["holder"]
         assert renewals == [1] and cache.fallbacks == 1         # said as a Redis failure, once
+        # and it stays fallen back until it is tried again (RETRY_S): the call that failed within it said
+        # "answers again" as soon as it returned
+        assert cache.degraded
     finally:
         await cache.close()

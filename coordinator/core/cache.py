@@ -328,6 +328,7 @@ class RedisAnswerCache(AnswerCache):
     async def run(self, key: str, ttl_s: float, compute: Compute, *, bound_s: float | None = None,
                   accepted: bool = False) -> Outcome:
         if self.clock() >= self._down_until:
+            down_until = self._down_until
             try:
                 if accepted:
                     raw = await self.redis.getdel(self._k("hk", key))
@@ -337,7 +338,9 @@ class RedisAnswerCache(AnswerCache):
             except _REDIS_DOWN as exc:
                 self._fell_back(exc)
             else:
-                if self.degraded and not accepted:
+                # Shared again only when Redis answered this whole call: one that failed within it (the
+                # answer's put, a renewal) fell back and moved the retry time, and was said back at once.
+                if self.degraded and self._down_until == down_until and not accepted:
                     self._down_until = -float("inf")
                     log.warning("answer cache storage (Redis) answers again: answers are shared again")
                 return outcome
