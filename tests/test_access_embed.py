@@ -93,6 +93,9 @@ async def test_minting_checks_the_origin_once_and_the_plans_token_count(coordina
     r = await coordinator.post(f"/public/v1/{owner}/embed-tokens", {"origin": "https://c.example"})
     assert r.status == 409
     assert r.json()["error"]["details"]["maxEmbedKeys"] == 2
+    # The OpenAPI document lists the answers the route gives: a mint is 201 (it said 200) and the count 409.
+    op = (await coordinator.get("/openapi.json")).json()["paths"]["/public/v1/{cred}/embed-tokens"]["post"]
+    assert {"201", "409"} <= set(op["responses"]) and "200" not in op["responses"], sorted(op["responses"])
     r = await coordinator.post("/public/v1/anon/embed-tokens", {"origin": "https://c.example"})
     assert r.status == 403
     minted = await embed(coordinator, (await key(coordinator, "Pro"))[0])

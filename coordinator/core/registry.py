@@ -300,6 +300,7 @@ class Tool:
     tags: tuple[str, ...] = ()
     statuses: tuple[int, ...] = ()           # answers beyond the common ones, documented in OpenAPI
                                              # (410: a twin selection naming only withdrawn layers)
+    ok_status: int = 200                      # the status of its answer (201: it made something)
     family_descriptions: Mapping[str, str] = field(default_factory=dict)   # family -> description there
     family_cold_bound_s: Mapping[str, float] = field(default_factory=dict)  # family -> cold bound there
     # The tool's own checks of its parameters against its caller (a plan's bound on a shape), run before

@@ -36,6 +36,7 @@ HEALTH_SCHEMA = {
 
 STATUS_TEXT = {"400": "Bad parameter (details.parameter names it)", "401": "Invalid credential",
                "403": "Missing scope, or over a cap of the plan", "404": "Not found",
+               "409": "Conflict with the state of what is asked of (details say what)",
                "410": "Gone: only withdrawn items were asked for (details say which, and why)",
                "413": "Request body too large", "429": "Rate limited (Retry-After)", "500": "Internal error",
                "503": "A store the service needs is unreachable (Retry-After)"}
@@ -57,7 +58,8 @@ def openapi_document(registry: ToolRegistry, extra_paths: dict[str, Any] | None 
                                "description": p.description + p.bound_text(), "schema": p.json_schema()})
             schema = tool.output_schema or {"$ref": "#/components/schemas/Answer"}
             responses: dict[str, Any] = {
-                "200": {"description": tool.title, "content": {"application/json": {"schema": schema}}},
+                str(tool.ok_status): {"description": tool.title,
+                                      "content": {"application/json": {"schema": schema}}},
             }
             if tool.cold == "accepted":
                 responses["202"] = {"description": "Accepted: being computed; the same request answers 200 once "

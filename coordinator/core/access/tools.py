@@ -111,7 +111,7 @@ async def renew_embed(ctx: ToolContext, params: dict[str, Any]) -> Answer:
       description="Mint an embed token from the key in the path, for a page on the given framing origin. The "
                   "origin is checked once, here; it only steers browsers (CORS and frame-ancestors).",
       routes={"public": "/embed-tokens"}, method="POST", scopes=("earth.embed",), keyless=False, http_max_age_s=0,
-      mcp=False,
+      mcp=False, ok_status=201, statuses=(409,),          # 409: the plan's live tokens per key are all minted
       params=(Param("origin", STRING, "Framing origin of the page, scheme://host[:port]", required=True,
                     max_length=200),
               Param("budget", INTEGER, "Requests per visitor over the token's chain of renewals",
