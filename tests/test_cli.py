@@ -221,6 +221,7 @@ def test_a_config_file_that_is_not_there_is_said_in_one_line(tmp_path):
     ({"SIS_GDACS_BASE_URL": "http://x"}, "SIS_GDACS_BASE_URL is now SIS_SOURCES__GDACS__BASE_URL"),
     ({"SIS_SOURCES__GDCAS__BASE_URL": "http://x"}, "SIS_SOURCES__GDCAS__... names no source"),
     ({"SIS_SOURCES__USGS__FED": "2.5_day"}, "SIS_SOURCES__USGS__FED is not a setting of source 'usgs'"),
+    ({"SIS_SOURCES__USGS__API_KEY": "k"}, "SIS_SOURCES__USGS__API_KEY is not a setting of source 'usgs'"),
 ])
 @pytest.mark.parametrize("command", [["serve", "--port", "0"], ["poll"], ["migrate"]])
 def test_wrong_source_settings_are_refused_in_one_line_before_anything_starts(tmp_path, env, said, command):

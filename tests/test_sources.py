@@ -75,6 +75,11 @@ def test_source_settings_come_nested_from_the_environment(monkeypatch, tmp_path)
 def test_wrong_source_settings_stop_start_up_with_one_line(tmp_path, monkeypatch):
     with pytest.raises(SourceSettingsError, match="SIS_SOURCES__USGS__FED is not a setting of source 'usgs'"):
         build_sources(settings(usgs={"fed": "2.5_day"}))
+    # A key for a source that sends none: every source's settings can hold one, and it was taken unsaid.
+    with pytest.raises(SourceSettingsError, match="SIS_SOURCES__USGS__API_KEY is not a setting of source 'usgs'"):
+        build_sources(settings(usgs={"api_key": "k"}))
+    with pytest.raises(SourceSettingsError, match="SIS_SOURCES__GDACS__API_KEY_FILE is not a setting"):
+        build_sources(settings(gdacs={"api_key_file": str(tmp_path / "k")}))
     with pytest.raises(SourceSettingsError, match="names no source"):
         build_sources(settings(gdcas={"base_url": "http://x"}))
     with pytest.raises(SourceSettingsError, match="cannot read"):

@@ -30,6 +30,7 @@ class CoinGecko(Source[dict]):
     default_base_url = "https://api.coingecko.com"
     description = "CoinGecko simple price (JSON)"
     cache_ttl_s = 60.0
+    takes_key = True                       # a demo key, sent where set; the public API needs none
 
     async def fetch(self, query: Query) -> list[dict]:
         (coin,) = query.ids
