@@ -493,8 +493,9 @@ def parser() -> argparse.ArgumentParser:
 
     def db_arg(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--database", metavar="URL",
-                        help="sqlite:///path/to/sis.db or postgresql://user@host:5432/database "
-                             "(default: SIS_DATABASE_URL, else sqlite:///var/sis.db)")
+                        help="sqlite+aiosqlite:///path/to/sis.db or postgresql+asyncpg://user@host:5432/database "
+                             "(the driver may be left out) "
+                             "(default: SIS_DATABASE_URL, else sqlite+aiosqlite:///var/sis.db)")
 
     s = sub.add_parser("serve", help="serve the coordinator (applies migrations itself on SQLite)")
     s.add_argument("--host", help="listen address (default 127.0.0.1)")
