@@ -196,8 +196,6 @@ def source_problem(settings: Settings, adapters: Mapping[str, Any]) -> str | Non
     SIS_CONFIG file) with the closest name and what the source takes; None when all is well.
     ``sources.registry.check_settings`` checks the same after it (key files, both ways of a
     key) for every caller."""
-    from coordinator.sources.registry import untaken    # the sources import this module's settings
-
     path = config_path()
     for name in sorted(settings.sources):
         if name in adapters:
@@ -213,7 +211,7 @@ def source_problem(settings: Settings, adapters: Mapping[str, Any]) -> str | Non
         cls = adapters[name]
         own = settings.sources[name]
         takes = cls.setting_keys()
-        for key in untaken(cls, own):
+        for key in cls.untaken(own):
             env = f"SIS_SOURCES__{name.upper()}__{key.upper()}"
             if _env_get(env) is not None or not path:
                 near = closest(key.lower(), takes)

@@ -146,6 +146,17 @@ class Source(abc.ABC, Generic[T]):
                 *(o.lower() for o in cls.options)]
 
     @classmethod
+    def untaken(cls, own: Any) -> list[str]:
+        """The settings given in ``own`` (its ``SourceSettings``, or None) that this source does
+        not take, sorted: options it does not declare, and a key (``api_key``, ``api_key_file``)
+        where it sends none, which every source's settings can hold and which was otherwise
+        accepted and never used."""
+        if own is None:
+            return []
+        given = set(own.model_extra or {}) | {k for k in ("api_key", "api_key_file") if getattr(own, k) is not None}
+        return sorted(k for k in given if k not in cls.options and k not in cls.setting_keys())
+
+    @classmethod
     def at(cls, base_url: str, timeout_s: float = 8.0, **options: Any) -> "Source[T]":
         """An adapter pointed at ``base_url`` with no settings behind it (scripts and tests)."""
         return cls(SourceConfig(base_url, timeout_s, options=options))

@@ -52,22 +52,12 @@ def env_name(source: str, key: str) -> str:
     return f"SIS_SOURCES__{source.upper()}__{key.upper()}"
 
 
-def untaken(cls: type[Source], own: SourceSettings | None) -> list[str]:
-    """The settings given for ``cls`` that it does not take, sorted: options it does not
-    declare, and a key (``api_key``, ``api_key_file``) for a source that sends none, which
-    every source's settings can hold and which was otherwise accepted and never used."""
-    if own is None:
-        return []
-    given = set(own.model_extra or {}) | {k for k in ("api_key", "api_key_file") if getattr(own, k) is not None}
-    return sorted(k for k in given if k not in cls.options and k not in cls.setting_keys())
-
-
 def config_for(cls: type[Source], settings: "Settings", *, base_url: str | None = None) -> SourceConfig:
     """The adapter's settings: what the operator set, else what the adapter declares.
     ``base_url`` overrides both (the demo upstream)."""
     own: SourceSettings | None = settings.sources.get(cls.name)
     extra = dict(own.model_extra or {}) if own is not None else {}
-    unknown = untaken(cls, own)
+    unknown = cls.untaken(own)
     if unknown:
         takes = ", ".join(env_name(cls.name, o) for o in cls.setting_keys())
         raise SourceSettingsError(f"{env_name(cls.name, unknown[0])} is not a setting of source {cls.name!r} "
