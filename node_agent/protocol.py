@@ -7,6 +7,12 @@ treats differently:
 
 - ``Unreachable``: no answer, a timeout, 5xx or 429. Worth retrying, with
   backoff; ``retry_after`` carries the coordinator's hint when it sent one.
+  An answer that is not the coordinator's counts as none: a redirect (3xx, not
+  followed; its message names the ``Location``), a 2xx whose body is not a JSON
+  object (a captive portal's or a proxy's page; its message names the
+  ``Content-Type``), or one without the field the protocol promises (``accepted``
+  in a result's answer, ``action`` in a heartbeat's). A result so answered stays
+  in the spool.
 - ``Refused``: a 4xx answer. The coordinator heard and said no; retrying the
   same request will not help (401: enrol again; 409/410: the lease is gone).
 
@@ -25,6 +31,7 @@ import json
 import logging
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urljoin
 
 import aiohttp
 
@@ -150,6 +157,14 @@ class Client:
         if status >= 400:
             raise Refused(f"{route}: the coordinator answered {status}{_message(doc)}", status=status,
                           code=_code(doc), details=_details(doc))
+        if status >= 300:
+            # Redirects are not followed (what the address names is what the node speaks to),
+            # and a redirect's answer is no answer: an http->https move, a proxy's login page.
+            raise Unreachable(_moved(route, status, headers, url, path.format(**params)), status=status)
+        if status != 204 and not isinstance(doc, dict):
+            # A captive portal, a proxy's page, a web server at the address: its 200 was read as
+            # the coordinator's "done", and the spooled result it "acknowledged" deleted.
+            raise Unreachable(_not_json(route, status, headers, raw), status=status)
         return status, doc, headers
 
     # ---- the protocol's calls ------------------------------------------------------------
@@ -167,8 +182,10 @@ class Client:
         return _lease_from("lease", None if status == 204 else doc, headers)
 
     async def heartbeat(self, lease_id: str, progress: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The coordinator's word on the lease: ``action`` is ``continue`` or ``cancel``. An answer
+        without ``action`` is no answer (Unreachable): it was read as "cancel" and the job dropped."""
         _, doc, _ = await self.call("heartbeat", progress or {}, lease=lease_id)
-        return doc or {}
+        return _requiring("heartbeat", doc, "action")
 
     async def release(self, lease_id: str, reason: str) -> dict[str, Any]:
         """Give a lease back unworked: the coordinator queues its job again at once."""
@@ -176,8 +193,10 @@ class Client:
         return doc if isinstance(doc, dict) else {}
 
     async def submit(self, lease_id: str, result: dict[str, Any]) -> dict[str, Any]:
+        """The submission's answer. One without ``accepted`` is not the coordinator's
+        acknowledgement (Unreachable): the result stays in the spool and is sent again."""
         _, doc, _ = await self.call("submit", result, lease=lease_id)
-        return doc or {}
+        return _requiring("submit", doc, "accepted")
 
     async def submit_and_lease(self, lease_id: str, result: dict[str, Any]) -> tuple[dict[str, Any],
                                                                                     Lease | NoWork | None]:
@@ -186,7 +205,7 @@ class Client:
         says nothing of a next job (a coordinator without ``next``, or one that would not
         lease now): then ask with ``lease()``."""
         _, doc, headers = await self.call("submit_next", result, lease=lease_id)
-        doc = doc if isinstance(doc, dict) else {}
+        doc = _requiring("submit", doc, "accepted")
         if "next" not in doc:
             return doc, None
         try:
@@ -213,6 +232,33 @@ def _lease_from(route: str, doc: Any, headers: Any) -> Lease | NoWork:
     beat = lease.get("heartbeatS")
     return Lease(str(lease_id), doc["job"], lease.get("expiresAt"),
                  float(beat) if isinstance(beat, (int, float)) and beat > 0 else None)
+
+
+def _requiring(route: str, doc: Any, field: str) -> dict[str, Any]:
+    """``doc``, when it is an object holding ``field``, which the protocol promises in the answer."""
+    if not isinstance(doc, dict) or field not in doc:
+        raise Unreachable(f"{route}: the answer has no {field!r}: it is not the coordinator's answer "
+                          "(is this the coordinator's address?)")
+    return doc
+
+
+def _moved(route: str, status: int, headers: Any, url: str, path: str) -> str:
+    """A redirect, in words: where to, as a coordinator's address when it names one."""
+    location = headers.get("Location") if headers is not None else None
+    if not location:
+        return f"{route}: the coordinator answered {status} (a redirect, with no Location): is this its address?"
+    target = urljoin(url, location)
+    if target.split("?", 1)[0].endswith(path.split("?", 1)[0]):     # the same route at another address
+        target = target.split("?", 1)[0][: -len(path.split("?", 1)[0])] or target
+    return f"{route}: the coordinator's address moved to {target}: use that address (it answered {status})"
+
+
+def _not_json(route: str, status: int, headers: Any, raw: bytes) -> str:
+    kind = (headers.get("Content-Type") if headers is not None else None) or "no Content-Type"
+    kind = kind.split(";", 1)[0].strip() or "no Content-Type"
+    what = "an empty body" if not raw else kind
+    return f"{route}: the coordinator's address answered {status} with {what}, not the coordinator's JSON: " \
+           "is this the coordinator's address?"
 
 
 def _why(exc: BaseException) -> str:
