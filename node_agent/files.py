@@ -6,6 +6,7 @@ folder so the rename itself survives a power cut.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -28,13 +29,30 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.chmod(tmp, mode)  # the umask may have narrowed or the file existed with other bits
-    os.replace(tmp, path)
+        try:
+            view = memoryview(data)
+            while view:                 # os.write may write less than asked
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, mode)  # the umask may have narrowed or the file existed with other bits
+        os.replace(tmp, path)
+    except BaseException:
+        # A full disk (ENOSPC) left the half-written temporary file behind, taking the space
+        # a retry needs; the target is untouched either way.
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     _fsync_dir(path.parent)
+
+
+def why_not_written(exc: OSError) -> str:
+    """A write's failure in words for a volunteer: the system's reason, and what to do for a full disk."""
+    why = exc.strerror or str(exc) or type(exc).__name__
+    return why + ("; free some space" if exc.errno == errno.ENOSPC else "")
 
 
 def write_json(path: Path, doc: Any, mode: int = 0o600) -> None:

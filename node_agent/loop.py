@@ -44,7 +44,7 @@ from sweep_engine.schema import Job, Result, SchemaError, validate
 from . import identity as ident_mod
 from .config import Config, Paths
 from .contribution import Contribution
-from .files import read_json, remove, write_json
+from .files import read_json, remove, why_not_written, write_json
 from .lock import DataLock
 from .photos import Fetched, fetch_photos
 from .policy import Policy
@@ -273,6 +273,14 @@ class Agent:
                     await self._once()
                 except (Fatal, asyncio.CancelledError):
                     raise
+                except OSError as exc:
+                    if exc.filename is None:
+                        raise
+                    # A file of the data folder that cannot be written (a full disk): one line, not
+                    # a traceback a turn; what was spooled stays spooled, and the loop goes on.
+                    log.error("cannot write %s (%s); going on after a pause", exc.filename, why_not_written(exc))
+                    self.status.update(lastError=f"cannot write {exc.filename}: {why_not_written(exc)}")
+                    await self._sleep(self.backoff.next())
                 except Exception:  # a fault of this agent must not end the volunteer's contribution
                     log.exception("unexpected fault in the job loop; going on after a pause")
                     self.status.update(lastError="unexpected fault in the job loop (see the log)")
@@ -552,9 +560,13 @@ class Agent:
             self.status.update(state="working", job={"jobId": job.job_id, "leaseId": lease.lease_id,
                                                      "photos": len(job.photos)}, ahead=None)
             if not resumed:
-                write_json(self.paths.current_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
-                                                         "job": lease.job, "heartbeatS": lease.heartbeat_s,
-                                                         "leasedAt": time.time()})
+                try:
+                    write_json(self.paths.current_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
+                                                             "job": lease.job, "heartbeatS": lease.heartbeat_s,
+                                                             "leasedAt": time.time()})
+                except OSError as exc:   # the journal only spares the job a restart; work it anyway
+                    log.warning("job %s cannot be journalled in %s (%s); a restart would lose it", job.job_id,
+                                self.paths.current_job_file, why_not_written(exc))
             if ahead is not None:
                 self._forget_ahead()    # journalled as the current job now
             outcome = await self._compute(job, lease, lost, ahead.photos if ahead else None)
@@ -641,7 +653,20 @@ class Agent:
         self.progress.step("spooling the result", len(job.photos))
         stats = {"photos": len(job.photos) - len(result.skipped), "facts": len(result.facts),
                  "seconds": engine_s, "onGpu": self.device.on_gpu}
-        self.spool.put(lease.lease_id, job.job_id, result.to_dict(), stats)
+        try:
+            self.spool.put(lease.lease_id, job.job_id, result.to_dict(), stats)
+        except OSError as exc:
+            # A full disk: the result cannot be kept, so it is not sent either (it is sent only
+            # from the spool). The job's journal stays: the next turn resumes the job on its
+            # lease, if it still holds, once the backoff has given the volunteer time to free space.
+            why = f"cannot save the result of {job.job_id} in {self.spool.folder}: {why_not_written(exc)}"
+            log.error("%s", why)
+            self.status.update(lastError=why)
+            self._recovered = False
+            # A job held ahead would be worked next and take the journal's place: it goes back.
+            await self._give_back_ahead("the node cannot save results (its disk refused a write)")
+            await self._sleep(self.backoff.next())
+            return "not spooled (the disk refused it)"
         remove(self.paths.current_job_file)
         return "spooled"
 

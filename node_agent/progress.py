@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from .files import Unreadable, read_object, write_json
+from .files import Unreadable, read_object, why_not_written, write_json
 
 log = logging.getLogger("sis.node.progress")
 
@@ -75,10 +75,24 @@ class StatusFile:
         self.path = path
         self.doc: dict[str, Any] = {}
         self.on_update = on_update
+        self._failing = False     # a write failed, and that was said once
 
     def update(self, **fields: Any) -> None:
+        """Keep ``fields`` and rewrite the file. The file only reports: a write that fails (a full
+        disk, a folder made read-only) is said once, in a warning, and the agent goes on; it
+        raised, and the job loop's fault handler, writing the status itself, raised again."""
         self.doc.update(fields, pid=os.getpid(), updatedAt=time.time())
-        write_json(self.path, self.doc, mode=0o644)
+        try:
+            write_json(self.path, self.doc, mode=0o644)
+        except OSError as exc:
+            if not self._failing:
+                log.warning("the status file %s cannot be written (%s); sis-node status shows an old state "
+                            "until it can", self.path, why_not_written(exc))
+                self._failing = True
+        else:
+            if self._failing:
+                log.info("the status file %s is written again", self.path)
+            self._failing = False
         if self.on_update is not None:
             self.on_update()
 
