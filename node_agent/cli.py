@@ -64,6 +64,13 @@ def _ensured() -> config_mod.Paths | None:
         return None
 
 
+def _unwritable(paths: config_mod.Paths, exc: OSError) -> int:
+    """A data folder that exists and cannot be written (read-only, another user's): one line, status 2."""
+    print(f"sis-node: the data folder {paths.data_dir} cannot be written ({exc.strerror or exc}): give "
+          f"SIS_NODE_HOME a folder this user can write", file=sys.stderr)
+    return EXIT_CONFIG
+
+
 def _config(args: argparse.Namespace, paths: config_mod.Paths, **overrides: Any) -> config_mod.Config:
     return config_mod.load(paths, coordinator=getattr(args, "coordinator", None), gpus=getattr(args, "gpus", None),
                            name=getattr(args, "name", None), **overrides)
@@ -106,6 +113,8 @@ def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
         print(f"sis-node: {exc}.\nData folder: {paths.data_dir}. Stop that agent first, or give this one a "
               f"data folder of its own (SIS_NODE_HOME).", file=sys.stderr)
         return EXIT_RUNNING
+    except OSError as exc:      # agent.lock cannot be made: a read-only folder, another user's
+        return _unwritable(paths, exc)
     try:
         return _run_locked(args, paths, data_lock, engine_factory, detect)
     finally:
@@ -247,7 +256,10 @@ def cmd_pause(args: argparse.Namespace) -> int:
     paths = _ensured()
     if paths is None:
         return EXIT_CONFIG
-    set_paused(paths.pause_file, args.reason or "paused by the volunteer")
+    try:
+        set_paused(paths.pause_file, args.reason or "paused by the volunteer")
+    except OSError as exc:      # a traceback, and status 0 as if paused
+        return _unwritable(paths, exc)
     running = _running(StatusFile(paths.status_file).read())
     print("paused: no new job will be leased" + (" (a job already running finishes first)" if running else "")
           + "; `sis-node resume` lifts it")
@@ -260,7 +272,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
     paths = _ensured()
     if paths is None:
         return EXIT_CONFIG
-    print("resumed" if clear_paused(paths.pause_file) else "was not paused by `sis-node pause`")
+    try:
+        cleared = clear_paused(paths.pause_file)
+    except OSError as exc:
+        return _unwritable(paths, exc)
+    print("resumed" if cleared else "was not paused by `sis-node pause`")
     try:
         cfg = config_mod.load(paths)
     except config_mod.ConfigError as exc:

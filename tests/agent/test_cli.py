@@ -196,3 +196,41 @@ def test_status_takes_a_file_that_is_not_a_json_object_as_unreadable_with_a_warn
     assert f"{tmp_path / name} " in caplog.text
     assert cli.main(["status", "--json"]) == 0
     json.loads(capsys.readouterr().out)
+
+
+
+@pytest.mark.parametrize("command", ["run", "pause"])
+@pytest.mark.parametrize("how", ["EACCES", "EROFS"])
+def test_a_data_folder_that_cannot_be_written_is_one_line_and_status_2(tmp_path, monkeypatch, capsys, command, how):
+    """run: a traceback at lock.py (OSError: Read-only file system: .../agent.lock), status 1;
+    pause: a traceback, and status 0 as if paused."""
+    import errno
+    import os
+
+    from node_agent import config as config_mod
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("SIS_NODE_HOME", str(home))
+    made = config_mod.paths().ensure()
+    folders = [home, *{made.data_dir, made.config_dir, made.spool_dir, made.log_dir} - {home}]
+    if os.geteuid() != 0 and how == "EACCES":
+        for d in folders:
+            d.chmod(0o555)
+    else:   # root writes through chmod 0o555 (and a read-only mount needs no root): refuse at os.open
+        code = getattr(errno, how)
+        real_open = os.open
+
+        def refusing(path, flags, *a, **k):
+            if str(path).startswith(str(home)) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+                raise OSError(code, os.strerror(code), str(path))
+            return real_open(path, flags, *a, **k)
+
+        monkeypatch.setattr(os, "open", refusing)
+    try:
+        assert cli.main([command]) == cli.EXIT_CONFIG
+    finally:
+        for d in folders:
+            d.chmod(0o755)
+    err = capsys.readouterr().err
+    assert err.startswith(f"sis-node: the data folder {home} cannot be written (") and err.count("\n") == 1
+    assert err.endswith("): give SIS_NODE_HOME a folder this user can write\n")
