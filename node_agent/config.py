@@ -196,16 +196,35 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
         raise ConfigError(f"{name}: {value!r} is not a {kind.__name__}") from None
 
 
+def _read_file(path: Path) -> dict[str, Any]:
+    """The settings in ``path``; ``ConfigError`` saying what is wrong with it, in words a
+    volunteer on Windows can act on: Notepad saves UTF-16 or ANSI (a UnicodeDecodeError
+    traceback) or UTF-8 with a BOM ("Invalid statement" at line 1, column 1), and a Windows
+    path in double quotes is read as escapes ("Invalid hex value" for ``"C:\\Users"``)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8-sig")      # a BOM, which Windows editors write, is no setting
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text: save it as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        why = str(exc)
+        if "escape" in why.lower() or "hex value" in why.lower() or "unescaped" in why.lower():
+            why += " (a Windows path in double quotes needs \\\\ or 'single quotes')"
+        raise ConfigError(f"{path}: {why}") from None
+
+
 def load(p: Paths, env: dict[str, str] | None = None, **overrides: Any) -> Config:
     """Defaults < config file < environment < overrides (flags; None means not given)."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     known = {f.name: f.type for f in fields(Config)}
     if p.config_file.exists():
-        try:
-            doc = tomllib.loads(p.config_file.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{p.config_file}: {exc}") from None
+        doc = _read_file(p.config_file)
         for key, value in doc.items():
             if key not in known:
                 raise ConfigError(f"{p.config_file}: unknown setting {key!r}")
@@ -231,7 +250,7 @@ def save_setting(p: Paths, key: str, value: Any) -> None:
 
     doc: dict[str, Any] = {}
     if p.config_file.exists():
-        doc = tomllib.loads(p.config_file.read_text(encoding="utf-8"))
+        doc = _read_file(p.config_file)
     doc[key] = value
     lines = ["# sis-node settings; see `sis-node settings` for every key, its default and meaning."]
     lines += [f"{k} = {_toml_value(v)}" for k, v in doc.items()]

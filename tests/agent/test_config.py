@@ -72,3 +72,38 @@ def test_every_setting_is_documented():
     for name, _, _ in c.Config.help_table():
         assert f"`{name}`" in text, f"{name} is not in docs/node-agent.md"
         assert f"`SIS_NODE_{name.upper()}`" in text, f"SIS_NODE_{name.upper()} is not in docs/node-agent.md"
+
+
+def _home(tmp_path, content: bytes) -> c.Paths:
+    p = c.paths({"SIS_NODE_HOME": str(tmp_path)}, "linux").ensure()
+    p.config_file.write_bytes(content)
+    return p
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "cp1252"])
+def test_a_config_file_that_is_not_utf8_says_so(tmp_path, encoding):
+    """A UnicodeDecodeError traceback: Notepad saves UTF-16 ("Unicode") or the ANSI code page."""
+    p = _home(tmp_path, 'name = "Bücherwurm"\n'.encode(encoding))
+    for read in (lambda: c.load(p, env={}), lambda: c.save_setting(p, "coordinator", "https://c.example")):
+        with pytest.raises(c.ConfigError) as err:
+            read()
+        assert str(err.value) == f"{p.config_file} is not UTF-8 text: save it as UTF-8"
+
+
+def test_a_utf8_bom_is_no_setting(tmp_path):
+    """It was "Invalid statement (at line 1, column 1)"."""
+    p = _home(tmp_path, b'\xef\xbb\xbfcoordinator = "https://c.example"\n')
+    assert c.load(p, env={}).coordinator == "https://c.example"
+    c.save_setting(p, "name", "n1")
+    assert c.load(p, env={}).name == "n1"
+
+
+@pytest.mark.parametrize("path", [r"C:\Users\me\w.json", r"C:\me\w.json"])
+def test_a_windows_path_in_double_quotes_gets_a_hint(tmp_path, path):
+    p = _home(tmp_path, f'engine_weights = "{path}"\n'.encode())
+    with pytest.raises(c.ConfigError) as err:
+        c.load(p, env={})
+    assert str(err.value).startswith(f"{p.config_file}: ")
+    assert str(err.value).endswith("(a Windows path in double quotes needs \\\\ or 'single quotes')")
+    p.config_file.write_text(f"engine_weights = '{path}'\n")
+    assert c.load(p, env={}).engine_weights == path
