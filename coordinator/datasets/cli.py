@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
@@ -65,9 +64,6 @@ class Bar:
         self._bar.close()
 
 
-STOP_GRACE_S = 15      # how long a load stopped by SIGTERM may take to mark its version failed
-
-
 def kinds_list() -> int:
     names = KINDS.names()
     for name in names:
@@ -90,22 +86,12 @@ async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
     async def work(db) -> int:  # noqa: ANN001
         # SIGTERM (systemd stop, docker stop, timeout) ends the load as Ctrl-C does, its version marked
         # failed and its rows deleted: uncaught, it left the version `loading` for ever, rows staged.
-        # The clean-up is bounded: a load cancelled in the middle of a database call can leave it
-        # waiting on a connection that never comes back (3 of 10 trials), and a stop must stop.
+        # The cancellation lands where the load waits, in a database call; that call's connection
+        # lets go of its write lock at once (``core.db``), so the clean-up is not bounded here: a bound
+        # cut short the clean-up of a large version (its rows are deleted 50,000 at a time), and the
+        # service manager's own stop timeout (TimeoutStopSec, docker stop -t) bounds a stop.
         loop, task, stopped = asyncio.get_running_loop(), asyncio.current_task(), []
-
-        def stop() -> None:
-            stopped.append(True)
-            task.cancel()
-            loop.call_later(STOP_GRACE_S, give_up)
-
-        def give_up() -> None:
-            print(f"sis ingest: stopped by SIGTERM; its version could not be marked failed within {STOP_GRACE_S} s: "
-                  "`sis datasets list` shows it loading, `sis datasets drop --crashed VERSION` ends it",
-                  file=sys.stderr, flush=True)
-            os._exit(128 + signal.SIGTERM)
-
-        loop.add_signal_handler(signal.SIGTERM, stop)
+        loop.add_signal_handler(signal.SIGTERM, lambda: (stopped.append(True), task.cancel()))
         try:
             companions = {c: getattr(args, c, None) for c in KINDS.companion_options()}
             v = await ingesting.run(db, args.kind, args.path, license=args.license, source=args.source,
@@ -118,6 +104,7 @@ async def ingest(args: argparse.Namespace, settings_of) -> int:  # noqa: ANN001
         except asyncio.CancelledError:
             if not stopped:
                 raise
+            task.uncancel()      # handled here: what runs after (the database's close) is not being cancelled
             print("sis ingest: stopped by SIGTERM: the version it was loading is marked failed (interrupted) and "
                   "its rows deleted", file=sys.stderr)
             return 128 + signal.SIGTERM
