@@ -6,6 +6,7 @@ folder so the rename itself survives a power cut.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -41,10 +42,8 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
     except BaseException:
         # A full disk (ENOSPC) left the half-written temporary file behind, taking the space
         # a retry needs; the target is untouched either way.
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     _fsync_dir(path.parent)
 

@@ -58,4 +58,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    pass   # the old areas were wrong; nothing to put back
+    """Nothing to put back: the areas this drew again were wrong, and the schema is unchanged."""
