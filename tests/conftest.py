@@ -18,6 +18,22 @@ from tests.support import Coordinator, make_settings, start_coordinator, stop_co
 PG_URL = os.environ.get("SIS_TEST_DATABASE_URL", "")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def data_dir(tmp_path_factory) -> str:
+    """Loaded files (grids, demo folders) go to a folder of this test session's, not the
+    checkout's var/data: a test's --demo coordinator on a scratch database made a
+    ``var/data/demo-<hash>`` folder there on every run, and nothing removed it. An
+    environment variable, so coordinators the tests start as processes use it too."""
+    folder = str(tmp_path_factory.mktemp("data"))
+    before = os.environ.get("SIS_DATA_DIR")
+    os.environ["SIS_DATA_DIR"] = folder
+    yield folder
+    if before is None:
+        os.environ.pop("SIS_DATA_DIR", None)
+    else:
+        os.environ["SIS_DATA_DIR"] = before
+
+
 # ---- databases -------------------------------------------------------------
 
 @pytest.fixture(scope="session")
