@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import logging
 import logging.handlers
 import os
 import signal
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -416,9 +418,45 @@ COMMANDS = {"run": cmd_run, "status": cmd_status, "pause": cmd_pause, "resume": 
             "settings": cmd_settings, "verify-manifest": cmd_verify_manifest}
 
 
+EXIT_PIPE_CLOSED = 141   # what a shell shows for a Unix tool ended by SIGPIPE (128 + 13)
+
+
+def _pipe_closed(exc: OSError) -> bool:
+    """Whether ``exc`` is standard output's reader gone (``sis-node status | head -1``): EPIPE,
+    or on Windows EINVAL, which is how its C runtime reports a write to a closed pipe, taken
+    so only while standard output is a pipe."""
+    if isinstance(exc, BrokenPipeError):
+        return True
+    if os.name != "nt" or exc.errno != errno.EINVAL:
+        return False
+    try:
+        return stat.S_ISFIFO(os.fstat(sys.stdout.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return COMMANDS[args.command](args)
+    exiting: SystemExit | None = None
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+            code = COMMANDS[args.command](args)
+        except SystemExit as exc:       # --help, --version, a usage error: argparse exits
+            exiting, code = exc, 0
+        sys.stdout.flush()      # here, not at exit, where a closed pipe is "Exception ignored" and status 120
+    except OSError as exc:
+        if not _pipe_closed(exc):
+            raise
+        # The reader of our output has gone: stop quietly, as a Unix tool ended by SIGPIPE does.
+        # Standard output goes to the null device first, or Python's own flush at exit would
+        # print "Exception ignored ... BrokenPipeError" on the way out.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_PIPE_CLOSED
+    if exiting is not None:
+        raise exiting
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover
