@@ -55,6 +55,20 @@ def check_image(data: bytes, width: int, height: int) -> str | None:
     return None
 
 
+# What a photo URL answers instead of a photo: a page (a login page, a captive portal, a
+# provider's error page) or a document. Named as such when the bytes are no image: Pillow's
+# word for them ("UnidentifiedImageError") told a volunteer nothing of a portal in the way.
+NOT_PHOTOS = {"text/html", "application/xhtml+xml", "text/plain", "application/json", "text/xml",
+              "application/xml"}
+
+
+def not_a_photo(kind: str) -> str:
+    if kind in ("text/html", "application/xhtml+xml"):
+        return (f"not an image: the photo URL answered {kind}, a web page (a login page or a captive portal "
+                "in the way?), not image bytes")
+    return f"not an image: the photo URL answered {kind}, not image bytes"
+
+
 async def fetch_photos(job: Job, *, timeout_s: float, max_bytes: int, concurrency: int = 4,
                        on_photo: Callable[[int, int], None] | None = None) -> Fetched:
     loop = asyncio.get_running_loop()
@@ -63,35 +77,40 @@ async def fetch_photos(job: Job, *, timeout_s: float, max_bytes: int, concurrenc
     sem = asyncio.Semaphore(concurrency)
     done = 0
 
-    async def get(http: aiohttp.ClientSession, url: str) -> tuple[bytes | None, str | None]:
-        """(the photo's bytes, None), or (None, why not). Reading stops at ``max_bytes``."""
+    async def get(http: aiohttp.ClientSession, url: str) -> tuple[bytes | None, str | None, str]:
+        """(the photo's bytes, None, its Content-Type), or (None, why not, its Content-Type).
+        Reading stops at ``max_bytes``."""
         async with http.get(url, headers={"User-Agent": USER_AGENT, "Accept": "image/*"},
                             max_redirects=MAX_REDIRECTS) as resp:
+            kind = resp.content_type       # the media type alone, lower case; octet-stream when none is said
             if resp.status != 200:
-                return None, f"fetch failed: HTTP {resp.status}"
+                return None, f"fetch failed: HTTP {resp.status}", kind
             if resp.content_length is not None and resp.content_length > max_bytes:
-                return None, f"fetch refused: larger than {max_bytes} bytes"
+                return None, f"fetch refused: larger than {max_bytes} bytes", kind
             chunks: list[bytes] = []
             size = 0
             async for chunk in resp.content.iter_chunked(CHUNK):
                 size += len(chunk)
                 if size > max_bytes:     # leaving unread closes the connection: the rest is never sent
-                    return None, f"fetch refused: larger than {max_bytes} bytes"
+                    return None, f"fetch refused: larger than {max_bytes} bytes", kind
                 chunks.append(chunk)
-            return b"".join(chunks), None
+            return b"".join(chunks), None, kind
 
     async def one(http: aiohttp.ClientSession, photo) -> None:
         nonlocal done
         async with sem:
             data: bytes | None = None
+            kind = ""
             try:
-                data, reason = await get(http, photo.url)
+                data, reason, kind = await get(http, photo.url)
             except TimeoutError:
                 reason = f"fetch failed: no answer within {timeout_s:g} s"
             except (aiohttp.ClientError, OSError, ValueError) as exc:  # refused, reset, DNS, TLS, a bad URL
                 reason = f"fetch failed: {type(exc).__name__}: {exc}"
             if data is not None:
                 reason = check_image(data, photo.width, photo.height)
+                if reason is not None and kind in NOT_PHOTOS:
+                    reason = not_a_photo(kind)
             if reason is None:
                 out.images[photo.id] = data
             else:
