@@ -6,12 +6,16 @@ something about the machine instead of hiding the others:
 - torch (``torch.cuda``): what the engine will actually use. Name, memory,
   compute capability; its CUDA build (``torch.version.cuda``) tells a CPU-only
   torch apart from a missing driver.
-- NVML (``pynvml``, when installed): driver version and memory from the driver.
+- NVML (``pynvml``, of the pip package ``nvidia-ml-py``, when installed): driver
+  version and memory from the driver. Optional, and not in a compiled node app.
 - ``nvidia-smi``: the same from the command the driver ships, where NVML's
   Python binding is absent.
 
 The agent runs on the GPUs torch can use; the other two fill in the driver
-version and make the "why not" message precise.
+version and make the "why not" message precise. A reason is said so that a
+volunteer can act on it (install or restart the driver, install a CUDA build
+of torch); the NVML binding's absence is none: nothing a volunteer installs
+makes a GPU usable, and ``nvidia-smi`` answers the same.
 """
 from __future__ import annotations
 
@@ -84,7 +88,7 @@ def nvml_probe() -> dict[str, Any]:
     try:
         import pynvml  # type: ignore[import-not-found]
     except ImportError:
-        return {"absent": "the NVML Python binding (pynvml) is not installed"}
+        return {"absent": "NVML's Python binding (pip package nvidia-ml-py) is not installed"}
     try:
         pynvml.nvmlInit()
     except Exception as exc:
@@ -172,19 +176,27 @@ def detect(torch_view: dict[str, Any] | None = None, nvml_view: dict[str, Any] |
         det.problems.append(f"the NVIDIA driver{drv} sees {names} but torch cannot use it: "
                             f"torch's CUDA {t.get('cuda')} may need a newer driver")
     else:
-        for view, name in ((n, "NVML"), (s, "nvidia-smi")):
-            if view.get("error"):
-                det.problems.append(view["error"])
-            elif view.get("absent"):
-                det.problems.append(view["absent"])
-            elif view.get("devices") == []:
-                det.problems.append(f"{name} lists no NVIDIA GPU")
-        if not det.driver:
-            det.problems.append("no NVIDIA driver was found: install it from nvidia.com or your distribution")
+        det.problems += _driver_problems(n, s)
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
         det.problems.append(f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU")
     return det
+
+
+def _driver_problems(nvml: dict[str, Any], smi: dict[str, Any]) -> list[str]:
+    """Why the driver shows no GPU, from what NVML and nvidia-smi answered, each reason with
+    what to do about it. nvidia-smi failing means a driver installed and not working; NVML
+    failing alone may be no driver at all (its library comes with the driver)."""
+    nvml_error = [nvml["error"]] if nvml.get("error") else []
+    if smi.get("error"):
+        return nvml_error + [smi["error"], "the NVIDIA driver is installed but does not answer: restart the "
+                             "machine, and if that does not help, reinstall the NVIDIA driver"]
+    if nvml.get("devices") == [] or smi.get("devices") == []:
+        return ["the NVIDIA driver is installed and lists no GPU: is there an NVIDIA GPU in this machine, and is it "
+                "enabled (a laptop's graphics switching, the firmware settings)?"]
+    return nvml_error + ["no NVIDIA driver was found (nvidia-smi, which comes with the driver, is not on PATH): "
+                         "install the NVIDIA driver for this GPU, from nvidia.com or your distribution's packages, "
+                         "and restart the machine"]
 
 
 def choose(det: Detection, wanted: list[int] | None) -> tuple[list[Gpu], list[str]]:

@@ -36,8 +36,22 @@ def test_no_driver_is_named_as_the_missing_piece():
                      {"absent": "nvidia-smi is not on PATH"}, env={"CUDA_VISIBLE_DEVICES": ""})
     why = det.why_not()
     assert "torch 2.5 (CUDA 12.4) sees no CUDA device" in why
-    assert "nvidia-smi is not on PATH" in why and "no NVIDIA driver was found" in why
+    assert "no NVIDIA driver was found (nvidia-smi, which comes with the driver, is not on PATH): install the " \
+           "NVIDIA driver for this GPU" in why
     assert "CUDA_VISIBLE_DEVICES='' hides every GPU" in why
+
+
+def test_the_nvml_binding_missing_is_no_reason_a_volunteer_is_given():
+    """"the NVML Python binding (pynvml) is not installed" was listed among the reasons: a
+    volunteer of the compiled app can install no Python package, and nothing installed there
+    makes a GPU usable (it is optional, and nvidia-smi answers the same)."""
+    absent = {"absent": "NVML's Python binding (pip package nvidia-ml-py) is not installed"}
+    for smi in ({"absent": "nvidia-smi is not on PATH"}, {"driver": "550.54.15", "devices": []},
+                {"error": "nvidia-smi failed: NVIDIA-SMI has failed because it couldn't communicate"}):
+        why = gpu.detect({"version": "2.5", "cuda": "12.4", "devices": []}, absent, smi, env={}).why_not()
+        assert "pynvml" not in why and "NVML" not in why and "nvidia-ml-py" not in why
+    assert "the NVIDIA driver is installed and lists no GPU" in gpu.detect(
+        {"version": "2.5", "cuda": "12.4", "devices": []}, absent, {"driver": "550.54.15", "devices": []}, env={}).why_not()
 
 
 def test_a_broken_driver_says_how_it_broke():
@@ -46,6 +60,8 @@ def test_a_broken_driver_says_how_it_broke():
                      {"error": "nvidia-smi failed: NVIDIA-SMI has failed because it couldn't communicate"},
                      env={})
     assert "Driver Not Loaded" in det.why_not() and "couldn't communicate" in det.why_not()
+    assert "the NVIDIA driver is installed but does not answer: restart the machine" in det.why_not()
+    assert "no NVIDIA driver was found" not in det.why_not()     # it said so after nvidia-smi's own failure
 
 
 def test_choosing_gpus_by_index_and_naming_one_that_does_not_exist():
@@ -69,7 +85,7 @@ def test_run_without_a_gpu_refuses_with_a_message_naming_what_is_missing(tmp_pat
     args = cli.build_parser().parse_args(["run", "--coordinator", "http://127.0.0.1:9"])
     assert cli.cmd_run(args, engine_factory=lambda d: None, detect=no_gpu) == cli.EXIT_NO_GPU
     err = capsys.readouterr().err
-    assert "sis-node needs an NVIDIA GPU" in err and "CPU-only build" in err and "nvidia-smi is not on PATH" in err
+    assert "sis-node needs an NVIDIA GPU" in err and "CPU-only build" in err and "no NVIDIA driver was found" in err
     assert "--allow-cpu" in err
 
 
