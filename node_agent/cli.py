@@ -245,7 +245,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         lines.append(f"next job:     {a['jobId']} ({a['photos']} photos), its photos fetched while the current one runs")
     lines.append(f"contribution: {summary(contrib)}")
     lines.append(f"spooled:      {spooled} results waiting to be acknowledged")
-    if status.get("lastError") and running:
+    # Shown when stopped too: why the agent stopped (revoked, enrolment refused) is the line most wanted then.
+    if not running and status.get("stoppedBecause"):
+        lines.append(f"stopped:      {status['stoppedBecause']}")
+    elif status.get("lastError"):
         lines.append(f"last problem: {status['lastError']}")
     if status.get("update"):
         lines.append(f"update:       sis-node {status['update']['version']} is published (this is {__version__}); "

@@ -42,6 +42,7 @@ from typing import Any, Callable, Protocol
 from sweep_engine.schema import Job, Result, SchemaError, validate
 
 from . import identity as ident_mod
+from . import refusals
 from .config import Config, Paths
 from .contribution import Contribution
 from .files import read_json, remove, why_not_written, write_json
@@ -49,7 +50,7 @@ from .lock import DataLock
 from .photos import Fetched, fetch_photos
 from .policy import Policy
 from .progress import Progress, StatusFile
-from .protocol import Client, Lease, NoWork, Refused, Unreachable
+from .protocol import Client, Lease, NoWork, Refused, Unreachable, revocation
 from .spool import Spool, Spooled
 
 log = logging.getLogger("sis.node.loop")
@@ -290,7 +291,7 @@ class Agent:
             await self._unless_now(asyncio.ensure_future(self._flush_spool()))
         except Fatal as exc:
             log.error("%s", exc)
-            self.status.update(state="stopped", lastError=str(exc))
+            self.status.update(state="stopped", lastError=str(exc), stoppedBecause=str(exc))
             return 2
         finally:
             self._let_go_ahead()     # ended by a fault or a cancel: its heartbeats must end with it
@@ -474,11 +475,19 @@ class Agent:
             await self._enrol()
             return
         if exc.status == 403:
-            raise Fatal(f"{what}: {exc.message}. This node cannot go on; see the coordinator's message above.")
+            self._raise_if_revoked(exc)
+            raise Fatal(f"{what}: {exc.message}. This node cannot go on with this coordinator")
         delay = self.backoff.next()
         log.error("%s: %s; trying again in %.0f s", what, exc.message, delay)
         self.status.update(lastError=exc.message)
         await self._sleep(delay)
+
+    def _raise_if_revoked(self, exc: Refused) -> None:
+        """``Fatal`` with the operator's reason when ``exc`` says this node was revoked."""
+        reason = revocation(exc)
+        if reason is not None:
+            raise Fatal(refusals.revoked(self.config.coordinator, self.identity.node_id if self.identity else None,
+                                         reason))
 
     # ---- enrolment --------------------------------------------------------------------
 
@@ -500,6 +509,7 @@ class Agent:
                     return False
                 continue
             except Refused as exc:
+                self._raise_if_revoked(exc)
                 raise Fatal(f"enrolment refused: {exc.message}") from None
             self.identity = ident_mod.enrolled(p.identity_file, self.identity, node_id, token)
             self.backoff.reset()
@@ -823,6 +833,7 @@ class Agent:
                     self._last_unreachable = Unreachable("the node token was refused; enrolling again")
                     await self._refused("submitting a result", exc)
                     return False
+                self._raise_if_revoked(exc)      # the node is refused, not its result: it stays in the spool
                 self._rejected(item, exc)
                 continue
             self._acknowledged(item, answer)

@@ -155,7 +155,7 @@ class Client:
             raise Unreachable(f"{route}: the coordinator answered {status}{_message(doc)}", status=status,
                               code=_code(doc), retry_after=_retry_after(headers))
         if status >= 400:
-            raise Refused(f"{route}: the coordinator answered {status}{_message(doc)}", status=status,
+            raise Refused(f"{route}: the coordinator answered {status}{_message(doc)}{_reason(doc)}", status=status,
                           code=_code(doc), details=_details(doc))
         if status >= 300:
             # Redirects are not followed (what the address names is what the node speaks to),
@@ -275,6 +275,22 @@ def _error(doc: Any) -> dict[str, Any]:
 def _message(doc: Any) -> str:
     msg = _error(doc).get("message")
     return f": {msg}" if msg else ""
+
+
+def _reason(doc: Any) -> str:
+    """The reason a refusal carries apart from its message (a revoked node's: the operator's words)."""
+    reason = _details(doc).get("reason")
+    return f" (reason: {str(reason).strip()[:300]})" if isinstance(reason, str) and reason.strip() else ""
+
+
+def revocation(exc: ProtocolError) -> str | None:
+    """The operator's reason when ``exc`` says this node was revoked ("" when none was given),
+    else None. The coordinator answers a revoked node's every request 403, naming the reason
+    in ``details.reason`` (``coordinator.sweeps.tokens.admit``)."""
+    if exc.status != 403 or "revoked" not in exc.message:
+        return None
+    reason = exc.details.get("reason")
+    return str(reason).strip() if reason else ""
 
 
 def _code(doc: Any) -> str:

@@ -268,7 +268,8 @@ async def test_a_revoked_node_drops_its_job_and_stops_with_the_coordinators_reas
     await agent.wait_until(lambda: agent.leases_lost == 1, 60)
     engine.gate.set()
     assert await asyncio.wait_for(task, 20) == 2
-    assert "this node has been revoked" in agent.status.doc["lastError"]
+    assert "was revoked by the operators of" in agent.status.doc["lastError"]
+    assert '"misbehaving"' in agent.status.doc["lastError"]       # the operator's reason
     assert len(agent.spool) == 0 and (await db_counts(coord))["results"] == []
     assert not agent.paths.current_job_file.exists()
 
