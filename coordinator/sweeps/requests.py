@@ -5,8 +5,11 @@ all covered is answered ``queued: false`` with its reason. Ground already
 queued by an earlier request merges into that request (its ``asked`` count
 grows) instead of doubling the work. Otherwise the photo provider is asked for
 photo references in the circle (on the sphere: a circle across the antimeridian is
-searched on both sides of it, one holding a pole at every longitude), and jobs are made for the cells that hold
-photos and are neither covered nor queued. Two requests racing for the same
+searched on both sides of it, one holding a pole at every longitude), box by box where
+its listing is cut, ground already known skipped (``search``), and jobs are made for
+the cells that hold photos and are neither covered nor queued, at most
+``SIS_SWEEP_MAX_PHOTOS`` photos of them nearest the centre; the same circle asked
+again goes on with its ground not yet listed. Two requests racing for the same
 ground both try to claim its cells in ``coverage_cells`` (primary key): one
 wins, the other retries and merges. Parked ground (rejected past the reissue
 limit, or rejected without reissue) is held like queued ground: a request over
@@ -15,7 +18,6 @@ asking again is no way around a reviewer's verdict.
 """
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import os
@@ -30,7 +32,7 @@ from coordinator.core.db.models import CoverageCell, SweepJob, SweepRequest, Swe
 from coordinator.core.errors import RateLimited
 from coordinator.core.honesty import Health, SourceReport
 from ..sources.base import SourceError
-from . import coverage, jobs
+from . import coverage, jobs, search
 from . import transitions as tr
 
 ACTOR_API = "api:sweep_request"
@@ -142,30 +144,69 @@ def _boxes(lat: float, lon: float, radius_m: float) -> tuple[tuple[float, float,
     return coverage.box(lat, lon, radius_m * 1.001 + 1.0).parts
 
 
-async def _search(provider, lat: float, lon: float, radius_m: float, max_photos: int):
-    """The provider's photos for the circle, each once, from every box of it
-    (``_boxes``): every box is searched, so no part of the ground goes unasked. Past
-    ``max_photos`` in all, the nearest are kept and the search says it was truncated."""
-    parts = _boxes(lat, lon, radius_m)
-    if len(parts) == 1:
-        return await provider.search(parts[0], max_photos)
-    found = list(await asyncio.gather(*(provider.search(b, max_photos) for b in parts)))   # asked at once
-    out, seen = found[0], set()
-    photos = []
-    for f in found:
-        for p in f.photos:
-            if p.id not in seen:
-                seen.add(p.id)
-                photos.append(p)
-    for f in found[1:]:
-        for why, n in f.skipped.items():
-            out.skipped[why] = out.skipped.get(why, 0) + n
-    out.truncated = any(f.truncated for f in found) or len(photos) > max_photos
-    if len(photos) > max_photos:
-        photos.sort(key=lambda p: coverage.distance_m(lat, lon, p.lat, p.lon))
-        del photos[max_photos:]
-    out.photos = photos
+async def _listed_empty(session, cells: set[int]) -> set[int]:
+    """Of these cells, those a queued (or parked) request listed completely and found no
+    usable photo in: they are called swept without imagery once it is covered, and until
+    then they are known ground its listing speaks for (``sweepable`` false)."""
+    out: set[int] = set()
+    for part in coverage.chunks(cells):
+        q = (select(SweepRequestCell.cell).join(SweepRequest, SweepRequest.id == SweepRequestCell.request_id)
+             .where(SweepRequestCell.cell.in_(part), SweepRequestCell.sweepable.is_(False),
+                    SweepRequest.state.in_((tr.REQUEST_QUEUED, tr.REQUEST_PARKED))))
+        out |= set((await session.execute(q)).scalars())
     return out
+
+
+async def _search(sweeps, lat: float, lon: float, radius_m: float, max_photos: int, ground: set[int],
+                  known: set[int], taken: set[int]) -> search.Found:
+    """The provider's photos for the circle (``search``): its boxes (``_boxes``) always
+    searched, split where cut, ground already known skipped; at most ``max_photos`` kept on
+    ground not ``taken`` (covered or held), whole cells listed completely nearest the centre
+    first. Photos standing off the ground, in edge cells, have those cells' states read too."""
+    listing = await search.search(sweeps.provider, lat, lon, radius_m, _boxes(lat, lon, radius_m),
+                                  max_photos=max_photos, ground=ground, known=known, taken=taken)
+    edge = {coverage.point_cell(p.lat, p.lon) for p in listing.photos.values()} - ground
+    if edge:
+        async with sweeps.db.read() as s:
+            taken = taken | {c for c, st in (await coverage.cell_states(s, edge)).items()
+                             if st.state == tr.CELL_COVERED or st.state in tr.HELD}
+    return search.keep(listing, lat, lon, radius_m, max_photos=max_photos, ground=ground, known=known, taken=taken)
+
+
+def _cells(n: int) -> str:
+    return f"{n} cell{'' if n == 1 else 's'}"
+
+
+def _cut_caveats(found: search.Found, out: Outcome, max_photos: int) -> list[str]:
+    """What the answer says of a listing that did not reach all the circle's ground: that the
+    same circle asked again goes on with it where this request queued new ground (the next
+    one skips what this one queued), that asking again lists the same where it queued none;
+    and of boxes about a cell wide the provider lists more in than one page: ground beside
+    them is never listed completely, so never called swept without imagery (its photos that
+    are listed are still queued by later requests)."""
+    li, says = found.listing, []
+    rest = found.unknown
+    searched = f"{li.calls} searches of the provider ({li.page} photos each; at most {search.CALLS} searches a request)"
+    if rest and out.queued and not out.merged:
+        says.append(f"The provider lists more photos here than one request takes: {out.photos} photos were "
+                    f"queued (at most {max_photos}, SIS_SWEEP_MAX_PHOTOS), nearest the centre from ground listed "
+                    f"completely first, after {searched}. {_cells(len(rest))} of this ground were not listed "
+                    "completely or not taken: they are neither queued nor called swept. The same circle asked again "
+                    "goes on with that ground (seen-areas shows what is covered).")
+    elif rest:
+        says.append(f"The provider lists more photos here than {searched} list, and what they listed on ground not "
+                    f"yet known gave nothing new to queue: {_cells(len(rest))} of this ground are not listed "
+                    "completely, neither queued nor called swept, and the same circle asked again lists the same. "
+                    "Ask over smaller circles on that part to reach it (seen-areas shows what is covered).")
+    if li.dense:
+        n = len(li.dense)
+        says.append(f"In {n} place{'' if n == 1 else 's'} about a cell wide the provider lists more than {li.page} "
+                    "photos, more than one search of a box that small returns: only the photos it lists first there "
+                    "are known, its others there are swept by no request"
+                    + (f", and {_cells(len(found.beside_dense))} of this ground beside them are never listed "
+                       "completely, so never called swept without imagery, however the ground is asked"
+                       if found.beside_dense else "") + ".")
+    return says
 
 
 async def _merge(db, owner_id: str, at) -> dict[str, Any]:
@@ -192,6 +233,7 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
     cells = coverage.circle_cells(lat, lon, radius_m)
     async with db.read() as s:
         states = await coverage.cell_states(s, cells)
+        listed_empty = await _listed_empty(s, cells - set(states))
     covered = {c for c, st in states.items() if st.state in tr.SWEPT}
     pending = {c for c, st in states.items() if st.state in tr.HELD}
     base = dict(cells=len(cells), covered_cells=len(covered))
@@ -208,36 +250,35 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
         return Outcome(True, merged=True, request=merged, **base,
                        caveats=["This ground is already queued by an earlier request; yours was merged into it "
                                 "rather than doubling the work.", *_parked_caveat(merged)])
+    taken = pending | {c for c, st in states.items() if st.state == tr.CELL_COVERED}
     try:
-        found = await _search(sweeps.provider, lat, lon, radius_m, settings.sweep_max_photos)
+        found = await _search(sweeps, lat, lon, radius_m, settings.sweep_max_photos, cells,
+                              covered | pending | listed_empty, taken)
     except SourceError as exc:
-        # Degraded, not an error: the answer says which source failed and is never cached.
+        # Degraded, not an error: the answer says which source failed and is never cached. One box of the
+        # search failing fails it all: the ground of a box not read would have been taken for ground without
+        # photos (``search``).
         return Outcome(False, "provider_unavailable", "the street-photo provider could not be read, so nothing "
                        "was queued; retry later", health=Health([SourceReport(
                            sweeps.provider.name, PHOTO_LICENSE, ok=False, error=str(exc),
                            demo=sweeps.provider.demo)]), **base)
     # In demo mode the provider is the demo's synthetic one: its report says so, and the answer's caveats with it.
-    health = Health([SourceReport(sweeps.provider.name, PHOTO_LICENSE, ok=True, records=len(found.photos),
+    health = Health([SourceReport(sweeps.provider.name, PHOTO_LICENSE, ok=True, records=found.listed,
                                   demo=sweeps.provider.demo)])
     by_cell: dict[int, list] = defaultdict(list)
     for p in found.photos:
         if _within(lat, lon, radius_m, p.lat, p.lon):
             by_cell[coverage.point_cell(p.lat, p.lon)].append(p)
     caveats = []
-    if found.truncated:
-        # Not "the rest waits for a later request": the provider cannot be asked for the photos it did not
-        # list, so the same circle asked again lists the same ones and is answered merged or covered.
-        caveats.append(f"The provider lists more than {settings.sweep_max_photos} photos here; only "
-                       f"{settings.sweep_max_photos} were listed and queued, and ground where none of them stands "
-                       "was not queued. The same circle asked again lists the same photos: to sweep the rest, "
-                       "ask over smaller circles on the unswept part (seen-areas shows what is covered).")
     if found.skipped:
         caveats.append("Photos the engine cannot measure were left out: " +
                        ", ".join(f"{n} {why}" for why, n in sorted(found.skipped.items())) + ".")
     for attempt in range(3):
         try:
-            out = await _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats, found.truncated)
+            out = await _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats, found.known_empty,
+                               found.truncated)
             out.health = health
+            out.caveats[:0] = _cut_caveats(found, out, settings.sweep_max_photos)
             return out
         except IntegrityError:
             if attempt == 2:
@@ -261,7 +302,8 @@ async def _within_requester_bound(s, settings, hashed: str | None) -> None:
                           "(GET /earth/sweep-queue shows them)", {"queued": held, "limit": limit})
 
 
-async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats, truncated=False) -> Outcome:
+async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats, known_empty,
+                 partial=False) -> Outcome:
     db, settings = sweeps.db, sweeps.settings
     at = tr.utcnow()
     # A photo inside the circle may stand in an edge cell whose centre is outside it: that
@@ -278,13 +320,17 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
         covered_cells = len((covered | bare) & ground)
         base = dict(cells=len(ground), covered_cells=covered_cells, caveats=caveats)
         if not photo_cells - covered - pending:
+            # ``partial``: part of the ground was not listed completely (the caveats say which and why), and
+            # nothing is said of it.
             if not photo_cells and not pending:
                 return Outcome(False, "no_photos", "the street-photo provider lists no usable photos on this "
-                               "ground, so there is nothing to sweep; unswept ground says nothing about what "
+                               + ("ground" if not partial else "part of this ground it listed completely")
+                               + ", so there is nothing to sweep; unswept ground says nothing about what "
                                "stands there", **base)
             if photo_cells <= covered and not (pending & cells):
                 return Outcome(False, "covered", "every part of this ground that has street photos is already "
-                               "covered; the rest has no photos to sweep", **base)
+                               + ("covered; the rest has no photos to sweep" if not partial else
+                                  "covered, as far as it was listed completely"), **base)
             owner = _owner(states, cells)
             await s.execute(update(SweepRequest).where(SweepRequest.id == owner)
                             .values(asked=SweepRequest.asked + 1, updated_at=at))
@@ -303,12 +349,13 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
                            photos=sum(len(p.photos) for p in plans), jobs_total=len(plans), reason=None)
         s.add(req)
         await s.flush()
-        # A listing cut at SIS_SWEEP_MAX_PHOTOS said nothing of the cells it listed no photo in: they are
-        # not this request's ground (swept, they would have been marked no_imagery: "the provider listed
-        # no usable photo here"), and wait for a request over a smaller circle, as its caveat says.
+        # Its ground is the cells it queues photos in and those its listing reached completely without a
+        # photo (``known_empty``), marked no_imagery once it is covered ("the provider listed no usable
+        # photo here"). A cell a cut box reached, or one left for a later request, is not: nothing was
+        # listed of it completely, and it waits for the same circle asked again (``search``).
         await s.execute(insert(SweepRequestCell), [
             {"request_id": req.id, "cell": c, "sweepable": c in photo_cells} for c in sorted(cells)
-            if c in photo_cells or not truncated])
+            if c in photo_cells or c in known_empty])
         # Ground swept before with no imagery that has photos now is queued again, in its row.
         again, fresh = sorted(new_cells & bare), sorted(new_cells - bare)
         await s.execute(update(CoverageCell).where(CoverageCell.cell.in_(again))
