@@ -89,7 +89,7 @@ class Settings(BaseSettings):
     rate_limit_prefix: str = Field("sis", description="Prefix of rate-limit counter and answer cache keys in Redis, so that several deployments can share one Redis (a --demo coordinator adds :demo to its cache's).")
     bench_unlimited: bool = Field(False, description="Benchmarks only: per-minute windows are counted but never refuse (day, month and budget quotas, scopes and revocation still hold). Never set in production.")
 
-    sweep_max_photos: int = Field(3000, ge=1, le=100000, description="Most photos one sweep request discovers; ground where none of them stands is not queued, and the answer's caveat says to ask over smaller circles there (the same circle asked again lists the same photos).")
+    sweep_max_photos: int = Field(3000, ge=1, le=100000, description="Most photos one sweep request queues (whole cells, those the provider listed completely nearest the centre first); where the provider holds more, the answer's caveat says so, and the same circle asked again goes on with the ground not yet queued.")
     sweep_max_queued_per_requester: int = Field(25, ge=1, le=100000, description="Most sweep requests one requester (by address) may have queued at once; one more that would queue new ground is answered 429 until some of theirs are swept. Exact across processes when they share SIS_REQUESTER_HASH_KEY.")
     job_max_photos: int = Field(20, ge=1, le=500, description="Most photos in one job (work unit) handed to a node.")
     lease_ttl_s: float = Field(600.0, gt=0, description="Lifetime of a job lease; a heartbeat extends it by this much from now.")
