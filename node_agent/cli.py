@@ -131,13 +131,14 @@ def _run_locked(args: argparse.Namespace, paths: config_mod.Paths, data_lock: Da
         print(f"sis-node: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     if not cfg.coordinator:
-        print(f"sis-node: no coordinator: give --coordinator URL (it is then kept in {paths.config_file})",
-              file=sys.stderr)
+        print(f"sis-node: no coordinator: give --coordinator URL (it is kept in {paths.config_file} once the "
+              f"node is enrolled there)", file=sys.stderr)
         return EXIT_CONFIG
-    if args.coordinator:
-        stored = config_mod.load(paths, env={}).coordinator if paths.config_file.exists() else ""
-        if stored != args.coordinator:
-            config_mod.save_setting(paths, "coordinator", args.coordinator)
+    try:
+        secret = _enrol_secret(args.enrol_secret_file)
+    except config_mod.ConfigError as exc:
+        print(f"sis-node: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     setup_logging(paths, cfg)
     device, chosen, why = choose_device(cfg, args.allow_cpu, detect or gpu_mod.detect)
     if device is None:
@@ -157,16 +158,8 @@ def _run_locked(args: argparse.Namespace, paths: config_mod.Paths, data_lock: Da
     except EngineMissing as exc:
         print(f"sis-node: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    secret = None
-    if args.enrol_secret_file:
-        try:
-            secret = Path(args.enrol_secret_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            print(f"sis-node: the enrolment secret file cannot be read: {exc}", file=sys.stderr)
-            return EXIT_CONFIG
-    elif os.environ.get("SIS_NODE_ENROL_SECRET"):
-        secret = os.environ["SIS_NODE_ENROL_SECRET"]
-    code, at_once = asyncio.run(_run_agent(cfg, paths, engine, device, secret, args.max_jobs, data_lock))
+    keep = (lambda: _keep_coordinator(paths, args.coordinator)) if args.coordinator else None
+    code, at_once = asyncio.run(_run_agent(cfg, paths, engine, device, secret, args.max_jobs, data_lock, keep))
     if not at_once and hasattr(engine, "close"):
         engine.close()
     if at_once:
@@ -179,13 +172,52 @@ def _run_locked(args: argparse.Namespace, paths: config_mod.Paths, data_lock: Da
     return code
 
 
+def _enrol_secret(file: str | None) -> str | None:
+    """The enrolment secret of ``--enrol-secret-file`` (or ``SIS_NODE_ENROL_SECRET``), or None.
+    ``ConfigError`` for a file that cannot be read, is not UTF-8 (Notepad's UTF-16), or holds
+    more than the secret on one line: a second line went into the request's header, which
+    aiohttp refused with a ValueError traceback ("header injection")."""
+    if file:
+        try:
+            secret = Path(file).read_bytes().decode("utf-8-sig").strip()
+        except OSError as exc:
+            raise config_mod.ConfigError(f"the enrolment secret file {file} cannot be read "
+                                         f"({exc.strerror or exc})") from None
+        except UnicodeDecodeError:
+            raise config_mod.ConfigError(f"the enrolment secret file {file} is not UTF-8 text: save it as "
+                                         "UTF-8") from None
+        where = f"the enrolment secret file {file}"
+    else:
+        secret = os.environ.get("SIS_NODE_ENROL_SECRET") or None
+        where = "SIS_NODE_ENROL_SECRET"
+    if secret and any(ord(c) < 32 or ord(c) == 127 for c in secret):
+        raise config_mod.ConfigError(f"{where} holds more than the secret on one line (a line break or another "
+                                     "control character): it should hold the secret alone")
+    return secret
+
+
+def _keep_coordinator(paths: config_mod.Paths, url: str) -> None:
+    """Keep ``--coordinator URL`` in the config file, once the node is enrolled there: kept
+    before, a typo (a wrong port, a path, another host) stayed, and every later ``sis-node run``
+    went on asking it. A file that cannot be written is a warning: the agent works on."""
+    try:
+        stored = config_mod.load(paths, env={}).coordinator if paths.config_file.exists() else ""
+        if stored != url:
+            config_mod.save_setting(paths, "coordinator", url)
+            log.info("coordinator %s kept in %s", url, paths.config_file)
+    except (OSError, config_mod.ConfigError) as exc:
+        log.warning("the coordinator URL could not be kept in %s (%s); give --coordinator again next time",
+                    paths.config_file, getattr(exc, "strerror", None) or exc)
+
+
 async def _run_agent(cfg, paths, engine, device, secret, max_jobs: int = 0,
-                     data_lock: DataLock | None = None) -> tuple[int, bool]:
+                     data_lock: DataLock | None = None,
+                     on_enrolled: Callable[[], None] | None = None) -> tuple[int, bool]:
     from .loop import Agent
     from .manifest import update_notice
 
     agent = Agent(cfg, paths, engine, device, enrol_secret=secret, update_check=update_notice, max_jobs=max_jobs,
-                  data_lock=data_lock)
+                  data_lock=data_lock, on_enrolled=on_enrolled)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:

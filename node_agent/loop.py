@@ -159,7 +159,7 @@ class Agent:
                  policy: Policy | None = None, progress: Progress | None = None,
                  rng: random.Random | None = None, enrol_secret: str | None = None,
                  update_check: Callable[[Client], Any] | None = None, max_jobs: int = 0,
-                 data_lock: DataLock | None = None):
+                 data_lock: DataLock | None = None, on_enrolled: Callable[[], None] | None = None):
         self.config, self.paths, self.engine, self.device = config, paths, engine, device
         self.data_lock = data_lock or DataLock(paths.lock_file)   # ``run`` holds it (node_agent.lock)
         self.policy = policy or Policy(config, paths.pause_file)
@@ -171,6 +171,7 @@ class Agent:
         self.backoff = Backoff(config.backoff_base_s, config.backoff_max_s, rng)
         self.enrol_secret = enrol_secret
         self.update_check = update_check
+        self.on_enrolled = on_enrolled    # once enrolled (``sis-node run`` keeps the URL then, not before)
         self.max_jobs = max_jobs          # stop once this many jobs are finished; 0: no limit
         self.client = Client(config.coordinator, timeout_s=config.request_timeout_s)
         self.identity: ident_mod.Identity | None = None
@@ -509,12 +510,13 @@ class Agent:
                     return False
                 continue
             except Refused as exc:
-                self._raise_if_revoked(exc)
-                raise Fatal(f"enrolment refused: {exc.message}") from None
+                raise Fatal(refusals.enrolment_refused(self.config.coordinator, exc, bool(self.enrol_secret))) from None
             self.identity = ident_mod.enrolled(p.identity_file, self.identity, node_id, token)
             self.backoff.reset()
             log.info("enrolled with %s as node %s", self.config.coordinator, node_id)
         self.client.token = self.identity.token
+        if self.on_enrolled is not None:
+            self.on_enrolled()
         self.status.update(nodeId=self.identity.node_id)
         return True
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
@@ -262,9 +263,21 @@ def _not_json(route: str, status: int, headers: Any, raw: bytes) -> str:
 
 
 def _why(exc: BaseException) -> str:
-    """What went wrong, in words, for an aiohttp or socket error (some have no message)."""
-    text = getattr(exc, "strerror", None) or str(exc)
-    return text or type(exc).__name__
+    """What went wrong, in words, for an aiohttp or socket error (some have no message), with
+    what to check where the error says it: a host name no DNS knows is a typo (or no internet),
+    a refused connection is nothing listening at that host and port. Both are the first-day
+    mistakes of a coordinator URL, and "Name or service not known" said neither."""
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    os_error = getattr(exc, "os_error", None)
+    host, port = getattr(exc, "host", None), getattr(exc, "port", None)
+    if isinstance(exc, aiohttp.ClientConnectorError) and host:
+        if isinstance(os_error, socket.gaierror):
+            return (f"the host name {host} is not known ({os_error.strerror or text}): check the coordinator URL's "
+                    "spelling, and this machine's internet connection")
+        if isinstance(os_error, ConnectionRefusedError):
+            return (f"nothing answers at {host}:{port} (connection refused): check the coordinator URL's host "
+                    "and port, and that the coordinator runs")
+    return text
 
 
 def _error(doc: Any) -> dict[str, Any]:

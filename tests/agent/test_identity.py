@@ -76,7 +76,8 @@ async def test_a_coordinator_with_an_enrolment_secret_takes_only_nodes_that_carr
     try:
         without = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
         assert await asyncio.wait_for(without.run(), 20) == 2
-        assert "X-Enrol-Secret" in without.status.doc["lastError"]
+        assert "takes only nodes with its enrolment secret: ask its operators for it, and give it with " \
+               "--enrol-secret-file FILE (or SIS_NODE_ENROL_SECRET)" in without.status.doc["lastError"]
         with_secret = make_agent(tmp_path / "b", coord.base_url, FakeEngine())
         with_secret.enrol_secret = "s3cret"
         await _start_and_stop(with_secret)

@@ -1,0 +1,125 @@
+"""A volunteer's first-day mistakes: a wrong coordinator URL (nothing listening, a host name
+no one knows, a path that is not the coordinator's base) or enrolment secret is one line
+saying what to check, and the URL is kept in node.toml only once enrolment there succeeded."""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from node_agent import identity
+from node_agent.config import Paths, load
+from node_agent.protocol import Client, Unreachable
+from tests.support import free_port
+
+from .support import FakeEngine, make_agent, request_sweep, start_sweep_coordinator, stop_sweep_coordinator
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_nothing_listening_at_the_url_says_to_check_its_host_and_port():
+    """It said "Connect call failed ('127.0.0.1', 9)"."""
+    port = free_port()
+    async with Client(f"http://127.0.0.1:{port}", timeout_s=5) as client:
+        with pytest.raises(Unreachable) as err:
+            await client.enrol({})
+    assert err.value.message == (f"http://127.0.0.1:{port} unreachable: nothing answers at 127.0.0.1:{port} "
+                                 "(connection refused): check the coordinator URL's host and port, and that the "
+                                 "coordinator runs")
+
+
+async def test_a_host_name_no_one_knows_says_to_check_the_urls_spelling():
+    """It said "Name or service not known". (.invalid is never a host: RFC 6761.)"""
+    async with Client("http://sis.example.invalid", timeout_s=10) as client:
+        with pytest.raises(Unreachable) as err:
+            await client.enrol({})
+    assert err.value.message.startswith("http://sis.example.invalid unreachable: the host name sis.example.invalid "
+                                        "is not known (")
+    assert err.value.message.endswith("): check the coordinator URL's spelling, and this machine's internet connection")
+
+
+@pytest.mark.parametrize("path", ["/node/v1", "/sis", "/node/v1/"])
+async def test_a_url_with_a_path_says_the_url_is_the_coordinators_base_address(coord, tmp_path, path):
+    """It said "enrol: the coordinator answered 404: no such path: /node/v1/node/v1/enrol"."""
+    agent = make_agent(tmp_path / "a", coord.base_url + path, FakeEngine())
+    assert await asyncio.wait_for(agent.run(), 20) == 2
+    said = agent.status.doc["lastError"]
+    assert said.startswith(f"enrolment refused: {coord.base_url + path} has no node protocol (it answered 404 at "
+                           f"{path.rstrip('/')}/node/v1/enrol): the coordinator URL is its base address, such as "
+                           "https://sis.example.org, without /node/v1 or any other path")
+    assert said.endswith(f"; did you mean {coord.base_url}?")
+
+
+async def test_a_web_server_that_is_no_coordinator_says_so(photos, tmp_path):
+    agent = make_agent(tmp_path / "a", f"http://127.0.0.1:{photos.port}", FakeEngine())
+    assert await asyncio.wait_for(agent.run(), 20) == 2
+    assert agent.status.doc["lastError"].startswith(f"enrolment refused: http://127.0.0.1:{photos.port} has no node "
+                                                    "protocol (it answered 404 at /node/v1/enrol)")
+
+
+async def test_a_wrong_enrolment_secret_says_to_check_the_secret_file(sqlite_url, photos, tmp_path):
+    coord = await start_sweep_coordinator(sqlite_url, photos, node_enrol_secret="s3cret")
+    try:
+        agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
+        agent.enrol_secret = "s3cret?"
+        assert await asyncio.wait_for(agent.run(), 20) == 2
+    finally:
+        await stop_sweep_coordinator(coord)
+    assert agent.status.doc["lastError"] == (
+        f"enrolment refused: {coord.base_url} did not take the enrolment secret given: check that the file of "
+        "--enrol-secret-file (or SIS_NODE_ENROL_SECRET) holds exactly the secret its operators gave")
+
+
+async def _sis_node_run(home: Path, *args: str) -> tuple[int, str]:
+    """``sis-node run`` as a volunteer runs it (its engine a test one), to its end: (status, output)."""
+    env = {**os.environ, "SIS_NODE_HOME": str(home), "SIS_NODE_CPU_BUSY_PERCENT": "0", "SIS_NODE_IDLE_POLL_S": "0.3",
+           "SIS_NODE_PAUSE_WHEN_USER_ACTIVE": "false", "SIS_NODE_PAUSE_ON_BATTERY": "false",
+           "SIS_NODE_CHECK_UPDATES": "false", "SIS_TEST_HOLD": str(home / "no-hold"),
+           "SIS_TEST_STARTED": str(home / "started"), "PYTHONPATH": str(ROOT)}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tests.agent.agent_proc", "run", "--allow-cpu",
+                                                *args, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, out.decode()
+
+
+async def test_the_coordinator_url_is_kept_in_node_toml_only_once_enrolment_there_succeeded(coord, tmp_path):
+    """It was kept before enrolment: a typo stayed, and every later ``sis-node run`` went on asking it."""
+    await request_sweep(coord)
+    home = tmp_path / "a"
+    home.mkdir()
+    paths = Paths(home, home)
+    code, out = await _sis_node_run(home, "--coordinator", coord.base_url + "/node/v1", "--max-jobs", "1")
+    assert code == 2 and "did you mean" in out, out
+    assert not paths.config_file.exists()
+    code, out = await _sis_node_run(home, "--coordinator", coord.base_url, "--max-jobs", "1")
+    assert code == 0, out
+    assert load(paths, env={}).coordinator == coord.base_url
+    code, out = await _sis_node_run(home, "--coordinator", coord.base_url + "/sis", "--max-jobs", "1")
+    assert code == 2, out
+    assert load(paths, env={}).coordinator == coord.base_url      # the typo did not replace it
+    code, out = await _sis_node_run(home, "--max-jobs", "1")       # and a plain run goes where it worked
+    assert code == 0, out
+    assert identity.load(paths.identity_file, coord.base_url).enrolled
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"s3cret\n# from the operators' mail\n", "holds more than the secret on one line"),
+    ("s3cret".encode("utf-16"), "is not UTF-8 text: save it as UTF-8")])
+def test_an_enrolment_secret_file_it_cannot_send_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys,
+                                                                             content, why):
+    """A second line went into the X-Enrol-Secret header: aiohttp's ValueError ("header
+    injection") came out as a traceback; a UTF-16 file (Notepad) as a UnicodeDecodeError."""
+    from node_agent import cli
+
+    monkeypatch.setenv("SIS_NODE_HOME", str(tmp_path))
+    (tmp_path / "secret.txt").write_bytes(content)
+    args = cli.build_parser().parse_args(["run", "--coordinator", "http://127.0.0.1:9", "--allow-cpu",
+                                          "--enrol-secret-file", str(tmp_path / "secret.txt")])
+    assert cli.cmd_run(args, engine_factory=lambda d: FakeEngine()) == cli.EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert err.startswith(f"sis-node: the enrolment secret file {tmp_path / 'secret.txt'} ") and why in err
+    assert len(err.strip().splitlines()) == 1
