@@ -835,8 +835,7 @@ class Agent:
                     self._last_unreachable = Unreachable("the node token was refused; enrolling again")
                     await self._refused("submitting a result", exc)
                     return False
-                self._raise_if_revoked(exc)      # the node is refused, not its result: it stays in the spool
-                self._rejected(item, exc)
+                self._rejected(item, exc)       # a revoked node's too, with the operator's reason
                 continue
             self._acknowledged(item, answer)
         self.backoff.reset()

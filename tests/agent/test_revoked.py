@@ -7,6 +7,7 @@ import logging
 
 from coordinator.sweeps import nodes as registry
 from node_agent import cli
+from node_agent.files import read_json
 
 from .support import FakeEngine, db_counts, make_agent, request_sweep
 
@@ -42,8 +43,7 @@ async def test_a_revoked_node_is_told_the_operators_reason_in_the_log_and_in_sta
     assert "agent:        not running" in out and f"stopped:      {said}" in out
 
 
-async def test_a_revoked_nodes_spooled_result_stays_in_the_spool_not_refused_as_a_result(coord, tmp_path):
-    """The node is refused, not its result: it was moved to rejected/ as if it were invalid."""
+async def test_a_revoked_nodes_spooled_result_is_kept_aside_with_the_operators_reason(coord, tmp_path):
     await request_sweep(coord)
     home = tmp_path / "a"
     await _enrolled_then_revoked(coord, home)
@@ -51,8 +51,9 @@ async def test_a_revoked_nodes_spooled_result_stays_in_the_spool_not_refused_as_
     agent.spool.put("ls_before_the_revocation", "job-1", {"jobId": "job-1"}, {"photos": 1})
     assert await asyncio.wait_for(agent.run(), 30) == 2
     assert REASON in agent.status.doc["lastError"]
-    assert [s.lease_id for s in agent.spool.pending()] == ["ls_before_the_revocation"]
-    assert not agent.spool.rejected_dir.exists() and agent.contribution.read()["rejected"] == 0
+    assert len(agent.spool) == 0
+    kept = read_json(agent.spool.rejected_dir / "ls_before_the_revocation.json")
+    assert kept["reason"] == f"submit: the coordinator answered 403: this node has been revoked (reason: {REASON})"
     assert len((await db_counts(coord))["results"]) == 1      # the job done before the revocation, nothing more
 
 
