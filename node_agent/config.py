@@ -131,6 +131,9 @@ class Config:
     photo_concurrency: int = _meta(4, "Photos of a job fetched at once from the street-photo provider (1-16): more "
                                       "keeps a fast GPU fed over a slow link; the provider serves every volunteer.")
     photo_max_bytes: int = _meta(25_000_000, "Largest photo the agent downloads; larger ones are skipped with their reason.")
+    engine_failure_limit: int = _meta(3, "Jobs in a row the engine may fail (a broken GPU driver, missing weights, out of "
+                                         "memory) before the agent pauses itself, saying why, until `sis-node resume`; "
+                                         "0 never pauses.")
     engine_weights: str = _meta("", "Path of the sweep engine's weights manifest (JSON naming each weight file with its sha256); empty means the weights shipped inside the engine.")
     check_updates: bool = _meta(True, "Read the coordinator's signed node-app manifest and tell the volunteer when a newer version exists (never downloads it).")
     log_level: str = _meta("INFO", "Log level of the console and the log file (DEBUG, INFO, WARNING, ERROR).")
@@ -155,6 +158,8 @@ class Config:
         problems = []
         if not 0.05 <= self.gpu_memory_fraction <= 1.0:
             problems.append(f"gpu_memory_fraction: {self.gpu_memory_fraction} is outside 0.05-1.0")
+        if self.engine_failure_limit < 0:
+            problems.append("engine_failure_limit: must be 0 (never pause) or more")
         if self.cpu_threads < 1:
             problems.append("cpu_threads: must be at least 1")
         if not 1 <= self.photo_concurrency <= 16:

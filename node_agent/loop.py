@@ -45,6 +45,7 @@ from . import identity as ident_mod
 from . import refusals
 from .config import Config, Paths
 from .contribution import Contribution
+from .engine_failures import EngineFailures, in_words
 from .files import read_json, remove, why_not_written, write_json
 from .lock import DataLock
 from .photos import Fetched, fetch_photos
@@ -186,7 +187,7 @@ class Agent:
         self.jobs_finished = 0
         self.results_rejected = 0         # results the coordinator refused for good in this run
         self._recovered = False
-        self._engine_failures = 0
+        self.engine_failures = EngineFailures(config.engine_failure_limit, paths.pause_file)
         self._last_unreachable = Unreachable("the coordinator cannot be reached")
         self._next: NoWork | None = None   # the answer "no job waiting", given with the last result
         self._ahead: Ahead | None = None   # the next job, its photos fetched while the engine runs
@@ -644,15 +645,11 @@ class Agent:
             return self._drop(job, lost)
         try:
             result = run.result()
-        except Exception:
-            self._engine_failures += 1
+        except Exception as exc:
             log.exception("the engine failed on job %s; its lease will lapse and the job is re-leased", job.job_id)
             remove(self.paths.current_job_file)
-            self.status.update(lastError=f"engine failed on {job.job_id}")
-            if self._engine_failures >= 3:
-                await self._sleep(self.backoff.next())
+            await self._engine_failed(job, in_words(exc))
             return "engine failed"
-        self._engine_failures = 0
         engine_s = time.monotonic() - engine_t0
         if lost.is_set():
             return self._drop(job, lost)
@@ -661,7 +658,9 @@ class Agent:
         except SchemaError as exc:
             log.error("the engine's result for %s does not fit the schema (%s); not submitted", job.job_id, exc)
             remove(self.paths.current_job_file)
+            await self._engine_failed(job, f"a result that does not fit the schema ({str(exc)[:300]})")
             return "result malformed"
+        self.engine_failures.succeeded()
         self.progress.step("spooling the result", len(job.photos))
         stats = {"photos": len(job.photos) - len(result.skipped), "facts": len(result.facts),
                  "seconds": engine_s, "onGpu": self.device.on_gpu}
@@ -681,6 +680,15 @@ class Agent:
             return "not spooled (the disk refused it)"
         remove(self.paths.current_job_file)
         return "spooled"
+
+    async def _engine_failed(self, job: Job, why: str) -> None:
+        """One more engine failure in a row: said in the status, and the agent pauses itself once
+        they reach ``engine_failure_limit`` (``EngineFailures``). With no limit, a run of failures
+        still slows the agent down."""
+        self.status.update(lastError=f"the engine failed on {job.job_id}: {why}")
+        if self.engine_failures.failed(job.job_id, why) is None and not self.engine_failures.limit \
+                and self.engine_failures.in_a_row >= 3:
+            await self._sleep(self.backoff.next())
 
     def _fetch(self, job: Job, on_photo: Callable[[int, int], None] | None = None):
         return fetch_photos(job, timeout_s=self.config.photo_timeout_s, max_bytes=self.config.photo_max_bytes,
