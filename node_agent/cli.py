@@ -238,6 +238,22 @@ def _running(doc: dict[str, Any] | None) -> bool:
     return bool(doc) and doc.get("state") != "stopped" and psutil.pid_exists(int(doc.get("pid") or -1))
 
 
+def _spooled(paths: config_mod.Paths, ident: ident_mod.Identity | None) -> tuple[str, int, dict[str, int]]:
+    """(the coordinator the node points at, the results waiting for it, those waiting for each
+    other coordinator). Results are sent only to the coordinator they were leased from."""
+    from .spool import Spool, legacy_owner
+
+    try:
+        here = config_mod.load(paths).coordinator
+    except config_mod.ConfigError:
+        here = ""
+    here = ident_mod.normalise(here or (ident.coordinator if ident else ""))
+    if not paths.spool_dir.exists():
+        return here, 0, {}
+    waiting = Spool(paths.spool_dir, owner=legacy_owner(paths.identity_file, here)).waiting()
+    return here, waiting.pop(here, 0), waiting
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     paths = config_mod.paths()
     status = StatusFile(paths.status_file).read() or {}
@@ -248,12 +264,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         ident, ident_problem = None, str(exc)
         log.warning("%s", exc)
     paused = manual_pause(paths.pause_file)
-    from .spool import Spool
-    spooled = len(Spool(paths.spool_dir)) if paths.spool_dir.exists() else 0
+    here, spooled, elsewhere = _spooled(paths, ident)
     running = _running(status)
     if args.json:
         print(json.dumps({"running": running, "paused": paused, "status": status, "contribution": contrib,
-                          "nodeId": ident.node_id if ident else None, "spooled": spooled}, indent=1))
+                          "nodeId": ident.node_id if ident else None, "spooled": spooled,
+                          "spooledElsewhere": elsewhere}, indent=1))
         return 0
     lines = [f"sis-node {__version__}"]
     if ident_problem:
@@ -276,7 +292,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         a = status["ahead"]
         lines.append(f"next job:     {a['jobId']} ({a['photos']} photos), its photos fetched while the current one runs")
     lines.append(f"contribution: {summary(contrib)}")
-    lines.append(f"spooled:      {spooled} results waiting to be acknowledged")
+    lines.append(f"spooled:      {spooled} results waiting to be acknowledged" + (f" by {here}" if elsewhere else ""))
+    for url, n in sorted(elsewhere.items()):
+        lines.append(f"elsewhere:    {n} result(s) wait for {url}, which this node no longer points at: kept, and "
+                     f"sent when it points there again (sis-node run --coordinator {url})")
     # Shown when stopped too: why the agent stopped (revoked, enrolment refused) is the line most wanted then.
     if not running and status.get("stoppedBecause"):
         lines.append(f"stopped:      {status['stoppedBecause']}")

@@ -52,7 +52,7 @@ from .photos import Fetched, fetch_photos
 from .policy import Policy
 from .progress import Progress, StatusFile
 from .protocol import Client, Lease, NoWork, Refused, Unreachable, revocation
-from .spool import Spool, Spooled
+from .spool import Spool, Spooled, legacy_owner
 
 log = logging.getLogger("sis.node.loop")
 UPDATE_CHECK_S = 24 * 3600.0
@@ -165,7 +165,7 @@ class Agent:
         self.data_lock = data_lock or DataLock(paths.lock_file)   # ``run`` holds it (node_agent.lock)
         self.policy = policy or Policy(config, paths.pause_file)
         self.progress = progress or Progress()
-        self.spool = Spool(paths.spool_dir)
+        self.spool = Spool(paths.spool_dir, config.coordinator)   # its results only (``_keep_others``)
         self.contribution = Contribution(paths.stats_file)
         self.status = StatusFile(paths.status_file, on_update=self._changed)
         self._tick: asyncio.Event | None = None
@@ -261,11 +261,12 @@ class Agent:
 
     async def _run(self) -> int:
         self.stop_event, self.now_event = asyncio.Event(), asyncio.Event()
+        elsewhere = self._keep_others()
         self.status.doc = {}
         self.status.update(state="starting", coordinator=self.config.coordinator, device=self.device.label,
                            onGpu=self.device.on_gpu, engineVersion=self.engine.version,
                            engineBuild=self.engine.build, startedAt=time.time(), job=None,
-                           spooled=len(self.spool), lastError=None)
+                           spooled=len(self.spool), spooledElsewhere=elsewhere, lastError=None)
         try:
             if not await self._enrol():
                 return self._stopped(0)
@@ -300,6 +301,21 @@ class Agent:
             await self.client.close()
         return self._stopped(self._max_jobs_outcome())
 
+    def _keep_others(self) -> dict[str, int]:
+        """Results in the spool for other coordinators than this one, by coordinator: kept, never
+        sent here (their leases are theirs), and said once. Read before enrolment rewrites the
+        coordinator used last, which is whose an earlier agent's results are (``legacy_owner``)."""
+        self.spool.owner = legacy_owner(self.paths.identity_file, self.config.coordinator)
+        try:
+            self.spool.adopt()
+        except OSError as exc:      # each is still taken as its node's, in memory
+            log.warning("the spool's results of an earlier sis-node could not be rewritten (%s)", why_not_written(exc))
+        elsewhere = self.spool.elsewhere()
+        for url, n in sorted(elsewhere.items()):
+            log.warning("%d result(s) in the spool wait for %s, which this node no longer points at: they are kept, "
+                        "and sent when it points there again (sis-node run --coordinator %s)", n, url, url)
+        return elsewhere
+
     def _max_jobs_outcome(self) -> int:
         """0, or ``EXIT_UNSENT`` when a ``--max-jobs`` run ends with a result the coordinator has
         not acknowledged: ``--max-jobs 1`` is the documented end-to-end check of a new machine,
@@ -329,7 +345,9 @@ class Agent:
 
     def _stopped(self, code: int) -> int:
         self.status.update(state="stopped", job=None, spooled=len(self.spool))
-        log.info("stopped; %d results wait in the spool", len(self.spool))
+        others = sum(self.spool.elsewhere().values())
+        log.info("stopped; %d results wait in the spool%s", len(self.spool),
+                 f" (and {others} for other coordinators)" if others else "")
         return code
 
     async def _once(self) -> None:

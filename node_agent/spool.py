@@ -1,24 +1,39 @@
 """The local spool: every result is written here durably before it is submitted, and
-stays until the coordinator acknowledges it.
+stays until the coordinator it was leased from acknowledges it.
 
-One file per lease (``<lease>.json``): the lease, the job id and the result
-document. Submissions are idempotent on the coordinator's side, so resending a
-result whose acknowledgement was lost is safe. A result the coordinator refuses
-for good (a 4xx other than "try later") is moved to ``rejected/`` with the
-reason, so it is never resent and never lost either.
+One file per lease (``<lease>.json``): the lease, the job id, the result document,
+and the coordinator the lease came from (its URL as ``identity.normalise`` keys
+it). A lease means something only to its coordinator: a result submitted to
+another one is refused for good ("no such lease"), so a result is submitted only
+to its own, and one whose coordinator the node no longer points at waits, kept,
+until the node points there again. Submissions are idempotent on the
+coordinator's side, so resending a result whose acknowledgement was lost is
+safe. A result the coordinator refuses for good (a 4xx other than "try later")
+is moved to ``rejected/`` with the reason, so it is never resent and never lost
+either.
+
+A file spooled by an agent before results were kept per coordinator names none.
+It is taken as its node's: the coordinator whose node id the result carries
+(``legacy_owner``: each enrolment has its own node id), else the coordinator the
+node last ran against, which is the one it was spooled for; the agent writes
+that into the file at its first start (``adopt``).
 """
 from __future__ import annotations
 
 import json
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from . import identity as ident_mod
 from .files import remove, write_json
 
 log = logging.getLogger("sis.node.spool")
+
+Owner = Callable[[dict[str, Any]], str]    # the coordinator of a file that names none
 
 
 @dataclass
@@ -30,57 +45,112 @@ class Spooled:
     attempts: int
     path: Path
     stats: dict[str, Any]
+    coordinator: str = ""
+    named: bool = True          # False: spooled by an earlier agent, its coordinator worked out
 
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:120]
 
 
+def legacy_owner(identity_file: Path, fallback: str = "") -> Owner:
+    """Whose a result is when its file names no coordinator: the coordinator whose node id it
+    carries, else the one the node last ran against (else ``fallback``). Read once, now: the
+    agent's start rewrites the coordinator used last."""
+    try:
+        by_node = {node: url for url, node in ident_mod.enrolments(identity_file).items()}
+        last = ident_mod.load(identity_file)
+    except ident_mod.IdentityUnreadable:
+        by_node, last = {}, None
+    default = (last.coordinator if last is not None and last.coordinator else "") or ident_mod.normalise(fallback)
+
+    def owner(doc: dict[str, Any]) -> str:
+        result = doc.get("result")
+        node = result.get("nodeId") if isinstance(result, dict) else None
+        return by_node.get(node, default) if isinstance(node, str) else default
+    return owner
+
+
 class Spool:
-    def __init__(self, folder: Path):
+    """``coordinator``: the one this agent works for; ``put`` names it, and ``pending`` and
+    ``len`` count only its results. None (``sis-node status``, tests): every result."""
+
+    def __init__(self, folder: Path, coordinator: str | None = None, owner: Owner | None = None):
         self.folder = folder
         self.rejected_dir = folder / "rejected"
         self.corrupt_dir = folder / "corrupt"
+        self.coordinator = ident_mod.normalise(coordinator) if coordinator is not None else None
+        self.owner = owner
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
 
     def _path(self, lease_id: str) -> Path:
         return self.folder / f"{_safe(lease_id)}.json"
 
+    @staticmethod
+    def _doc(item: Spooled) -> dict[str, Any]:
+        return {"leaseId": item.lease_id, "jobId": item.job_id, "result": item.result, "spooledAt": item.spooled_at,
+                "attempts": item.attempts, "stats": item.stats, "coordinator": item.coordinator}
+
     def put(self, lease_id: str, job_id: str, result: dict[str, Any], stats: dict[str, Any] | None = None) -> Spooled:
-        """Durably keep a result before its first submission (fsync, atomic rename)."""
-        now = time.time()
-        path = self._path(lease_id)
-        write_json(path, {"leaseId": lease_id, "jobId": job_id, "result": result, "spooledAt": now,
-                          "attempts": 0, "stats": stats or {}})
-        log.info("result of %s spooled at %s", job_id, path)
-        return Spooled(lease_id, job_id, result, now, 0, path, stats or {})
+        """Durably keep a result before its first submission (fsync, atomic rename), with the
+        coordinator it is for."""
+        item = Spooled(lease_id, job_id, result, time.time(), 0, self._path(lease_id), stats or {},
+                       self.coordinator or "")
+        write_json(item.path, self._doc(item))
+        log.info("result of %s spooled at %s", job_id, item.path)
+        return item
 
     def get(self, lease_id: str) -> Spooled | None:
         return self._load(self._path(lease_id))
 
-    def _load(self, path: Path) -> Spooled | None:
+    def _load(self, path: Path, quarantine: bool = True) -> Spooled | None:
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
+            named = bool(doc.get("coordinator"))
+            coordinator = doc["coordinator"] if named else (self.owner(doc) if self.owner else "")
             return Spooled(doc["leaseId"], doc["jobId"], doc["result"], doc["spooledAt"], doc["attempts"], path,
-                           doc.get("stats") or {})
+                           doc.get("stats") or {}, ident_mod.normalise(coordinator) if coordinator else "", named)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             # Cannot happen through put() (atomic); a disk fault or a hand edit. Keep it aside, say so.
-            self.corrupt_dir.mkdir(exist_ok=True)
-            path.replace(self.corrupt_dir / path.name)
-            log.error("spooled file %s cannot be read (%s); moved to %s", path.name, exc, self.corrupt_dir)
+            if quarantine:
+                self.corrupt_dir.mkdir(exist_ok=True)
+                path.replace(self.corrupt_dir / path.name)
+                log.error("spooled file %s cannot be read (%s); moved to %s", path.name, exc, self.corrupt_dir)
             return None
 
-    def pending(self) -> list[Spooled]:
-        """Unacknowledged results, oldest first."""
-        items = [s for p in sorted(self.folder.glob("*.json")) if (s := self._load(p)) is not None]
+    def _all(self, quarantine: bool = True) -> list[Spooled]:
+        items = [s for p in sorted(self.folder.glob("*.json")) if (s := self._load(p, quarantine)) is not None]
         return sorted(items, key=lambda s: s.spooled_at)
+
+    def pending(self) -> list[Spooled]:
+        """Unacknowledged results for this spool's coordinator (every one when it has none), oldest first."""
+        return [s for s in self._all() if self.coordinator is None or s.coordinator == self.coordinator]
+
+    def waiting(self) -> dict[str, int]:
+        """How many results wait for each coordinator ("" for none known). Reads only: a file
+        that cannot be read is left where it is (``sis-node status`` runs beside the agent)."""
+        return dict(Counter(s.coordinator for s in self._all(quarantine=False)))
+
+    def elsewhere(self) -> dict[str, int]:
+        """Results waiting for a coordinator other than this spool's."""
+        return {url: n for url, n in self.waiting().items() if url != self.coordinator}
+
+    def adopt(self) -> int:
+        """Write into each file spooled by an earlier agent the coordinator it is taken to be for
+        (``legacy_owner``), so the answer no longer depends on the identity file; how many."""
+        done = 0
+        for item in self._all():
+            if not item.named and item.coordinator:
+                write_json(item.path, self._doc(item))
+                log.info("result of %s, spooled by an earlier sis-node, is kept for %s", item.job_id, item.coordinator)
+                done += 1
+        return done
 
     def attempted(self, item: Spooled) -> None:
         item.attempts += 1
-        write_json(item.path, {"leaseId": item.lease_id, "jobId": item.job_id, "result": item.result,
-                               "spooledAt": item.spooled_at, "attempts": item.attempts, "stats": item.stats})
+        write_json(item.path, self._doc(item))
 
     def acknowledged(self, item: Spooled) -> None:
         remove(item.path)
@@ -90,8 +160,10 @@ class Spool:
         self.rejected_dir.mkdir(exist_ok=True)
         write_json(self.rejected_dir / item.path.name,
                    {"leaseId": item.lease_id, "jobId": item.job_id, "result": item.result, "reason": reason,
-                    "rejectedAt": time.time()})
+                    "coordinator": item.coordinator, "rejectedAt": time.time()})
         remove(item.path)
 
     def __len__(self) -> int:
-        return len(list(self.folder.glob("*.json")))
+        if self.coordinator is None:
+            return len(list(self.folder.glob("*.json")))
+        return self.waiting().get(self.coordinator, 0)
