@@ -275,8 +275,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if ident_problem:
         lines.append(f"node:         its identity file {paths.identity_file} cannot be read (see the warning)")
     else:
-        lines.append(f"node:         {ident.node_id or 'not enrolled'} at {ident.coordinator}" if ident
-                     else "node:         not enrolled yet (run `sis-node run --coordinator URL`)")
+        # No coordinator used last: none has enrolled this node yet (a failed enrolment is not kept as one).
+        lines.append(f"node:         {ident.node_id or 'not enrolled'} at {ident.coordinator}"
+                     if ident and ident.coordinator else "node:         not enrolled yet (run `sis-node run --coordinator URL`)")
     state = status.get("state", "never run") if running else "not running"
     lines.append(f"agent:        {state}" + (f" on {status.get('device')}" if running else ""))
     if paused:

@@ -142,23 +142,33 @@ def enrolments(path: Path) -> dict[str, str]:
     return {url: e["nodeId"] for url, e in doc["enrolments"].items() if e.get("nodeId") and e.get("token")}
 
 
-def save(path: Path, ident: Identity) -> None:
-    """Write ``ident`` as its coordinator's enrolment (dropped when it has none), and as the one
-    used last; every other coordinator's enrolment is kept."""
+LAST_USED_KEYS = ("coordinator", "nodeId", "token", "enrolledAt")
+
+
+def save(path: Path, ident: Identity, last_used: bool = True) -> None:
+    """Write ``ident`` as its coordinator's enrolment (dropped when it has none), and, when
+    ``last_used``, as the one used last; every other coordinator's enrolment is kept. Not
+    ``last_used``: the one used last stays as it was (none on a first run)."""
     doc = _read(path) or {"enrolments": {}}
     key = normalise(ident.coordinator)
     if ident.enrolled:
         doc["enrolments"][key] = {"nodeId": ident.node_id, "token": ident.token, "enrolledAt": ident.enrolled_at}
     else:
         doc["enrolments"].pop(key, None)
-    out = {"installId": ident.install_id, "name": ident.name, "enrolments": doc["enrolments"],
-           **ident.to_dict(), "coordinator": key}
+    if last_used:
+        last = {"coordinator": key, "nodeId": ident.node_id, "token": ident.token, "enrolledAt": ident.enrolled_at}
+    else:
+        last = {k: doc.get(k) for k in LAST_USED_KEYS} | {"coordinator": doc.get("coordinator") or ""}
+    out = {"installId": ident.install_id, "name": ident.name, "enrolments": doc["enrolments"], **last}
     write_json(path, out, mode=0o600)
 
 
 def for_coordinator(path: Path, coordinator: str, name: str = "") -> Identity:
     """The identity for ``coordinator``: its enrolment when this node has one there (kept
-    through any time spent with other coordinators), else one not yet enrolled."""
+    through any time spent with other coordinators), else one not yet enrolled. It becomes the
+    coordinator used last only when this node is enrolled there (``enrolled`` makes it so once
+    enrolment succeeds): a mistyped URL, whose enrolment fails, was kept as the one used last,
+    and ``sis-node status`` said "not enrolled at <the typo>"."""
     key = normalise(coordinator)
     doc = _read(path)
     if doc is None:
@@ -176,7 +186,7 @@ def for_coordinator(path: Path, coordinator: str, name: str = "") -> Identity:
                          "is kept)", last, key, last)
         if name and name != ident.name:
             ident.name = name
-    save(path, ident)
+    save(path, ident, last_used=ident.enrolled)
     return ident
 
 

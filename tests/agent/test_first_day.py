@@ -123,3 +123,30 @@ def test_an_enrolment_secret_file_it_cannot_send_is_one_line_not_a_traceback(tmp
     err = capsys.readouterr().err
     assert err.startswith(f"sis-node: the enrolment secret file {tmp_path / 'secret.txt'} ") and why in err
     assert len(err.strip().splitlines()) == 1
+
+
+async def test_a_failed_enrolment_does_not_become_the_coordinator_used_last(coord, tmp_path, monkeypatch, capsys):
+    """The mistyped URL was recorded as the one used last before enrolment was tried: ``sis-node
+    status`` said "not enrolled at <the typo>" (on a first run too), and an earlier agent's spool
+    was taken as the typo's."""
+    from node_agent import cli
+
+    monkeypatch.setenv("SIS_NODE_HOME", str(tmp_path / "a"))
+    typo = coord.base_url + "/node/v1"
+    assert await asyncio.wait_for(make_agent(tmp_path / "a", typo, FakeEngine()).run(), 20) == 2
+    assert identity.load(tmp_path / "a" / "identity.json").coordinator == ""
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "node:         not enrolled yet (run `sis-node run --coordinator URL`)" in out and "not enrolled at" not in out
+
+    agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine(), max_jobs=1)
+    task = asyncio.create_task(agent.run())
+    await agent.wait_until(lambda: agent.status.doc.get("state") == "idle", 60)
+    agent.request_stop()
+    assert await asyncio.wait_for(task, 20) == 0
+    node_id = identity.load(tmp_path / "a" / "identity.json").node_id
+    assert await asyncio.wait_for(make_agent(tmp_path / "a", typo, FakeEngine()).run(), 20) == 2
+    last = identity.load(tmp_path / "a" / "identity.json")
+    assert (last.coordinator, last.node_id) == (coord.base_url, node_id)
+    assert cli.main(["status"]) == 0
+    assert f"node:         {node_id} at {coord.base_url}" in capsys.readouterr().out
