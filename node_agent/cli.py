@@ -265,11 +265,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         log.warning("%s", exc)
     paused = manual_pause(paths.pause_file)
     here, spooled, elsewhere = _spooled(paths, ident)
+    from .journal import kept
+    jobs_elsewhere = kept(paths, but=here)
     running = _running(status)
     if args.json:
         print(json.dumps({"running": running, "paused": paused, "status": status, "contribution": contrib,
                           "nodeId": ident.node_id if ident else None, "spooled": spooled,
-                          "spooledElsewhere": elsewhere}, indent=1))
+                          "spooledElsewhere": elsewhere, "jobsElsewhere": [k.to_dict() for k in jobs_elsewhere]},
+                         indent=1))
         return 0
     lines = [f"sis-node {__version__}"]
     if ident_problem:
@@ -297,6 +300,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     for url, n in sorted(elsewhere.items()):
         lines.append(f"elsewhere:    {n} result(s) wait for {url}, which this node no longer points at: kept, and "
                      f"sent when it points there again (sis-node run --coordinator {url})")
+    for k in jobs_elsewhere:
+        lines.append(f"elsewhere:    {k.describe()}")
     # Shown when stopped too: why the agent stopped (revoked, enrolment refused) is the line most wanted then.
     if not running and status.get("stoppedBecause"):
         lines.append(f"stopped:      {status['stoppedBecause']}")

@@ -46,7 +46,8 @@ from . import refusals
 from .config import Config, Paths
 from .contribution import Contribution
 from .engine_failures import EngineFailures, in_words
-from .files import read_json, remove, why_not_written, write_json
+from .files import read_json, remove, why_not_written
+from .journal import Journals
 from .lock import DataLock
 from .photos import Fetched, fetch_photos
 from .policy import Policy
@@ -166,6 +167,7 @@ class Agent:
         self.policy = policy or Policy(config, paths.pause_file)
         self.progress = progress or Progress()
         self.spool = Spool(paths.spool_dir, config.coordinator)   # its results only (``_keep_others``)
+        self.journals = Journals(paths, config.coordinator)      # its jobs' journals only (the same)
         self.contribution = Contribution(paths.stats_file)
         self.status = StatusFile(paths.status_file, on_update=self._changed)
         self._tick: asyncio.Event | None = None
@@ -261,12 +263,13 @@ class Agent:
 
     async def _run(self) -> int:
         self.stop_event, self.now_event = asyncio.Event(), asyncio.Event()
-        elsewhere = self._keep_others()
+        elsewhere, jobs_elsewhere = self._keep_others()
         self.status.doc = {}
         self.status.update(state="starting", coordinator=self.config.coordinator, device=self.device.label,
                            onGpu=self.device.on_gpu, engineVersion=self.engine.version,
                            engineBuild=self.engine.build, startedAt=time.time(), job=None,
-                           spooled=len(self.spool), spooledElsewhere=elsewhere, lastError=None)
+                           spooled=len(self.spool), spooledElsewhere=elsewhere, jobsElsewhere=jobs_elsewhere,
+                           lastError=None)
         try:
             if not await self._enrol():
                 return self._stopped(0)
@@ -301,10 +304,11 @@ class Agent:
             await self.client.close()
         return self._stopped(self._max_jobs_outcome())
 
-    def _keep_others(self) -> dict[str, int]:
-        """Results in the spool for other coordinators than this one, by coordinator: kept, never
-        sent here (their leases are theirs), and said once. Read before enrolment rewrites the
-        coordinator used last, which is whose an earlier agent's results are (``legacy_owner``)."""
+    def _keep_others(self) -> tuple[dict[str, int], list[dict[str, str]]]:
+        """Results in the spool for other coordinators than this one, by coordinator, and the
+        journals of their jobs: kept, never sent or asked about here (their leases are theirs),
+        and said once. Read before enrolment rewrites the coordinator used last, which is whose
+        an earlier agent's results and journals are (``legacy_owner``)."""
         self.spool.owner = legacy_owner(self.paths.identity_file, self.config.coordinator)
         try:
             self.spool.adopt()
@@ -314,7 +318,18 @@ class Agent:
         for url, n in sorted(elsewhere.items()):
             log.warning("%d result(s) in the spool wait for %s, which this node no longer points at: they are kept, "
                         "and sent when it points there again (sis-node run --coordinator %s)", n, url, url)
-        return elsewhere
+        try:
+            last = ident_mod.load(self.paths.identity_file)
+        except ident_mod.IdentityUnreadable:
+            last = None             # enrolment stops the agent with the reason
+        try:
+            kept = self.journals.sort_out(last.coordinator if last is not None else "")
+        except OSError as exc:
+            log.warning("the job journals could not be sorted by coordinator (%s)", why_not_written(exc))
+            kept = self.journals.elsewhere()
+        for k in kept:
+            log.warning("%s", k.describe())
+        return elsewhere, [k.to_dict() for k in kept]
 
     def _max_jobs_outcome(self) -> int:
         """0, or ``EXIT_UNSENT`` when a ``--max-jobs`` run ends with a result the coordinator has
@@ -423,8 +438,7 @@ class Agent:
         if job is None:
             return
         try:
-            write_json(self.paths.ahead_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
-                                                   "leasedAt": time.time()})
+            self.journals.write(self.paths.ahead_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id})
         except OSError as exc:   # the journal only spares the job a failure after a crash; hold it anyway
             log.warning("job %s, held ahead, could not be journalled (%s); after a crash its lease lapses",
                         job.job_id, exc)
@@ -592,9 +606,8 @@ class Agent:
                                                      "photos": len(job.photos)}, ahead=None)
             if not resumed:
                 try:
-                    write_json(self.paths.current_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
-                                                             "job": lease.job, "heartbeatS": lease.heartbeat_s,
-                                                             "leasedAt": time.time()})
+                    self.journals.write(self.paths.current_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
+                                                                      "job": lease.job, "heartbeatS": lease.heartbeat_s})
                 except OSError as exc:   # the journal only spares the job a restart; work it anyway
                     log.warning("job %s cannot be journalled in %s (%s); a restart would lose it", job.job_id,
                                 self.paths.current_job_file, why_not_written(exc))

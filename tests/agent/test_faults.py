@@ -203,17 +203,17 @@ async def test_an_agent_cancelled_while_holding_a_job_ahead_leaves_no_heartbeats
 
 
 async def test_a_failed_journal_write_leaves_no_heartbeats_behind(coord, tmp_path, monkeypatch):
-    from node_agent import loop
+    from node_agent import journal       # where the loop's journals are written
     await request_sweep(coord)
     agent = make_agent(tmp_path / "a", coord.base_url, FakeEngine())
-    real, failed = loop.write_json, []
+    real, failed = journal.write_json, []
 
     def disk_full(path, doc):
         if not failed:
             failed.append(path)
             raise OSError(28, "No space left on device")
         real(path, doc)
-    monkeypatch.setattr(loop, "write_json", disk_full)
+    monkeypatch.setattr(journal, "write_json", disk_full)
     task = asyncio.create_task(agent.run())
     await agent.wait_until(lambda: agent.contribution.read()["jobs"] >= 1, 60)   # it goes on after the fault
     agent.request_stop()
