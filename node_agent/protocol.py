@@ -37,6 +37,7 @@ from urllib.parse import urljoin
 import aiohttp
 
 from . import __version__
+from .scheme import PROBE_S, other_scheme, worth_probing
 
 log = logging.getLogger("sis.node.protocol")
 
@@ -102,6 +103,7 @@ class Client:
         self.timeout_s = timeout_s
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._answered = False      # once the address has answered, its scheme is right (node_agent.scheme)
 
     def _http(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -141,11 +143,13 @@ class Client:
             async with self._http().request(method, url, data=data, headers=hdrs, allow_redirects=False) as resp:
                 status, headers, raw = resp.status, resp.headers, await resp.read()
         except TimeoutError as exc:       # before OSError, of which it is a kind
-            raise Unreachable(f"{self.base_url} unreachable: no answer within {self.timeout_s:g} s") from exc
+            raise Unreachable(await self._wrong_scheme(exc) or
+                              f"{self.base_url} unreachable: no answer within {self.timeout_s:g} s") from exc
         except (aiohttp.ClientError, OSError) as exc:
             # Connection refused or reset, DNS, TLS, or the connection closed mid-request
             # (the coordinator went down while we asked).
-            raise Unreachable(f"{self.base_url} unreachable: {_why(exc)}") from exc
+            raise Unreachable(await self._wrong_scheme(exc) or f"{self.base_url} unreachable: {_why(exc)}") from exc
+        self._answered = True
         doc: Any = None
         if raw:
             try:
@@ -167,6 +171,13 @@ class Client:
             # the coordinator's "done", and the spooled result it "acknowledged" deleted.
             raise Unreachable(_not_json(route, status, headers, raw), status=status)
         return status, doc, headers
+
+    async def _wrong_scheme(self, exc: BaseException) -> str | None:
+        """Why a first request failed when the URL has the wrong scheme (``https://`` at plain
+        HTTP, or the reverse), asked of the address once the failure looks like it; else None."""
+        if self._answered or not worth_probing(exc):
+            return None
+        return await other_scheme(self.base_url, min(self.timeout_s, PROBE_S))
 
     # ---- the protocol's calls ------------------------------------------------------------
 

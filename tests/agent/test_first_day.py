@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import sys
 from pathlib import Path
 
@@ -12,10 +13,11 @@ import pytest
 
 from node_agent import identity
 from node_agent.config import Paths, load
-from node_agent.protocol import Client, Unreachable
+from node_agent.protocol import Client, Refused, Unreachable
 from tests.support import free_port
 
-from .support import FakeEngine, make_agent, request_sweep, start_sweep_coordinator, stop_sweep_coordinator
+from .support import (FakeEngine, make_agent, port_of, request_sweep, start_sweep_coordinator,
+                      stop_sweep_coordinator)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,3 +152,70 @@ async def test_a_failed_enrolment_does_not_become_the_coordinator_used_last(coor
     assert (last.coordinator, last.node_id) == (coord.base_url, node_id)
     assert cli.main(["status"]) == 0
     assert f"node:         {node_id} at {coord.base_url}" in capsys.readouterr().out
+
+
+def _self_signed(folder: Path) -> ssl.SSLContext:
+    """A server's TLS context with a certificate for 127.0.0.1 signed by itself."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .sign(key, hashes.SHA256()))
+    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                       serialization.NoEncryption()))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(folder / "cert.pem", folder / "key.pem")
+    return context
+
+
+async def test_an_https_url_at_a_plain_http_coordinator_asks_whether_it_is_http(coord):
+    """It waited for the request's timeout and said "no answer within 30 s" (``sis serve``
+    reads the TLS greeting as the start of a request, and waits for its end)."""
+    port = port_of(coord)
+    async with Client(f"https://127.0.0.1:{port}", timeout_s=2) as client:
+        with pytest.raises(Unreachable) as err:
+            await client.enrol({})
+    assert err.value.message == (f"the coordinator at https://127.0.0.1:{port} did not answer TLS (it answers plain "
+                                 f"HTTP there): is it http://127.0.0.1:{port}?")
+
+
+async def test_an_http_url_at_a_tls_coordinator_asks_whether_it_is_https(coord, tmp_path):
+    """It said "Connection reset by peer"."""
+    from tornado.httpserver import HTTPServer
+
+    from coordinator.faces.app import make_app
+
+    port = free_port()
+    server = HTTPServer(make_app(coord.services), ssl_options=_self_signed(tmp_path))
+    server.listen(port, "127.0.0.1")
+    try:
+        async with Client(f"http://127.0.0.1:{port}", timeout_s=5) as client:
+            with pytest.raises(Unreachable) as err:
+                await client.enrol({})
+    finally:
+        server.stop()
+    assert err.value.message == (f"the coordinator at http://127.0.0.1:{port} answered in TLS, not plain HTTP: "
+                                 f"is it https://127.0.0.1:{port}?")
+
+
+async def test_a_coordinator_that_answered_once_is_not_probed_for_its_scheme(coord):
+    """Its scheme is right: a failure later on (a busy coordinator's timeout) is said as it is."""
+    async with Client(coord.base_url, timeout_s=2) as client:
+        with pytest.raises(Refused):
+            await client.lease()                # 401 without a token: an answer
+        client.base_url = f"https://127.0.0.1:{port_of(coord)}"     # what would be probed, had it not answered
+        with pytest.raises(Unreachable) as err:
+            await client.lease()
+    assert err.value.message == f"https://127.0.0.1:{port_of(coord)} unreachable: no answer within 2 s"
