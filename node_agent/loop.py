@@ -881,6 +881,18 @@ class Agent:
         self.status.update(spooled=len(self.spool))
         return True
 
+    def _not_ours(self, item: Spooled, exc: Refused) -> str:
+        """What a lease refused as not this node's (404) means when the result was spooled as
+        another node: this node enrolled again since (its token refused, 401, or its identity
+        file replaced), and a lease is its node's alone. Nothing the agent holds can send it
+        (the coordinator would have to let a node take its earlier enrolment's leases over)."""
+        spooled_as = item.result.get("nodeId") if isinstance(item.result, dict) else None
+        now = self.identity.node_id if self.identity is not None else None
+        if exc.status != 404 or not isinstance(spooled_as, str) or not now or spooled_as == now:
+            return ""
+        return (f"; it was spooled when this node was {spooled_as} at {self.config.coordinator}, and it is {now} "
+                f"there now (it enrolled again): a lease of {spooled_as}'s can be submitted by {spooled_as} alone")
+
     def _acknowledged(self, item: Spooled, answer: dict[str, Any]) -> None:
         self.spool.acknowledged(item)
         s = item.stats
@@ -892,7 +904,7 @@ class Agent:
 
     def _rejected(self, item: Spooled, exc: Refused) -> None:
         reasons = exc.details.get("reasons") or []
-        why = exc.message + (": " + "; ".join(map(str, reasons[:10])) if reasons else "")
+        why = exc.message + (": " + "; ".join(map(str, reasons[:10])) if reasons else "") + self._not_ours(item, exc)
         log.error("result of %s refused for good (kept in %s): %s", item.job_id, self.spool.rejected_dir, why)
         self.spool.rejected(item, why)
         self.results_rejected += 1

@@ -188,3 +188,43 @@ async def test_a_coordinator_url_whose_scheme_is_in_capitals_is_taken(coord, pho
     assert await asyncio.wait_for(agent.run(), 30) == 0
     assert agent.contribution.read()["jobs"] == 1
     assert identity.load(agent.paths.identity_file).coordinator == coord.base_url    # keyed as normalised
+
+
+async def test_a_result_spooled_before_the_node_enrolled_again_is_set_aside_saying_why(coord, tmp_path):
+    """A result spooled as one node, whose token the coordinator then refused (401) so that the
+    node enrolled again as another, cannot be submitted: its lease is the first node's, and the
+    coordinator refuses it from the second ("no such lease for this node"). It is kept in
+    spool/rejected/ as before, but said for what it is: it read as if the result had been refused.
+    (Avoiding the loss needs the coordinator: see docs/node-agent.md, Identity.)"""
+    from node_agent.loop import EXIT_UNSENT
+
+    from .support import bring_up, request_sweep, take_down
+
+    await request_sweep(coord)
+    home = tmp_path / "a"
+    engine = FakeEngine(hold=True)
+    agent = make_agent(home, coord.base_url, engine, max_jobs=1, work_ahead=False)
+    task = asyncio.create_task(agent.run())
+    await asyncio.to_thread(engine.started.wait, 20)
+    await take_down(coord)
+    engine.gate.set()
+    assert await asyncio.wait_for(task, 30) == EXIT_UNSENT      # spooled, not sent
+    first = identity.load(agent.paths.identity_file)
+    first_node = first.node_id
+    first.token = "sisn_forgotten"         # a token the coordinator does not know (an identity file's older copy)
+    identity.save(agent.paths.identity_file, first)
+    bring_up(coord)
+
+    again = make_agent(home, coord.base_url, FakeEngine())
+    task = asyncio.create_task(again.run())
+    await again.wait_until(lambda: again.results_rejected == 1, 60)
+    again.request_stop()
+    assert await asyncio.wait_for(task, 20) == 0
+    second_node = identity.load(agent.paths.identity_file).node_id
+    assert second_node not in (None, first_node)
+    [kept] = [read_json(p) for p in again.spool.rejected_dir.glob("*.json")]
+    assert kept["reason"] == (
+        f"submit: the coordinator answered 404: no such lease for this node; it was spooled when this node was "
+        f"{first_node} at {coord.base_url}, and it is {second_node} there now (it enrolled again): a lease of "
+        f"{first_node}'s can be submitted by {first_node} alone")
+    assert again.status.doc["lastRejected"]["reason"] == kept["reason"]
