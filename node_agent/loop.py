@@ -28,135 +28,49 @@ re-leases the job (or this node resumes it on its next start, if in time).
 A job held ahead and not yet started is given back (``release``): the
 coordinator queues it again at once, counting no failure. So is one held when
 a pause begins: nothing new starts while paused.
+
+Where it is: this module is the agent itself, its state, its turn (``_once``), enrolment,
+stopping and backing off. What it does to a job is in parts named for it, each a mixin of
+``Agent`` sharing its state: ``node_agent.running`` (one job, from its photos to its
+result in the spool), ``node_agent.leasing`` (the job held ahead, heartbeats, leases given
+back, journalled jobs taken up after a restart) and ``node_agent.submitting`` (the spool
+sent, and the coordinator's answers). They were one module of 900 lines.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
-import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Protocol
-
-from sweep_engine.schema import Job, Result, SchemaError, validate
+from typing import Any, Callable
 
 from . import identity as ident_mod
 from . import refusals
+from .aio import in_thread, raise_if_cancelled  # noqa: F401  (in_thread: the name this module always had)
+from .backoff import Backoff
 from .config import Config, Paths
 from .contribution import Contribution
-from .engine_failures import EngineFailures, in_words
-from .files import read_json, remove, why_not_written
+from .engine_failures import EngineFailures
+from .files import why_not_written
 from .journal import Journals
+from .leasing import RELEASE_NOW_S, Ahead, Leasing  # noqa: F401  (RELEASE_NOW_S: the name this module always had)
 from .lock import DataLock
-from .photos import Fetched, fetch_photos
 from .policy import Policy
 from .progress import Progress, StatusFile
-from .protocol import Client, Lease, NoWork, Refused, Unreachable, revocation
-from .spool import Spool, Spooled, legacy_owner
+from .protocol import Client, NoWork, Refused, Unreachable, revocation
+from .refusals import Fatal
+from .running import Device, EngineLike, Running
+from .spool import Spool, legacy_owner
+from .submitting import Submitting
 
 log = logging.getLogger("sis.node.loop")
 UPDATE_CHECK_S = 24 * 3600.0
-RELEASE_NOW_S = 2.0     # how long a second stop signal waits to give back the job held ahead
 EXIT_UNSENT = 5         # --max-jobs: a result of the run is not acknowledged (left in the spool, or refused)
 
 
-class EngineLike(Protocol):
-    """What the loop needs of an engine: its identity, and a job's result from its photos."""
+class Agent(Leasing, Running, Submitting):
+    """The node agent: enrols, then leases, runs and submits jobs until stopped (``run``)."""
 
-    version: str
-    build: str
-
-    def run_job(self, job: Job, images: dict[str, bytes]) -> Result: ...
-
-
-@dataclass
-class Device:
-    label: str      # e.g. "cuda:0 NVIDIA H100 80GB HBM3", or "cpu (development run, --allow-cpu)"
-    on_gpu: bool
-    gpu_text: str   # what enrolment tells the coordinator about this node's GPUs
-
-
-@dataclass
-class Ahead:
-    """A job leased before the running one ends: its photos are fetched and its lease kept
-    alive meanwhile, so it starts as soon as the engine is free."""
-
-    lease: Lease
-    job: Job
-    photos: asyncio.Task            # -> Fetched
-    beats: asyncio.Task
-    lost: asyncio.Event             # set when the coordinator ends its lease
-
-    def drop(self) -> None:
-        self.photos.cancel()
-        self.beats.cancel()
-
-
-class Backoff:
-    """Exponential backoff with equal jitter: delay in [cap/2, cap], cap = base * 2^n up to max."""
-
-    def __init__(self, base: float, maximum: float, rng: random.Random | None = None):
-        self.base, self.maximum = base, maximum
-        self.rng = rng or random.Random()
-        self.failures = 0
-
-    def next(self) -> float:
-        cap = min(self.maximum, self.base * (2 ** self.failures))
-        self.failures += 1
-        return cap / 2 + self.rng.uniform(0, cap / 2)
-
-    def reset(self) -> None:
-        self.failures = 0
-
-
-class Fatal(Exception):
-    """The agent cannot go on (revoked, engine build refused); the message says why."""
-
-
-async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run ``fn`` in a daemon thread (not the default executor: a second Ctrl-C must not
-    wait for a long engine run to end before the process can exit)."""
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future = loop.create_future()
-
-    def settle(value: Any, exc: BaseException | None) -> None:
-        if not fut.done():
-            fut.set_exception(exc) if exc is not None else fut.set_result(value)
-
-    def target() -> None:
-        try:
-            value, exc = fn(*args), None
-        except BaseException as e:  # handed to the awaiting task, not lost in the thread
-            value, exc = None, e
-        try:
-            loop.call_soon_threadsafe(settle, value, exc)
-        except RuntimeError:  # the loop closed: the agent stopped at once
-            pass
-
-    threading.Thread(target=target, daemon=True, name="sis-engine").start()
-    return await fut
-
-
-def _retrieve(fut: asyncio.Future) -> None:
-    """Done callback for a task the agent may let go unawaited: its exception counts as seen,
-    so asyncio never logs "exception was never retrieved". A cancelled one has none to see, and
-    ``exception()`` raises CancelledError there, which asyncio logs as "Exception in callback"
-    with a traceback: a second Ctrl-C during a job leaves the engine's task to be cancelled as
-    the event loop shuts down."""
-    if not fut.cancelled():
-        fut.exception()
-
-
-def _raise_if_cancelled() -> None:
-    """Honour a cancellation that ``asyncio.wait_for`` swallowed: on Python 3.11 a cancel that
-    lands as the awaited event completes is lost, and the loop would turn for ever."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
-
-
-class Agent:
     def __init__(self, config: Config, paths: Paths, engine: EngineLike, device: Device, *,
                  policy: Policy | None = None, progress: Progress | None = None,
                  rng: random.Random | None = None, enrol_secret: str | None = None,
@@ -234,8 +148,28 @@ class Agent:
             await asyncio.wait_for(self.stop_event.wait(), timeout=max(0.0, seconds))
         except asyncio.TimeoutError:
             pass
-        _raise_if_cancelled()
+        raise_if_cancelled()
         return self.stopping
+
+    async def _unless_now(self, task: asyncio.Future, grace_s: float = 0.0) -> bool:
+        """Wait for ``task``, unless the agent is told to stop at once: then it has ``grace_s`` more
+        and is cut off (a result it was sending is resent at the next start; a lease it was taking
+        lapses after its TTL). True when it ended by itself; its exception, if any, is raised here."""
+        stop_now = asyncio.ensure_future(self.now_event.wait())
+        try:
+            await asyncio.wait({task, stop_now}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                await asyncio.wait({task}, timeout=grace_s)
+        finally:
+            stop_now.cancel()
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():
+            return False
+        if task.exception() is not None:
+            raise task.exception()
+        return True
 
     async def _unreachable(self, what: str, exc: Unreachable) -> bool:
         delay = self.backoff.next()
@@ -274,7 +208,7 @@ class Agent:
             if not await self._enrol():
                 return self._stopped(0)
             while not self.stopping:
-                _raise_if_cancelled()
+                raise_if_cancelled()
                 try:
                     await self._check_updates()
                     await self._once()
@@ -431,75 +365,7 @@ class Agent:
         return (not self.stopping and not verdict.paused
                 and not (self.max_jobs and self.jobs_finished + running >= self.max_jobs))
 
-    def _hold_ahead(self, lease: Lease) -> None:
-        """Hold a job leased before the running one ends: fetch its photos and keep its lease
-        alive from now on. A job that does not fit the schema is refused at once."""
-        job = self._job_of(lease)
-        if job is None:
-            return
-        try:
-            self.journals.write(self.paths.ahead_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id})
-        except OSError as exc:   # the journal only spares the job a failure after a crash; hold it anyway
-            log.warning("job %s, held ahead, could not be journalled (%s); after a crash its lease lapses",
-                        job.job_id, exc)
-        photos = asyncio.ensure_future(self._fetch(job))
-        photos.add_done_callback(_retrieve)  # awaited later, or dropped
-        lost, beats = self._keep_alive(lease)
-        self._ahead = Ahead(lease, job, photos, beats, lost)
-        self.status.update(ahead={"jobId": job.job_id, "photos": len(job.photos)})
-        log.debug("job %s held ahead (lease %s); fetching its photos", job.job_id, lease.lease_id)
-
-    def _let_go_ahead(self) -> Ahead | None:
-        """The job held ahead, if any, no longer held: its photos' fetch and heartbeats stopped.
-        Its journal stays until the lease is known to be ended or given back (``_forget_ahead``)."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            ahead.drop()
-            self.status.update(ahead=None)
-        return ahead
-
-    async def _give_back_ahead(self, why: str) -> None:
-        """Hand back the job held ahead, not started, so it goes back to the queue now and no
-        failure is counted on it. If the coordinator cannot be told (or not within
-        ``RELEASE_NOW_S`` of a second stop signal), the lease lapses after its TTL instead."""
-        ahead = self._let_go_ahead()
-        if ahead is None:
-            return
-        lease, problem = ahead.lease, "no answer in time to a second stop signal"
-        try:
-            if await self._unless_now(asyncio.ensure_future(self.client.release(lease.lease_id, why)),
-                                      RELEASE_NOW_S):
-                log.info("%s: job %s, held ahead (lease %s), is given back", why, ahead.job.job_id, lease.lease_id)
-                self._forget_ahead()
-                return
-        except (Unreachable, Refused) as exc:
-            problem = str(exc)
-        log.warning("%s: job %s, held ahead (lease %s), could not be given back (%s); the next start gives it "
-                    "back, or it lapses after its TTL", why, ahead.job.job_id, lease.lease_id, problem)
-
-    def _forget_ahead(self) -> None:
-        remove(self.paths.ahead_job_file)
-
-    async def _give_back_journalled_ahead(self) -> bool:
-        """After a restart: give back the job the last run held ahead and never started, if it
-        journalled one, so the coordinator queues it again now with no failure counted; a lease
-        already ended stays as it was. False when the coordinator is unreachable."""
-        doc = read_json(self.paths.ahead_job_file)
-        lease_id = str(doc.get("leaseId") or "") if isinstance(doc, dict) else ""
-        if lease_id:
-            try:
-                answer = await self.client.release(lease_id, "held ahead when the node agent stopped; given back "
-                                                             "at its restart")
-                log.info("job %s, held ahead before a restart (lease %s), is given back (the lease is %s)",
-                         doc.get("jobId"), lease_id, answer.get("state") or "ended")
-            except Unreachable as exc:
-                await self._unreachable("giving back the job held ahead before a restart", exc)
-                return False
-            except Refused as exc:
-                log.info("job %s, held ahead before a restart (lease %s), is no longer ours (%s)",
-                         doc.get("jobId"), lease_id, exc.message)
-        self._forget_ahead()
-        return True
+    # ---- refusals ---------------------------------------------------------------------
 
     async def _refused(self, what: str, exc: Refused) -> None:
         if exc.status == 401:
@@ -552,361 +418,3 @@ class Agent:
             self.on_enrolled()
         self.status.update(nodeId=self.identity.node_id)
         return True
-
-    # ---- recovery after a restart -----------------------------------------------------
-
-    async def _recover(self) -> bool:
-        """Give back the job held ahead before a restart, then resume the journalled job if its
-        lease still holds; False when the coordinator is unreachable."""
-        if not await self._give_back_journalled_ahead():
-            return False
-        doc = read_json(self.paths.current_job_file)
-        if not doc:
-            self._recovered = True
-            return True
-        # A journal that is not an object ("y") raised here at every turn, and no job ever ran.
-        lease_id = str(doc.get("leaseId") or "") if isinstance(doc, dict) else ""
-        if not lease_id or self.spool.get(lease_id) is not None:
-            remove(self.paths.current_job_file)
-            self._recovered = True
-            return True
-        try:
-            beat = await self.client.heartbeat(lease_id)
-        except Unreachable as exc:
-            await self._unreachable("checking the job leased before a restart", exc)
-            return False
-        except Refused as exc:
-            beat = {"action": "cancel", "reason": exc.message}
-        self._recovered = True
-        if beat.get("action") != "continue":
-            log.info("the job leased before a restart (%s, lease %s) is no longer ours (%s); "
-                     "the coordinator re-leases it", doc.get("jobId"), lease_id, beat.get("reason") or "cancelled")
-            remove(self.paths.current_job_file)
-            return True
-        log.info("resuming job %s, leased before a restart (lease %s still holds)", doc.get("jobId"), lease_id)
-        await self._work(Lease(lease_id, doc.get("job"), beat.get("expiresAt"), doc.get("heartbeatS")),
-                         resumed=True)
-        return True
-
-    # ---- one job ----------------------------------------------------------------------
-
-    async def _work(self, lease: Lease, resumed: bool = False, ahead: Ahead | None = None) -> None:
-        """One job, from its photos to its spooled result. ``ahead``: the job was held ahead,
-        its photos fetched (or being fetched) and its heartbeats already running."""
-        if ahead is not None:
-            job, lost, beats = ahead.job, ahead.lost, ahead.beats
-        else:
-            job = self._job_of(lease)
-            if job is None:
-                return
-            lost, beats = self._keep_alive(lease)
-        outcome = "abandoned"
-        try:
-            self.status.update(state="working", job={"jobId": job.job_id, "leaseId": lease.lease_id,
-                                                     "photos": len(job.photos)}, ahead=None)
-            if not resumed:
-                try:
-                    self.journals.write(self.paths.current_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
-                                                                      "job": lease.job, "heartbeatS": lease.heartbeat_s})
-                except OSError as exc:   # the journal only spares the job a restart; work it anyway
-                    log.warning("job %s cannot be journalled in %s (%s); a restart would lose it", job.job_id,
-                                self.paths.current_job_file, why_not_written(exc))
-            if ahead is not None:
-                self._forget_ahead()    # journalled as the current job now
-            outcome = await self._compute(job, lease, lost, ahead.photos if ahead else None)
-        finally:
-            if ahead is not None:
-                ahead.photos.cancel()    # done by now, unless the job ended before them
-            beats.cancel()
-            # Whatever the heartbeat task ended with (cancelled, or a fault of its own) must not
-            # replace how the job ended; a cancel of this task still propagates from here.
-            await asyncio.gather(beats, return_exceptions=True)
-            self.progress.finish(outcome)
-            self.status.update(job=None, progress=None, spooled=len(self.spool))
-        if outcome == "spooled":
-            self.jobs_finished += 1
-            if self.max_jobs and self.jobs_finished >= self.max_jobs and not self.stopping:
-                log.info("finished %d job(s) as --max-jobs asked; stopping", self.jobs_finished)
-                self.stop_event.set()
-        # The result is submitted while the next job runs (``_meanwhile``), or at the next turn,
-        # asking for the job after in the same request: one request per job, not two.
-
-    async def _compute(self, job: Job, lease: Lease, lost: asyncio.Event,
-                       photos: asyncio.Task | None = None) -> str:
-        """``photos``: the job's photos, fetched while the last job ran (else fetched now)."""
-        t0 = time.monotonic()
-        self.progress.start(job.job_id, len(job.photos))
-
-        def photo_done(n: int, total: int) -> None:
-            self.progress.step("fetching photos", n, total)
-            self.status.update(progress=self.progress.snapshot())
-
-        if photos is not None:
-            fetched = await photos
-            photo_done(len(job.photos), len(job.photos))
-        else:
-            fetched = await self._fetch(job, photo_done)
-        if lost.is_set() or self.now_event.is_set():
-            return self._drop(job, lost)
-        self.progress.step("running the engine", len(job.photos))
-        self.status.update(progress=self.progress.snapshot())
-        run = asyncio.ensure_future(in_thread(self.engine.run_job, job, fetched.images))
-        meanwhile = asyncio.ensure_future(self._meanwhile())
-        meanwhile.add_done_callback(_retrieve)   # retrieved, whatever ends first
-        try:
-            outcome = await self._finish(job, lease, lost, fetched, run, t0)
-            # Once the result is spooled: what runs beside it ends, unless the agent stops at once.
-            await self._unless_now(meanwhile)
-        except BaseException:
-            meanwhile.cancel()
-            raise
-        return outcome
-
-    async def _finish(self, job: Job, lease: Lease, lost: asyncio.Event, fetched: Fetched, run: asyncio.Future,
-                      t0: float) -> str:
-        """The engine's run of the job, to its result in the spool."""
-        engine_t0 = time.monotonic()
-        stop_now = asyncio.ensure_future(self.now_event.wait())
-        try:
-            await asyncio.wait({run, stop_now}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop_now.cancel()
-        if not run.done():
-            run.add_done_callback(_retrieve)  # retrieved, so never "never retrieved"
-            return self._drop(job, lost)
-        try:
-            result = run.result()
-        except Exception as exc:
-            log.exception("the engine failed on job %s; its lease will lapse and the job is re-leased", job.job_id)
-            remove(self.paths.current_job_file)
-            await self._engine_failed(job, in_words(exc))
-            return "engine failed"
-        engine_s = time.monotonic() - engine_t0
-        if lost.is_set():
-            return self._drop(job, lost)
-        try:
-            result = self._finish_result(result, job, fetched, engine_s, time.monotonic() - t0)
-        except SchemaError as exc:
-            log.error("the engine's result for %s does not fit the schema (%s); not submitted", job.job_id, exc)
-            remove(self.paths.current_job_file)
-            await self._engine_failed(job, f"a result that does not fit the schema ({str(exc)[:300]})")
-            return "result malformed"
-        self.engine_failures.succeeded()
-        self.progress.step("spooling the result", len(job.photos))
-        stats = {"photos": len(job.photos) - len(result.skipped), "facts": len(result.facts),
-                 "seconds": engine_s, "onGpu": self.device.on_gpu}
-        try:
-            self.spool.put(lease.lease_id, job.job_id, result.to_dict(), stats)
-        except OSError as exc:
-            # A full disk: the result cannot be kept, so it is not sent either (it is sent only
-            # from the spool). The job's journal stays: the next turn resumes the job on its
-            # lease, if it still holds, once the backoff has given the volunteer time to free space.
-            why = f"cannot save the result of {job.job_id} in {self.spool.folder}: {why_not_written(exc)}"
-            log.error("%s", why)
-            self.status.update(lastError=why)
-            self._recovered = False
-            # A job held ahead would be worked next and take the journal's place: it goes back.
-            await self._give_back_ahead("the node cannot save results (its disk refused a write)")
-            await self._sleep(self.backoff.next())
-            return "not spooled (the disk refused it)"
-        remove(self.paths.current_job_file)
-        return "spooled"
-
-    async def _engine_failed(self, job: Job, why: str) -> None:
-        """One more engine failure in a row: said in the status, and the agent pauses itself once
-        they reach ``engine_failure_limit`` (``EngineFailures``). With no limit, a run of failures
-        still slows the agent down."""
-        self.status.update(lastError=f"the engine failed on {job.job_id}: {why}")
-        if self.engine_failures.failed(job.job_id, why) is None and not self.engine_failures.limit \
-                and self.engine_failures.in_a_row >= 3:
-            await self._sleep(self.backoff.next())
-
-    def _fetch(self, job: Job, on_photo: Callable[[int, int], None] | None = None):
-        return fetch_photos(job, timeout_s=self.config.photo_timeout_s, max_bytes=self.config.photo_max_bytes,
-                            concurrency=self.config.photo_concurrency, on_photo=on_photo)
-
-    async def _meanwhile(self) -> None:
-        """While the engine runs (``work_ahead``): submit the last job's result, asking for the
-        next job with it, or lease the next job when none came that way; and start fetching
-        that job's photos. The coordinator not answering costs nothing here: the result stays
-        in the spool for the next turn, and the next job is leased then."""
-        if not self.config.work_ahead:
-            return
-        self._next = None
-        try:
-            more = self._may_take_more(1, self.policy.check())
-            if self.spool.pending() and not await self._flush_spool(ask_next=more and self._ahead is None):
-                return      # not reachable: the next turn tries again, with its backoff
-            if self._ahead is not None or self._next is not None or not self._may_take_more(1, self.policy.check()):
-                return
-            try:
-                got = await self.client.lease()
-            except (Unreachable, Refused) as exc:     # the next turn asks again, and handles what it answers
-                log.debug("leasing a job ahead: %s", exc)
-                return
-            if isinstance(got, Lease):
-                self._hold_ahead(got)
-            else:
-                self._next = got
-        except (Fatal, asyncio.CancelledError):
-            raise
-        except Exception:   # the job the engine runs must not be lost to a fault here
-            log.exception("unexpected fault while working ahead; the next turn goes on without")
-
-    async def _unless_now(self, task: asyncio.Future, grace_s: float = 0.0) -> bool:
-        """Wait for ``task``, unless the agent is told to stop at once: then it has ``grace_s`` more
-        and is cut off (a result it was sending is resent at the next start; a lease it was taking
-        lapses after its TTL). True when it ended by itself; its exception, if any, is raised here."""
-        stop_now = asyncio.ensure_future(self.now_event.wait())
-        try:
-            await asyncio.wait({task, stop_now}, return_when=asyncio.FIRST_COMPLETED)
-            if not task.done():
-                await asyncio.wait({task}, timeout=grace_s)
-        finally:
-            stop_now.cancel()
-            if not task.done():
-                task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        if task.cancelled():
-            return False
-        if task.exception() is not None:
-            raise task.exception()
-        return True
-
-    def _drop(self, job: Job, lost: asyncio.Event) -> str:
-        if lost.is_set():
-            log.warning("job %s dropped: the coordinator ended its lease", job.job_id)
-            remove(self.paths.current_job_file)
-            return "lease lost"
-        return "left to its lease (stopping now)"
-
-    def _finish_result(self, result: Result, job: Job, fetched: Fetched, engine_s: float, total_s: float) -> Result:
-        """Stamp who and where, account for photos the agent could not fetch, and check the whole."""
-        result.node_id = self.identity.node_id
-        result.device = self.device.label
-        # Photos the agent could not fetch: the agent's reason is the one that says what happened.
-        mine = {k.photo_id: k for k in fetched.skipped}
-        seen = {k.photo_id for k in result.skipped} | {m.photo_id for m in result.measurements}
-        skipped = [mine.get(k.photo_id, k) for k in result.skipped] + [k for k in fetched.skipped
-                                                                        if k.photo_id not in seen]
-        order = {p.id: i for i, p in enumerate(job.photos)}
-        result.skipped = sorted(skipped, key=lambda k: order.get(k.photo_id, len(order)))
-        t = result.timings
-        t.fetch_s = round(fetched.seconds, 4)
-        t.infer_s = round(min(t.infer_s, engine_s) if t.infer_s > 0 else engine_s, 4)
-        t.total_s = round(max(total_s, t.fetch_s, t.infer_s), 4)
-        if result.job_id != job.job_id:
-            raise SchemaError([f"jobId: the engine answered {result.job_id!r} for job {job.job_id!r}"])
-        validate(result)
-        return result
-
-    def _job_of(self, lease: Lease) -> Job | None:
-        """The lease's job; None when it does not fit the schema (refused, ``_refuse_job``)."""
-        try:
-            return Job.from_dict(lease.job)
-        except SchemaError as exc:
-            self._refuse_job(lease, exc)
-            return None
-
-    def _keep_alive(self, lease: Lease) -> tuple[asyncio.Event, asyncio.Task]:
-        """Heartbeats for ``lease`` from now on, and the event they set if the coordinator ends it."""
-        lost = asyncio.Event()
-        return lost, asyncio.ensure_future(self._heartbeats(lease, lost))
-
-    def _refuse_job(self, lease: Lease, exc: SchemaError) -> None:
-        """A job that does not fit the schema is never used. It is reported in the log and the
-        status, counted, and its lease is left to lapse: the coordinator counts a failure on
-        the job each time, and parks it after its failure limit."""
-        job_id = lease.job.get("jobId") if isinstance(lease.job, dict) else None
-        reasons = exc.reasons[:10]
-        log.error("job %s (lease %s) refused: it does not fit the job schema: %s", job_id or "?", lease.lease_id,
-                  "; ".join(reasons))
-        self.contribution.refused_job()
-        self.status.update(lastRefusedJob={"jobId": job_id, "leaseId": lease.lease_id, "reasons": reasons,
-                                           "at": time.time()})
-
-    async def _heartbeats(self, lease: Lease, lost: asyncio.Event) -> None:
-        interval = self.config.heartbeat_interval_s
-        if lease.heartbeat_s:
-            interval = min(interval, lease.heartbeat_s)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                doc = await self.client.heartbeat(lease.lease_id)
-            except Unreachable as exc:
-                self.heartbeat_failures += 1
-                log.warning("heartbeat for lease %s failed (%s); the job goes on", lease.lease_id, exc.message)
-                self.status.update(lastError=exc.message)
-                continue
-            except Refused as exc:
-                doc = {"action": "cancel", "reason": exc.message}
-            if doc.get("action") != "continue":
-                log.warning("the coordinator cancelled lease %s: %s", lease.lease_id, doc.get("reason"))
-                lost.set()
-                self.leases_lost += 1
-                self.status.update(lastError=f"lease {lease.lease_id} cancelled: {doc.get('reason')}")
-                return
-
-    # ---- submission -------------------------------------------------------------------
-
-    async def _flush_spool(self, ask_next: bool = False) -> bool:
-        """Submit every spooled result; False when the coordinator could not be reached.
-        ``ask_next``: the last one also asks for the next job: a job given is held ahead (its
-        photos fetched from now on), "none waiting" kept in ``self._next`` for the next turn."""
-        items = self.spool.pending()
-        for i, item in enumerate(items):
-            self.spool.attempted(item)
-            try:
-                if ask_next and i == len(items) - 1:
-                    answer, nxt = await self.client.submit_and_lease(item.lease_id, item.result)
-                    if isinstance(nxt, Lease):
-                        self._hold_ahead(nxt)
-                    else:
-                        self._next = nxt
-                else:
-                    answer = await self.client.submit(item.lease_id, item.result)
-            except Unreachable as exc:
-                self._last_unreachable = exc
-                self.status.update(spooled=len(self.spool))
-                return False
-            except Refused as exc:
-                if exc.status == 401:
-                    self._last_unreachable = Unreachable("the node token was refused; enrolling again")
-                    await self._refused("submitting a result", exc)
-                    return False
-                self._rejected(item, exc)       # a revoked node's too, with the operator's reason
-                continue
-            self._acknowledged(item, answer)
-        self.backoff.reset()
-        self.status.update(spooled=len(self.spool))
-        return True
-
-    def _not_ours(self, item: Spooled, exc: Refused) -> str:
-        """What a lease refused as not this node's (404) means when the result was spooled as
-        another node: this node enrolled again since (its token refused, 401, or its identity
-        file replaced), and a lease is its node's alone. Nothing the agent holds can send it
-        (the coordinator would have to let a node take its earlier enrolment's leases over)."""
-        spooled_as = item.result.get("nodeId") if isinstance(item.result, dict) else None
-        now = self.identity.node_id if self.identity is not None else None
-        if exc.status != 404 or not isinstance(spooled_as, str) or not now or spooled_as == now:
-            return ""
-        return (f"; it was spooled when this node was {spooled_as} at {self.config.coordinator}, and it is {now} "
-                f"there now (it enrolled again): a lease of {spooled_as}'s can be submitted by {spooled_as} alone")
-
-    def _acknowledged(self, item: Spooled, answer: dict[str, Any]) -> None:
-        self.spool.acknowledged(item)
-        s = item.stats
-        total = self.contribution.acknowledged(int(s.get("photos", 0)), int(s.get("facts", 0)),
-                                               float(s.get("seconds", 0.0)), bool(s.get("onGpu")))
-        log.info("result of %s acknowledged (result %s, job %s%s); contribution: %d jobs",
-                 item.job_id, answer.get("resultState"), answer.get("jobState"),
-                 ", a resend" if answer.get("duplicate") else "", total["jobs"])
-
-    def _rejected(self, item: Spooled, exc: Refused) -> None:
-        reasons = exc.details.get("reasons") or []
-        why = exc.message + (": " + "; ".join(map(str, reasons[:10])) if reasons else "") + self._not_ours(item, exc)
-        log.error("result of %s refused for good (kept in %s): %s", item.job_id, self.spool.rejected_dir, why)
-        self.spool.rejected(item, why)
-        self.results_rejected += 1
-        self.contribution.rejected()
-        self.status.update(lastRejected={"jobId": item.job_id, "reason": why, "at": time.time()})

@@ -14,6 +14,11 @@ from urllib.parse import urlsplit, urlunsplit
 from .protocol import PREFIX, Refused, revocation
 
 
+class Fatal(Exception):
+    """The agent cannot go on (revoked, engine build refused); the message says why. Here, with
+    the words of the refusals that end the agent, so that each part of the agent can raise it."""
+
+
 def revoked(coordinator: str, node_id: str | None, reason: str) -> str:
     """A revoked node: the operator's reason (``sis nodes revoke --reason``, "shown to the node")."""
     why = f': "{reason}"' if reason else " (they gave no reason)"

@@ -91,7 +91,7 @@ async def run_holding_ahead(agent: Agent, engine: FakeEngine) -> asyncio.Task:
 
 def heartbeats_running() -> list[asyncio.Task]:
     """The agents' heartbeat tasks still running in this event loop."""
-    return [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "Agent._heartbeats" and not t.done()]
+    return [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "Leasing._heartbeats" and not t.done()]
 
 
 async def start_photos(n: int = 6, radius_m: float = 250, seed: int = 3) -> FakePhotoProvider:
