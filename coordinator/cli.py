@@ -370,16 +370,26 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         if db_path and db_path != ":memory:":
             Path(db_path).parent.mkdir(parents=True, exist_ok=True)
     from alembic.util import CommandError
+    # What the migrations themselves report (jobs they drew again, rows they changed) goes to the
+    # operator: on PostgreSQL this command is the only way an upgrade runs, and those lines were lost.
+    said = logging.getLogger("sis.migrations")
+    said.setLevel(logging.INFO)
+    said.addHandler(logging.StreamHandler(sys.stdout))
+    said.propagate = False
     try:
-        at = migrate.upgrade(settings.database_url, args.revision)
+        at, steps = migrate.upgrade_saying(settings.database_url, args.revision)
     except (CommandError, migrate.SchemaTooNew) as exc:    # an unknown revision, here or in the database
         print(f"sis migrate: {exc}", file=sys.stderr)
         return 2
     where = settings.database_url.split('@')[-1]
-    if args.revision not in ("head", "heads") and "@" not in args.revision and at != args.revision:
+    if args.revision not in ("head", "heads") and "@" not in args.revision and at != args.revision and not steps:
         print(f"database at {at}, past {args.revision}: sis migrate only upgrades ({where})")
+    elif not steps:
+        print(f"database at {at}, nothing to apply: {where}")
     else:
-        print(f"database at {at}: {where}")
+        print(f"database at {at}, {len(steps)} migration{'s' if len(steps) > 1 else ''} applied: {where}")
+        for rev, doc in steps:
+            print(f"  {rev}  {doc}")
     return 0
 
 

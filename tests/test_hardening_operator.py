@@ -58,10 +58,13 @@ def test_poll_before_migrate_on_postgres_says_so_in_one_line(pg_database):
         pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
     import asyncio
 
+    from coordinator.core.db import migrate
     from tests.conftest import reset_postgres
     asyncio.run(reset_postgres(pg_database))
     line = one_line(run("poll", "--database", pg_database))
-    assert line == "sis poll: the database schema is not at the newest migration: run `sis migrate` first"
+    (head,) = migrate.head_revisions(pg_database)
+    assert line == (f"sis poll: the database schema is at none (no schema yet), and this release's is {head}: "
+                    "run `sis migrate` first")
 
 
 def test_a_redis_url_without_its_scheme_is_refused_before_anything_starts(tmp_path):
@@ -357,10 +360,45 @@ def test_the_synthetic_town_command_refuses_a_file_for_a_folder(tmp_path, capsys
 def test_migrate_says_where_the_database_is_and_an_unknown_revision_in_one_line(tmp_path, clean_env):
     url = f"sqlite+aiosqlite:///{tmp_path}/m.db"
     out = run("migrate", "--database", url)
-    assert out.returncode == 0 and re.match(r"database at \d{4}: ", out.stdout), out.stdout
+    assert out.returncode == 0 and re.match(r"database at \d{4}, \d+ migrations applied: ", out.stdout), out.stdout
     out = run("migrate", "--revision", "0001", "--database", url)     # it was at the newest: nothing went down
     assert out.returncode == 0 and "past 0001: sis migrate only upgrades" in out.stdout, out.stdout
     assert "Can't locate revision" in one_line(run("migrate", "--revision", "bogus", "--database", url))
+
+
+def test_migrate_says_which_migrations_it_applied_and_what_they_did(tmp_path, clean_env):
+    """`sis migrate` said "database at 0021" whether it applied eight migrations or none, and what
+    a migration reported (jobs it drew again) was never shown: on PostgreSQL it is the only way
+    an upgrade runs."""
+    from coordinator.core.db import migrate
+    (head,) = migrate.head_revisions("sqlite://")
+    url = f"sqlite+aiosqlite:///{tmp_path}/m.db"
+    assert run("migrate", "--revision", "0019", "--database", url).returncode == 0
+    out = run("migrate", "--database", url)
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and lines[0] == f"database at {head}, 2 migrations applied: {url}", out.stdout
+    assert lines[1] == "  0020  A seen fact's and a measurement's license as text of any length."
+    assert lines[2].startswith("  0021  Jobs over a cell straddling the antimeridian") and len(lines) == 3
+    again = run("migrate", "--database", url)
+    assert again.returncode == 0 and again.stdout == f"database at {head}, nothing to apply: {url}\n", again.stdout
+
+
+def test_a_tool_refuses_a_sqlite_database_of_an_earlier_release_and_leaves_it_as_it_was(tmp_path, clean_env):
+    """Every `sis` tool migrated a SQLite database of an earlier release as it opened it, with
+    nothing said (`sis keys list` too): the release that made it could then not open it. Only
+    `sis serve` and `sis migrate` move it now; the others say where it is and what to run."""
+    import asyncio
+
+    from coordinator.core.db import migrate
+    (head,) = migrate.head_revisions("sqlite://")
+    url = f"sqlite+aiosqlite:///{tmp_path}/old.db"
+    assert run("migrate", "--revision", "0019", "--database", url).returncode == 0
+    for argv in (["keys", "list"], ["jobs", "list"], ["nodes", "list"], ["datasets", "list"],
+                 ["reviewers", "list"]):
+        line = one_line(run(*argv, "--database", url))
+        assert f"the database schema is at 0019, and this release's is {head}: run `sis migrate` first" in line
+        assert "copy the file first" in line, line
+    assert asyncio.run(migrate._revisions_at(url)) == {"0019"}
 
 
 def test_a_list_from_a_database_that_does_not_exist_makes_none(tmp_path, clean_env):

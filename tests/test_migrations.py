@@ -203,6 +203,7 @@ def test_two_migrates_at_once_on_an_empty_postgres_both_end_well(pg_database):
     import sys
     import time
 
+    from alembic.script import ScriptDirectory
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -231,17 +232,25 @@ def test_two_migrates_at_once_on_an_empty_postgres_both_end_well(pg_database):
             await engine.dispose()
         return procs
 
+    said = []
     for p in asyncio.run(run_while_locked()):
         out, err = p.communicate(timeout=60)
         assert p.returncode == 0, err
         assert "Traceback" not in err, err
-        assert out.startswith(f"database at {head}: "), out
+        said.append(out.splitlines()[0])
+    # Each says what it did itself: one applied them all, the other, waiting its turn, nothing.
+    n = len(list(ScriptDirectory.from_config(migrate.alembic_config(pg_database)).walk_revisions()))
+    assert sorted(said) == sorted([f"database at {head}, {n} migrations applied: {pg_database.split('@')[-1]}",
+                                   f"database at {head}, nothing to apply: {pg_database.split('@')[-1]}"]), said
 
 
-async def test_jobs_drawn_across_180_before_0021_are_drawn_again_from_their_cells(db_url):
+async def test_jobs_drawn_across_180_before_0021_are_drawn_again_from_their_cells(db_url, caplog):
     """A job over a cell straddling 180 made before its area was drawn across it spanned the
     latitude band (the hull of H3's raw corners: a centre near lon -20, a 21,000 km radius);
-    migration 0021 draws it again from its cells, and leaves every other job as it was."""
+    migration 0021 draws it again from its cells, and leaves every other job as it was. One
+    parked for its failures stays parked, and the migration names it for the operator to
+    requeue (the docs said it was requeued)."""
+    import logging
     from datetime import datetime, timezone
 
     import h3
@@ -260,8 +269,9 @@ async def test_jobs_drawn_across_180_before_0021_are_drawn_again_from_their_cell
     old_area = {"type": "Polygon", "coordinates": [[list(p) for p in mapping(hull)["coordinates"][0]]]}
     plain = jobs._plan([coverage.point_cell(-6.9, 107.6)], [])
 
-    def row(job_id: int, area: dict, cells: list[int], lat: float, lon: float, radius: float) -> dict:
-        return {"id": job_id, "sweep_id": "sr_old", "state": "queued", "area": area, "center_lat": lat,
+    def row(job_id: int, area: dict, cells: list[int], lat: float, lon: float, radius: float,
+            state: str = "queued") -> dict:
+        return {"id": job_id, "sweep_id": "sr_old", "state": state, "area": area, "center_lat": lat,
                 "center_lon": lon, "radius_m": radius, "cells": [coverage.cell_text(c) for c in cells],
                 "photos": [], "created_at": at, "updated_at": at}
 
@@ -273,8 +283,10 @@ async def test_jobs_drawn_across_180_before_0021_are_drawn_again_from_their_cell
                                                     "state": "queued", "requested_at": at, "updated_at": at}])
             await s.execute(insert(SweepJob), [
                 row(1, old_area, [straddling], hull.centroid.y, hull.centroid.x, 21_308_000.0),
-                row(2, plain.area, plain.cells, plain.center_lat, plain.center_lon, plain.radius_m)])
-        await migrate.upgrade_async(db.write_engine, db_url)
+                row(2, plain.area, plain.cells, plain.center_lat, plain.center_lon, plain.radius_m),
+                row(3, old_area, [straddling], hull.centroid.y, hull.centroid.x, 21_308_000.0, "failed")])
+        with caplog.at_level(logging.INFO, logger="sis.migrations"):
+            await migrate.upgrade_async(db.write_engine, db_url)
         async with db.write() as s:
             got = {j.id: j for j in (await s.execute(select(SweepJob))).scalars()}
         want = jobs._plan([straddling], [])
@@ -284,5 +296,10 @@ async def test_jobs_drawn_across_180_before_0021_are_drawn_again_from_their_cell
         assert max(lons) - min(lons) < 0.005
         assert got[2].area == plain.area and got[2].radius_m == plain.radius_m
         assert got[1].state == "queued" and got[1].cells == [coverage.cell_text(straddling)]
+        assert got[3].state == "failed" and got[3].area == want.area
+        said = [r.getMessage() for r in caplog.records if r.name == "sis.migrations"]
+        assert said == ["sweep_jobs: 2 areas across the antimeridian drawn again from their cells",
+                        "sweep_jobs: 1 of them parked for their failures stay parked (job-3): `sis jobs requeue ID` "
+                        "sweeps one on its new area"], said
     finally:
         await db.close()

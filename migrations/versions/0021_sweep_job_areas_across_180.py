@@ -28,9 +28,10 @@ down_revision = "0020"
 branch_labels = None
 depends_on = None
 
-log = logging.getLogger("alembic.runtime.migration")
+log = logging.getLogger("sis.migrations")   # what sis migrate and sis serve show the operator
 
-sweep_jobs = sa.table("sweep_jobs", sa.column("id", sa.BigInteger), sa.column("area", sa.JSON),
+sweep_jobs = sa.table("sweep_jobs", sa.column("id", sa.BigInteger), sa.column("state", sa.String),
+                      sa.column("area", sa.JSON),
                       sa.column("cells", sa.JSON), sa.column("center_lat", sa.Float),
                       sa.column("center_lon", sa.Float), sa.column("radius_m", sa.Float))
 
@@ -55,6 +56,12 @@ def upgrade() -> None:
             area=plan.area, center_lat=plan.center_lat, center_lon=plan.center_lon, radius_m=plan.radius_m))
     if redraw:
         log.info("sweep_jobs: %d areas across the antimeridian drawn again from their cells", len(redraw))
+        parked = sorted(bind.execute(sa.select(sweep_jobs.c.id).where(
+            sweep_jobs.c.id.in_([job_id for job_id, _ in redraw]), sweep_jobs.c.state == "failed")).scalars())
+        if parked:
+            ids = ", ".join(f"job-{i}" for i in parked)
+            log.info("sweep_jobs: %d of them parked for their failures stay parked (%s): `sis jobs requeue ID` "
+                     "sweeps one on its new area", len(parked), ids)
 
 
 def downgrade() -> None:

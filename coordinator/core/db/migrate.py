@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 from alembic import command
@@ -16,6 +17,7 @@ from coordinator.core.db.leader import lock_key
 from coordinator.core.settings import Settings
 
 MIGRATIONS = Path(__file__).resolve().parents[3] / "migrations"
+log = logging.getLogger("sis.db")
 # The PostgreSQL advisory lock every migration run holds for its transaction (migrations/env.py).
 MIGRATION_LOCK = lock_key("migrate")
 
@@ -47,6 +49,46 @@ def upgrade(url: str, revision: str = "head") -> str:
             raise newer from None
         raise
     return ", ".join(sorted(asyncio.run(_revisions_at(url)))) or "none"
+
+
+class _Applied(logging.Handler):
+    """The migrations one run applied, as Alembic runs them ("Running <step>"): what this run
+    did, not what lay between the revisions read before and after, which a second ``sis
+    migrate`` waiting on the first's lock would claim as its own."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.steps: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        step = record.args[0] if record.msg == "Running %s" and isinstance(record.args, tuple) else None
+        rev = getattr(getattr(step, "revision", None), "revision", None)
+        if rev and getattr(step, "is_upgrade", True):
+            self.steps.append((rev, _first_sentence(step.doc or "")))
+
+
+def _first_sentence(doc: str) -> str:
+    """A migration's docstring's first sentence (its first paragraph, to its first stop)."""
+    para = " ".join(doc.strip().split("\n\n")[0].split())
+    first = para.split(". ")[0].rstrip(".") + "." if para else ""
+    return first if len(first) <= 100 else first[:first.rfind(" ", 0, 99)] + " …"
+
+
+def upgrade_saying(url: str, revision: str = "head") -> tuple[str, list[tuple[str, str]]]:
+    """``upgrade``, and the migrations it applied, oldest first: each revision with the first
+    line of its docstring, for ``sis migrate`` to say what it did."""
+    runtime = logging.getLogger("alembic.runtime.migration")
+    seen = _Applied()
+    level, propagate = runtime.level, runtime.propagate
+    runtime.addHandler(seen)
+    runtime.setLevel(logging.INFO)
+    runtime.propagate = False           # its "Context impl", "Will assume": the steps are said below
+    try:
+        return upgrade(url, revision), seen.steps
+    finally:
+        runtime.removeHandler(seen)
+        runtime.setLevel(level)
+        runtime.propagate = propagate
 
 
 def migration_engine(url: str) -> AsyncEngine:
@@ -126,17 +168,43 @@ def too_new(current: set[str], url: str) -> SchemaTooNew | None:
                         "it needs a newer release of the service (or restore a database of this release)")
 
 
-async def prepare_database(settings: Settings, db: Database) -> None:
-    """SQLite (embedded) applies pending migrations itself; PostgreSQL refuses an old schema."""
-    if db.is_sqlite:
-        await upgrade_async(db.write_engine, settings.database_url)
-    elif await pending(db.engine, settings.database_url):
-        raise SchemaOutOfDate("the database schema is not at the newest migration: run `sis migrate` first")
+def _revs(revs: set[str]) -> str:
+    return ", ".join(sorted(revs)) or "none (no schema yet)"
+
+
+async def prepare_database(settings: Settings, db: Database, *, upgrade: bool = True) -> None:
+    """The database at this code's newest migration, or ``SchemaOutOfDate`` saying where it is.
+
+    SQLite (embedded) applies pending migrations itself where ``upgrade`` (``sis serve``),
+    and to a database with no schema yet whoever opens it: one just made has nothing an
+    earlier release could still read. Every other tool (``with_database``) refuses a SQLite
+    database of an earlier release, as PostgreSQL refuses an old schema to all: a ``sis
+    keys list`` that migrated it silently left the release that made it unable to open it
+    ("Can't locate revision"), with nothing said."""
+    url = settings.database_url
+    current = await current_revisions(db.engine)
+    newer = too_new(current, url)
+    if newer is not None:
+        raise newer
+    heads = head_revisions(url)
+    if current == heads:
+        return
+    if db.is_sqlite and (upgrade or not current):
+        await upgrade_async(db.write_engine, url)
+        if current:
+            log.warning("the database was at %s: migrated to this release's %s (%s)", _revs(current),
+                        _revs(heads), url)
+        return
+    how = ("run `sis migrate` first (or `sis serve`, which migrates SQLite itself); once migrated, the release "
+           "that made it cannot open it, so copy the file first to keep a way back") if db.is_sqlite else (
+           "run `sis migrate` first")
+    raise SchemaOutOfDate(f"the database schema is at {_revs(current)}, and this release's is {_revs(heads)}: {how}")
 
 
 async def with_database(settings: Settings, work, prog: str = "sis", *, create: bool = False) -> int:  # noqa: ANN001
     """For command-line tools: run ``work(db)`` against the configured database at the
-    newest schema; an out-of-date PostgreSQL schema is reported and gives exit code 2. A
+    newest schema; an out-of-date schema (PostgreSQL's, or a SQLite file of an earlier
+    release: ``prepare_database``) is reported and gives exit code 2. A
     SQLite file that does not exist is made only by a command that creates something
     (``create``): a list from a mistyped path would otherwise make an empty database and
     report an empty queue."""
@@ -149,7 +217,7 @@ async def with_database(settings: Settings, work, prog: str = "sis", *, create: 
             return 2
     async with Database(settings.database_url) as db:
         try:
-            await prepare_database(settings, db)
+            await prepare_database(settings, db, upgrade=False)
             return int(await work(db) or 0)
         except SchemaOutOfDate as exc:
             print(f"{prog}: {exc}", file=sys.stderr)
