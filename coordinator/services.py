@@ -1,6 +1,7 @@
 """Shared resources of one coordinator process, built once at start-up."""
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import logging
@@ -97,8 +98,21 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
 def cache_prefix(settings: Settings) -> str:
     """The answer cache's prefix in a shared Redis. A --demo coordinator's answers are of its own
     data: under the live prefix, a live coordinator served the demo's sample events as its own, and
-    a demo one live places with the demo's caveat."""
-    return settings.rate_limit_prefix + (":demo" if settings.demo else "")
+    a demo one live places with the demo's caveat. And the answers of one release of this code
+    (``code_tag``) are apart from another's: after an upgrade the new code served what the old had
+    cached, in the old answers' shape (an audit saw the demo's caveat in a live answer that way),
+    and in a rolling upgrade each release keeps to its own."""
+    return settings.rate_limit_prefix + (":demo" if settings.demo else "") + ":" + code_tag()
+
+
+@functools.cache
+def code_tag(root: Path = Path(__file__).resolve().parent) -> str:
+    """12 hex digits of sha256 over the coordinator's source files (path and bytes, in path
+    order), as the engine's build is hashed: what writes the answers. Some 250 files, read once."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
 
 
 def _demo_data_dir(settings: Settings) -> Settings:

@@ -321,7 +321,28 @@ def orjson_keys(raw: bytes) -> set[str]:
 
 
 def test_a_demo_coordinator_keeps_its_answers_apart_in_a_shared_redis():
-    from coordinator.services import cache_prefix
+    from coordinator.services import cache_prefix, code_tag
     from tests.support import make_settings
     live = make_settings("sqlite+aiosqlite:///x.db", None)
-    assert cache_prefix(live) == "sis" and cache_prefix(live.model_copy(update={"demo": True})) == "sis:demo"
+    tag = code_tag()
+    assert cache_prefix(live) == f"sis:{tag}"
+    assert cache_prefix(live.model_copy(update={"demo": True})) == f"sis:demo:{tag}"
+
+
+def test_another_release_of_the_code_keeps_its_cached_answers_apart(tmp_path):
+    """After an upgrade the new code served the answers the old had cached in a shared Redis;
+    the prefix holds a hash of the coordinator's sources, so any change of them moves it."""
+    from coordinator.services import code_tag
+    (tmp_path / "faces").mkdir()
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "faces" / "b.py").write_text("y = 2\n")
+    (tmp_path / "notes.txt").write_text("not code")
+    before = code_tag(tmp_path)
+    assert len(before) == 12 and int(before, 16) >= 0
+    code_tag.cache_clear()
+    (tmp_path / "notes.txt").write_text("changed, still not code")
+    assert code_tag(tmp_path) == before
+    code_tag.cache_clear()
+    (tmp_path / "faces" / "b.py").write_text("y = 3\n")
+    assert code_tag(tmp_path) != before
+    code_tag.cache_clear()
