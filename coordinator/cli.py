@@ -212,10 +212,34 @@ def say(line: str) -> None:
     sys.stdout.flush()
 
 
-WORKER_RESTARTS = 3     # per worker, over the supervisor's life, before it gives up
+WORKER_RESTARTS = 3     # a worker's restarts within RESTART_WINDOW_S before the supervisor gives up
+RESTART_WINDOW_S = 600.0
 STOP_GRACE_S = 20       # how long a worker may take to stop after SIGTERM before it is killed
 WAIT_POLL_S = 0.1       # how often the supervisor looks for a worker that ended (and at its stop deadline)
 PR_SET_PDEATHSIG = 1    # prctl(2): the signal a process gets when the thread that forked it ends
+
+
+class Restarts:
+    """Whether a worker that ended is started again: unless it already was ``limit`` times in
+    the last ``window_s``. A worker failing as it starts (a setting, a database refusing it)
+    is then given up on in seconds, and the supervisor stops with status 1 for whatever
+    supervises it; one killed now and then (the OOM killer once a week) is started again
+    every time. Counted over the supervisor's whole life, the fourth such kill in a month
+    stopped every worker, the healthy ones too."""
+
+    def __init__(self, n: int, limit: int = WORKER_RESTARTS, window_s: float = RESTART_WINDOW_S,
+                 clock=time.monotonic) -> None:  # noqa: ANN001
+        self.limit, self.window_s, self.clock = limit, window_s, clock
+        self.at: list[list[float]] = [[] for _ in range(n)]
+
+    def take(self, i: int) -> int | None:
+        """The worker's restart count in the window with this one, or None: give up."""
+        now = self.clock()
+        recent = [t for t in self.at[i] if now - t < self.window_s]
+        if len(recent) >= self.limit:
+            return None
+        self.at[i] = [*recent, now]
+        return len(self.at[i])
 
 
 def _stop_with_supervisor(supervisor: int) -> None:
@@ -284,7 +308,7 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
         log.warning("--workers %d without SIS_REDIS_URL: each worker keeps its own per-minute windows and "
                     "answer cache, so a client may get %d times its per-minute ceiling", n, n)
     children: dict[int, int] = {}          # pid -> worker index
-    restarts = [0] * n
+    restarts = Restarts(n, WORKER_RESTARTS, RESTART_WINDOW_S)
     stopping = False
     stop_deadline = float("inf")            # when the workers still there after SIGTERM are killed
     supervisor = os.getpid()
@@ -344,14 +368,14 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
         if i is None or stopping:
             continue
         code = os.waitstatus_to_exitcode(status)
-        if restarts[i] < WORKER_RESTARTS:
-            restarts[i] += 1
-            log.warning("worker %d (pid %d) exited with %s; starting it again (%d of %d restarts)",
-                        i + 1, pid, code, restarts[i], WORKER_RESTARTS)
+        nth = restarts.take(i)
+        if nth is not None:
+            log.warning("worker %d (pid %d) exited with %s; starting it again (restart %d of the %d a worker may "
+                        "have in %.0f s)", i + 1, pid, code, nth, WORKER_RESTARTS, RESTART_WINDOW_S)
             spawn(i)
         else:
-            log.error("worker %d exited with %s after %d restarts; stopping every worker", i + 1, code,
-                      WORKER_RESTARTS)
+            log.error("worker %d exited with %s, restarted %d times in the last %.0f s already: it fails as it "
+                      "starts, so every worker is stopped", i + 1, code, WORKER_RESTARTS, RESTART_WINDOW_S)
             failed = True
             stop_all()
     for sock in sockets:

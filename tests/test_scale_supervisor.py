@@ -5,6 +5,7 @@ workers whose supervisor was killed stop by themselves and give the port back (t
 used to serve on as orphans, and a restart found the port in use)."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -100,3 +101,47 @@ async def test_workers_stop_when_their_supervisor_is_killed(pg_url):
         assert port_free(workers.port)        # a new `sis serve` may listen there
     finally:
         kill_all(pids)
+
+
+def test_a_worker_is_given_up_on_only_for_restarts_close_together():
+    """Counted over the supervisor's life, a fourth crash of a worker a week after the third
+    stopped every worker; counted in a window, a worker failing as it starts is still given up
+    on at once."""
+    from coordinator.cli import Restarts
+    now = [0.0]
+    r = Restarts(2, limit=3, window_s=600, clock=lambda: now[0])
+    assert [r.take(0) for _ in range(3)] == [1, 2, 3]
+    assert r.take(0) is None                        # a fourth at once: it fails as it starts
+    assert r.take(1) == 1                           # each worker its own count
+    now[0] = 601.0
+    assert r.take(0) == 1                           # the window passed: started again
+    for day in range(1, 30):                        # killed once a day for a month: started again every time
+        now[0] = 601.0 + day * 86400
+        assert r.take(0) == 1
+
+
+async def test_a_worker_killed_again_after_the_window_is_started_again(pg_url):
+    """A real supervisor allowed one restart in 3 s: a worker killed, then killed again once
+    the window has passed, is started again both times, and serving goes on."""
+    program = ("-c", "import sys; from coordinator import cli; cli.WORKER_RESTARTS = 1; cli.RESTART_WINDOW_S = 3; "
+                     "sys.exit(cli.main(sys.argv[1:]))")
+    w = Workers(pg_url, NO_PHOTOS, program=program)
+    try:
+        await w.ready()
+        victim = w.worker_pids()[0]
+        for kill in range(2):                       # the same worker both times: each has a count of its own
+            before = set(w.worker_pids())
+            os.kill(victim, signal.SIGKILL)
+            deadline = time.monotonic() + 60
+            while True:
+                pids = w.worker_pids() if w.proc.poll() is None else []
+                if len(pids) == 2 and victim not in pids:
+                    (victim,) = set(pids) - before
+                    break
+                assert w.proc.poll() is None, "the supervisor gave up:\n" + w.log()
+                assert time.monotonic() < deadline, "the worker was not started again:\n" + w.log()
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(3.5)                # past the window before the next kill
+        assert w.proc.poll() is None
+    finally:
+        w.stop()
