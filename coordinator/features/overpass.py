@@ -66,6 +66,7 @@ class Overpass(Source[dict]):
     license = "ODbL-1.0"
     default_base_url = "https://overpass-api.de"
     default_timeout_s = 30.0
+    max_in_flight = 2       # the public instances give a client (an address) two slots at once; more are refused 429
     description = "the Overpass API over OpenStreetMap (JSON), where no loaded extract covers a request"
 
     async def fetch(self, query: Query) -> list[dict]:

@@ -35,10 +35,10 @@ from typing import Any
 
 import jsonschema
 import orjson
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.simple_httpclient import HTTPTimeoutError
 
-from coordinator.sources.base import USER_AGENT, Query, Source, SourceConfig, SourceError
+from coordinator.sources.base import USER_AGENT, Query, Source, SourceConfig, SourceError, send
 from coordinator.sources.registry import SourceSettingsError, env_name, register
 
 IMAGE_MODES = ("data", "url")
@@ -118,7 +118,7 @@ class VisionModel(Source[dict]):
         req = HTTPRequest(self.url("/chat/completions"), method="POST", body=orjson.dumps(body), headers=headers,
                           connect_timeout=self.timeout_s, request_timeout=self.timeout_s)
         try:
-            resp = await AsyncHTTPClient().fetch(req, raise_error=False)
+            resp = await send(req, self.timeout_s, self)       # the upstream client, in one of this source's slots
         except HTTPTimeoutError:
             raise SourceError(f"timed out: no answer within {self.timeout_s:g} s "
                               f"({env_name(self.name, 'timeout_s')})") from None

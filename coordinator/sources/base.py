@@ -12,11 +12,20 @@ what it has.
 Its recorded samples live beside its module, in ``samples/<name>/``, as the
 paths the upstream answers under its base URL; the demo upstream and the tests'
 fake serve them from there (``coordinator.demo.upstream``).
+
+Fetching is shared by every source and bounded twice, so that one upstream that hangs
+cannot hold up the others: the process's upstream HTTP client (one per event loop, its
+own, not Tornado's shared one) runs up to ``MAX_FETCHES`` at once, and each source at most
+its ``max_in_flight`` of them (Overpass's public servers take two per client). A fetch
+that waits for one of its source's slots waits within its own timeout; one that gets none
+in time fails saying its source already has that many in flight.
 """
 from __future__ import annotations
 
 import abc
 import asyncio
+import contextvars
+import functools
 import inspect
 import json
 import logging
@@ -25,7 +34,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, ClassVar, Generic, Mapping, Sequence, TypeVar
 from urllib.parse import urlencode
 
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HTTPResponse
 
 from coordinator.core.honesty import SourceReport
 
@@ -45,19 +54,108 @@ class SourceError(Exception):
 PARSE_ERRORS = (LookupError, TypeError, ValueError, AttributeError, ArithmeticError, OSError)
 
 
+# Fetches to upstreams one process runs at once (on one event loop), every source together;
+# more wait in the client's queue. Tornado's shared client runs 10, so that one upstream that
+# hung held every fetch of the others (each source now also has its own cap, ``max_in_flight``).
+MAX_FETCHES = 100
+
+_clients: dict[asyncio.AbstractEventLoop, AsyncHTTPClient] = {}
+# The source whose ``read`` is running (``Source.__init_subclass__``): a fetch made through the
+# module's ``fetch`` (Overpass's) takes one of that source's slots as its own helpers' do.
+_reading: contextvars.ContextVar["Source | None"] = contextvars.ContextVar("sis_source_reading", default=None)
+
+
+def upstream_client() -> AsyncHTTPClient:
+    """The upstream HTTP client of the running event loop: an instance of its own (Tornado's
+    configured class, with ``MAX_FETCHES`` slots), so that neither its slots nor its settings
+    are shared with other clients of the process (a test's, the photo fetches of a node), and
+    ``AsyncHTTPClient.configure`` is left to others. Clients of loops since closed are dropped."""
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        for old in [lp for lp in _clients if lp.is_closed()]:
+            try:
+                _clients.pop(old).close()
+            except Exception:  # noqa: BLE001 - its loop is gone; nothing of it is used again
+                pass
+        client = _clients[loop] = AsyncHTTPClient(force_instance=True, max_clients=MAX_FETCHES)
+    return client
+
+
+class _Slots:
+    """One source's fetches in flight on one event loop: at most ``cap``."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.free = asyncio.Semaphore(cap)
+        self.in_flight = 0
+        self.waiting = 0
+
+    def give_back(self) -> None:
+        self.in_flight -= 1
+        self.free.release()
+
+    def given_back(self, answer: asyncio.Future) -> None:
+        """``give_back`` when a request ends; its error is its reader's, if one still waits."""
+        if not answer.cancelled():
+            answer.exception()
+        self.give_back()
+
+
+async def send(req: HTTPRequest, timeout_s: float, source: "Source | None" = None) -> HTTPResponse:
+    """``req`` sent on the upstream client (``raise_error=False``), in one of ``source``'s slots
+    (default: the source whose read is running, if any). Waiting for a slot counts against
+    ``timeout_s``: the request is then given what is left of it. No slot within ``timeout_s``
+    is a SourceError saying that the source already has its most fetches in flight."""
+    source = source if source is not None else _reading.get()
+    if source is None:
+        return await upstream_client().fetch(req, raise_error=False)
+    slots = source._slots()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    if slots.free.locked():
+        slots.waiting += 1
+        try:
+            await asyncio.wait_for(slots.free.acquire(), timeout_s)
+        except asyncio.TimeoutError:
+            # cap, not in_flight: those it waited on may have ended in the same instant.
+            raise SourceError(f"not asked: {slots.cap} fetches to this source were already in flight (its "
+                              f"most at once) and none ended within its {timeout_s:g} s timeout "
+                              f"({slots.waiting - 1} more waiting)") from None
+        finally:
+            slots.waiting -= 1
+    else:
+        await slots.free.acquire()           # a slot is free: taken at once
+    slots.in_flight += 1
+    left = max(timeout_s - (loop.time() - started), 0.001)
+    req.request_timeout = min(req.request_timeout or left, left)
+    req.connect_timeout = min(req.connect_timeout or left, left)
+    try:
+        answer = upstream_client().fetch(req, raise_error=False)
+    except BaseException:
+        slots.give_back()
+        raise
+    # The slot is the request's until it ends (within what is left of its timeout), even where
+    # the read that sent it is cancelled (a client gone): a cancelled Tornado fetch runs on.
+    answer.add_done_callback(slots.given_back)
+    return await asyncio.shield(answer)
+
+
 async def fetch(url: str, timeout_s: float, accept: str = "application/json",
-                headers: Mapping[str, str] | None = None, form: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+                headers: Mapping[str, str] | None = None, form: Mapping[str, str] | None = None, *,
+                source: "Source | None" = None) -> tuple[int, bytes]:
     """GET ``url`` from an upstream (POST ``form`` url-encoded, for an upstream that takes
     its query in a body: Overpass): (status, body), or SourceError when it cannot be reached.
     ``raise_error=False`` still raises Tornado's 599 family (a timeout, a connection closed
-    mid-answer), so those are caught here as well as the operating system's errors."""
+    mid-answer), so those are caught here as well as the operating system's errors. It takes
+    one of ``source``'s slots (``send``), by default of the source whose read is running."""
     extra = {"Content-Type": "application/x-www-form-urlencoded"} if form is not None else {}
     req = HTTPRequest(url, method="GET" if form is None else "POST", connect_timeout=timeout_s,
                       request_timeout=timeout_s, body=None if form is None else urlencode(form),
                       headers={"User-Agent": USER_AGENT, "Accept": accept, **extra, **(headers or {})},
                       follow_redirects=True, max_redirects=3)
     try:
-        resp = await AsyncHTTPClient().fetch(req, raise_error=False)
+        resp = await send(req, timeout_s, source)
     except HTTPClientError as exc:
         raise SourceError(f"unreachable: {exc}") from exc
     except OSError as exc:
@@ -113,6 +211,19 @@ class Parts(list):
         self.outcomes = outcomes
 
 
+def _source_current(read: Callable[..., Awaitable[SourceRead]]) -> Callable[..., Awaitable[SourceRead]]:
+    """``read`` run with its source current (``_reading``), for the fetches it makes."""
+    @functools.wraps(read)
+    async def current(self: Source, *args: Any, **kwargs: Any) -> SourceRead:
+        token = _reading.set(self)
+        try:
+            return await read(self, *args, **kwargs)
+        finally:
+            _reading.reset(token)
+    current._source_current = True  # type: ignore[attr-defined]
+    return current
+
+
 class Source(abc.ABC, Generic[T]):
     """Subclasses declare their name, license and defaults, and implement ``fetch``."""
 
@@ -129,6 +240,18 @@ class Source(abc.ABC, Generic[T]):
     # key is never sent to the demo upstream.
     demo_api_key: ClassVar[str | None] = None
     description: ClassVar[str] = ""
+    # Most fetches to this upstream in flight at once (per process and event loop); more wait,
+    # within their timeout, so that one source that hangs holds at most this many of the
+    # process's ``MAX_FETCHES``. Lower where the upstream allows a client fewer (Overpass).
+    max_in_flight: ClassVar[int] = 8
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass's own ``read`` (Overpass's) runs with the source current, as ``Source.read``
+        does, so that every fetch it makes takes one of its slots (``send``)."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("read")
+        if own is not None and not getattr(own, "_source_current", False):
+            cls.read = _source_current(own)
 
     def __init__(self, config: SourceConfig, *, demo: bool = False) -> None:
         self.config = config
@@ -136,6 +259,14 @@ class Source(abc.ABC, Generic[T]):
         self.timeout_s = config.timeout_s
         self.api_key = (self.demo_api_key if self.needs_key else None) if demo else config.api_key
         self.demo = demo
+
+    def _slots(self) -> _Slots:
+        """This source's fetch slots on the running event loop (a new set on a new loop)."""
+        loop = asyncio.get_running_loop()
+        held = getattr(self, "_slots_of", None)
+        if held is None or held[0] is not loop:
+            held = self._slots_of = (loop, _Slots(max(1, int(self.max_in_flight))))
+        return held[1]
 
     @classmethod
     def setting_keys(cls) -> list[str]:
@@ -179,7 +310,7 @@ class Source(abc.ABC, Generic[T]):
     async def get(self, path: str, params: dict[str, Any] | None = None,
                   headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
         """``headers``: for an upstream that takes its key in a header (a bearer token)."""
-        return await fetch(self.url(path, params), self.timeout_s, headers=headers)
+        return await fetch(self.url(path, params), self.timeout_s, headers=headers, source=self)
 
     async def get_json(self, path: str, params: dict[str, Any] | None = None,
                        empty_statuses: tuple[int, ...] = ()) -> Any:
@@ -191,7 +322,7 @@ class Source(abc.ABC, Generic[T]):
         None means one of ``empty_statuses`` (GDACS's 204: no events), and only that: a 200
         whose body is JSON ``null`` is no answer at all, so it is a SourceError there (served
         as "no events" it was healthy, cached, and briefs of current events answered 404)."""
-        code, body = await fetch(url, self.timeout_s, accept=accept)
+        code, body = await fetch(url, self.timeout_s, accept=accept, source=self)
         if code in empty_statuses:
             return None
         if code != 200:
@@ -208,6 +339,7 @@ class Source(abc.ABC, Generic[T]):
     async def fetch(self, query: Query) -> list[T]:
         """Fetch and parse the upstream; raise SourceError (or a parse error) when unusable."""
 
+    @_source_current
     async def read(self, query: Query | None = None) -> SourceRead[T]:
         if self.needs_key and not self.api_key:
             return self._failed(f"needs an API key: set {self.config.key_setting} or {self.config.key_setting}_FILE")
