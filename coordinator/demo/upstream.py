@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import collections
 import json
 import mimetypes
 import re
@@ -31,6 +32,13 @@ from ..sources.registry import load_adapters
 AREA_SEGMENT = re.compile(r"^-?[0-9.]+,-?[0-9.]+,-?[0-9.]+,-?[0-9.]+$")
 FORMATS = {".json": "application/json", ".geojson": "application/geo+json", ".csv": "text/csv",
            ".xml": "application/xml", ".txt": "text/plain"}
+# What the fake keeps of the requests it was sent, for tests to read, bounded so that a demo
+# server asked for ever does not grow with them (one kept every Overpass body, and a count per
+# distinct path, FIRMS's areas: 91k requests left 1.79 MB of bodies and 1,199 paths, growing):
+# counts of the paths asked most recently, and the last bodies of the paths last posted to.
+KEPT_PATHS = 1024
+KEPT_BODY_PATHS = 16
+KEPT_BODIES = 64
 
 
 def recorded(adapters: dict | None = None) -> Iterator[tuple[str, Path]]:
@@ -69,7 +77,7 @@ class _CannedHandler(tornado.web.RequestHandler):
 
     async def get(self, *_: str) -> None:
         path = self.request.path
-        self.upstream.hits[path] = self.upstream.hits.get(path, 0) + 1
+        self.upstream.count(path)
         canned = self.upstream.answer(path)
         if canned is None:
             self.set_status(404)
@@ -86,8 +94,8 @@ class _CannedHandler(tornado.web.RequestHandler):
 
     async def post(self, *args: str) -> None:
         """Upstreams queried by POST (Overpass) answer the same recorded file; the body is
-        kept for tests to read."""
-        self.upstream.bodies.setdefault(self.request.path, []).append(self.request.body)
+        kept for tests to read (the last ``KEPT_BODIES`` of a path)."""
+        self.upstream.keep_body(self.request.path, self.request.body)
         await self.get(*args)
 
 
@@ -120,13 +128,32 @@ class LoopbackServer(abc.ABC):
 
 
 class FakeUpstream(LoopbackServer):
-    """Canned answers by path; ``set_json``/``set`` change them between requests."""
+    """Canned answers by path; ``set_json``/``set`` change them between requests. ``hits``
+    counts the requests of each path (of the ``KEPT_PATHS`` asked most recently), ``bodies``
+    keeps the last ``KEPT_BODIES`` bodies posted to each path (of the ``KEPT_BODY_PATHS``
+    posted to most recently), newest last."""
 
     def __init__(self) -> None:
         self.routes: dict[str, Canned] = {}
         self.area_routes: dict[tuple[str, ...], Canned] = {}   # a path's segments, * where any area goes
         self.hits: dict[str, int] = {}
-        self.bodies: dict[str, list[bytes]] = {}
+        self.bodies: dict[str, collections.deque[bytes]] = {}
+
+    def count(self, path: str) -> None:
+        """One more request of ``path``; the path asked longest ago goes past ``KEPT_PATHS``."""
+        n = self.hits.pop(path, 0) + 1
+        while len(self.hits) >= KEPT_PATHS:
+            del self.hits[next(iter(self.hits))]
+        self.hits[path] = n                      # last in order: asked most recently
+
+    def keep_body(self, path: str, body: bytes) -> None:
+        kept = self.bodies.pop(path, None)
+        if kept is None:
+            kept = collections.deque(maxlen=KEPT_BODIES)
+        while len(self.bodies) >= KEPT_BODY_PATHS:
+            del self.bodies[next(iter(self.bodies))]
+        kept.append(body)
+        self.bodies[path] = kept
 
     def answer(self, path: str) -> Canned | None:
         """The canned answer of ``path``: its own, else a recorded one for another area in the same place."""
