@@ -4,18 +4,36 @@ Tornado's defaults let a connection take an hour to send its request head or bod
 idle keep-alive connection as long, and accept connections until the process runs out of
 descriptors. Measured (2026-11-29): twenty thousand connections from one machine, each
 sending a byte every 20 s, took every descriptor; ``/healthz`` stopped answering anyone, and
-the accept loop, failing with EMFILE, logged 422 MB of tracebacks in a minute. Here:
+the accept loop, failing with EMFILE, logged 422 MB of tracebacks in a minute. Then
+(2026-12-02, the resource audit): with the cap full of 768 connections from a few addresses,
+each under the per-address cap and sending one header byte every 5 s, ``/healthz`` answered
+1 probe in 76 over 75 s, since every newcomer was refused at the cap and a head had the idle
+timeout to arrive. Here:
 
-- a request head, a request body and an idle keep-alive connection each get
-  ``idle_timeout_s`` (60 s by default), then the connection is closed;
+- a request head gets ``head_timeout_s`` (10 s by default) from its first byte (for the
+  first request on a connection, from the connection's opening; for a later one, from when
+  the sweep below first sees its bytes, within a second), then the connection is closed; a
+  request body, and an idle keep-alive connection waiting for its next request,
+  get ``idle_timeout_s`` (60 s);
 - at most ``max_connections`` connections are open at once (default: the descriptor limit
   less a reserve for the database pool, upstream requests and files), so accepting never
-  meets EMFILE; one over it is closed as soon as it is accepted;
-- at most ``max_connections_per_ip`` from one address, except from the trusted proxies
+  meets EMFILE. A newcomer at that cap is accepted by closing another: the one that has
+  waited longest on its head, else the longest idle keep-alive one, else the one longest
+  sending its body; only when every connection is being answered is the newcomer refused.
+  So slow clients cannot hold the cap against others: each newcomer displaces the slowest;
+- at most ``max_connections_per_ip`` from one address, an IPv6 /64 counting as one (as the
+  rate limits count it, ``ip_bucket``), except from the trusted proxies
   (``SIS_TRUSTED_PROXIES``), whose connections carry everyone's.
 
-A connection refused for a cap is closed without an answer (nothing has been read); the
-refusals are logged once a minute, with their count.
+A connection refused for a cap, closed to make room or past its head timeout is closed
+without an answer; refusals and closures at the cap are logged once a minute, with counts.
+
+What a connection is doing comes from the request delegate each request gets
+(``start_request``, wrapped in ``_Watch``): Tornado's connection loop calls ``start_request``
+before it reads each head, then ``headers_received`` once the head is in and ``finish`` once
+the body is. Tornado's own ``header_timeout`` runs from the start of that read, so it covers
+the idle wait of a keep-alive connection and its next head together: it is left at the idle
+timeout, and the head timeout is kept here, by a sweep every second or less.
 """
 from __future__ import annotations
 
@@ -26,14 +44,26 @@ from collections import Counter
 from typing import Any
 
 from tornado.httpserver import HTTPServer
+from tornado.httputil import HTTPMessageDelegate
+from tornado.ioloop import PeriodicCallback
 
 from coordinator.core.access.clientip import ClientIp
+from coordinator.core.access.policy import ip_bucket
+from coordinator.faces import logflood
 
 log = logging.getLogger("sis.server")
 
 FD_RESERVE = 256          # descriptors kept for the database pool, upstream requests, files and logs
 MAX_CONNECTIONS_CEILING = 10_000
 LOG_EVERY_S = 60.0
+SWEEP_EVERY_S = 1.0       # at most; a quarter of the head timeout where that is shorter
+
+# What a connection is doing. The first three may be closed to make room at the cap, in this order.
+HEAD = "head"             # sending a request head (for a first request, from its opening)
+IDLE = "idle"             # a keep-alive connection between requests, silent
+BODY = "body"             # head in, sending the request body
+BUSY = "busy"             # being answered: never closed to make room
+CLOSABLE = (HEAD, IDLE, BODY)
 
 
 def default_max_connections() -> int:
@@ -43,53 +73,206 @@ def default_max_connections() -> int:
     return max(64, min(MAX_CONNECTIONS_CEILING, soft - FD_RESERVE))
 
 
+class _Conn:
+    """One open connection: its stream, what it is doing, since when, and how many requests it began."""
+    __slots__ = ("stream", "state", "since", "requests", "closing")
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.state, self.since, self.requests, self.closing = stream, BUSY, 0.0, 0, False
+
+
+class _Watch(HTTPMessageDelegate):
+    """The application's delegate for one request, telling the server when its head and body are in."""
+
+    def __init__(self, delegate: HTTPMessageDelegate, server: "BoundedHTTPServer", conn: _Conn) -> None:
+        self.delegate, self.server, self.conn = delegate, server, conn
+
+    def headers_received(self, start_line: Any, headers: Any) -> Any:
+        # A request with a body is still sending until finish(); one without is being answered now.
+        has_body = headers.get("Content-Length", "0").strip() not in ("", "0") or "Transfer-Encoding" in headers
+        self.server._enter(self.conn, BODY if has_body else BUSY)
+        return self.delegate.headers_received(start_line, headers)
+
+    def data_received(self, chunk: bytes) -> Any:
+        return self.delegate.data_received(chunk)
+
+    def finish(self) -> None:
+        self.server._enter(self.conn, BUSY)
+        self.delegate.finish()
+
+    def on_connection_close(self) -> None:
+        self.delegate.on_connection_close()
+
+
+def _head_begun(stream: Any) -> bool:
+    """Whether bytes of the next head wait in the stream's buffer (read, not yet a whole head).
+    IOStream has no public accessor for it; without the attribute, a keep-alive connection's
+    later heads have the idle timeout only (a first head's timeout does not need it)."""
+    return getattr(stream, "_read_buffer_size", 0) > 0
+
+
 class BoundedHTTPServer(HTTPServer):
     def initialize(self, *args: Any, max_connections: int = 0, max_connections_per_ip: int = 0,
-                   exempt: str = "", **kwargs: Any) -> None:
+                   exempt: str = "", head_timeout: float | None = None, **kwargs: Any) -> None:
         super().initialize(*args, **kwargs)
         self.max_connections = max_connections or default_max_connections()
         self.max_connections_per_ip = max_connections_per_ip
+        # None: Tornado's header timeout alone (the idle one), as before this bound.
+        self.head_timeout = head_timeout
         self._proxies = ClientIp(exempt)
         self._per_ip: Counter[str] = Counter()
-        self.refused = 0
-        self._refused_since_log = 0
+        # Per closable state, its connections in the order they entered it, so the first is the
+        # one that has been in it longest (a dict keeps insertion order; each entry is stamped
+        # with the monotonic clock when it is made, so that order is also the order of ``since``).
+        self._waiting: dict[str, dict[_Conn, None]] = {state: {} for state in CLOSABLE}
+        self._closing = 0          # connections closed here whose on_close has not come yet
+        self._sweeper: PeriodicCallback | None = None
+        self.refused = self.evicted = self.head_timeouts = 0
+        self._counts_logged = (0, 0, 0)   # refused, evicted, head_timeouts at the last report
         self._logged_at = -LOG_EVERY_S
+
+    # -- accepting ------------------------------------------------------------------------
 
     def handle_stream(self, stream: Any, address: Any) -> None:
         ip = address[0] if isinstance(address, tuple) and address else ""
-        over = (len(self._connections) >= self.max_connections
-                or (self.max_connections_per_ip and self._per_ip[ip] >= self.max_connections_per_ip
-                    and not self._proxies.is_proxy(ip)))
-        if over:
-            stream.close()
-            self._refuse(ip)
+        bucket = ip_bucket(ip) if ip else ip
+        if (self.max_connections_per_ip and self._per_ip[bucket] >= self.max_connections_per_ip
+                and not self._proxies.is_proxy(ip)):
+            self._refuse(stream, ip)
             return
-        self._per_ip[ip] += 1
-        stream.sis_ip = ip
+        if len(self._connections) - self._closing >= self.max_connections:
+            victim = self._victim()
+            if victim is None:                    # every connection is being answered
+                self._refuse(stream, ip)
+                return
+            self._close(victim)
+            self.evicted += 1
+            self._report(ip)
+        self._per_ip[bucket] += 1
+        stream.sis_ip = bucket
+        conn = stream.sis_conn = _Conn(stream)
+        self._enter(conn, HEAD)                  # its first head's time runs from now
+        self._start_sweeping()
         super().handle_stream(stream, address)
 
+    def start_request(self, server_conn: Any, request_conn: Any) -> Any:
+        """Called by the connection's loop before it reads each request's head."""
+        delegate = super().start_request(server_conn, request_conn)
+        conn = getattr(getattr(server_conn, "stream", None), "sis_conn", None)
+        if conn is None:
+            return delegate
+        if conn.requests:                        # a keep-alive connection: idle until its next head begins
+            self._enter(conn, IDLE)
+        conn.requests += 1
+        return _Watch(delegate, self, conn)
+
     def on_close(self, server_conn: Any) -> None:
-        ip = getattr(getattr(server_conn, "stream", None), "sis_ip", None)
+        stream = getattr(server_conn, "stream", None)
+        conn = getattr(stream, "sis_conn", None)
+        if conn is not None:
+            self._leave(conn)
+            if conn.closing:
+                self._closing -= 1
+        self._uncount(stream)
+        super().on_close(server_conn)
+
+    def _uncount(self, stream: Any) -> None:
+        """Gives back its place under the per-address cap, once: when it is closed here, or at
+        Tornado's on_close. (A client whose connection was closed here may connect again before
+        on_close comes: it must not meet its own closed connections in the count.)"""
+        ip = getattr(stream, "sis_ip", None)
         if ip is not None:
+            stream.sis_ip = None
             self._per_ip[ip] -= 1
             if self._per_ip[ip] <= 0:
                 del self._per_ip[ip]
-        super().on_close(server_conn)
 
-    def _refuse(self, ip: str) -> None:
-        self.refused += 1
-        self._refused_since_log += 1
+    def stop(self) -> None:
+        super().stop()
+        if self._sweeper is not None:
+            self._sweeper.stop()
+            self._sweeper = None
+
+    # -- what each connection is doing -------------------------------------------------------
+
+    def _enter(self, conn: _Conn, state: str) -> None:
+        if conn.closing:
+            return
+        self._leave(conn)
+        conn.state, conn.since = state, time.monotonic()
+        if state in self._waiting:
+            self._waiting[state][conn] = None
+
+    def _leave(self, conn: _Conn) -> None:
+        self._waiting.get(conn.state, {}).pop(conn, None)
+
+    def _victim(self) -> _Conn | None:
+        """The connection to close for a newcomer: the longest on its head, else the longest idle,
+        else the longest sending its body."""
+        for state in CLOSABLE:
+            if self._waiting[state]:
+                return next(iter(self._waiting[state]))
+        return None
+
+    def _close(self, conn: _Conn) -> None:
+        """Closes ``conn`` now (its descriptor with it); Tornado's on_close follows on a later turn,
+        so until then it is counted apart, not as open."""
+        self._leave(conn)
+        conn.closing = True
+        self._closing += 1
+        self._uncount(conn.stream)
+        conn.stream.close()
+
+    # -- the head timeout ----------------------------------------------------------------------
+
+    def _start_sweeping(self) -> None:
+        if self._sweeper is None and self.head_timeout:
+            self._sweeper = PeriodicCallback(self._sweep, 1000 * min(SWEEP_EVERY_S, self.head_timeout / 4))
+            self._sweeper.start()
+
+    def _sweep(self) -> None:
+        """Closes the connections whose head is past its time, and starts the head timer of the
+        keep-alive connections whose next head has begun arriving."""
         now = time.monotonic()
-        if now - self._logged_at >= LOG_EVERY_S:
-            log.warning("connections refused at the caps (%d open of %d, %d per address): %d since the last "
-                        "report, the latest from %s", len(self._connections), self.max_connections,
-                        self.max_connections_per_ip, self._refused_since_log, ip or "?")
-            self._logged_at, self._refused_since_log = now, 0
+        heads = self._waiting[HEAD]
+        while heads:                             # oldest first: stop at the first still in time
+            conn = next(iter(heads))
+            if now - conn.since < self.head_timeout:
+                break
+            self._close(conn)
+            self.head_timeouts += 1
+        begun = [conn for conn in self._waiting[IDLE] if _head_begun(conn.stream)]
+        for conn in begun:
+            self._enter(conn, HEAD)
+
+    # -- refusals and the report -------------------------------------------------------------------
+
+    def _refuse(self, stream: Any, ip: str) -> None:
+        stream.close()
+        self.refused += 1
+        self._report(ip)
+
+    def _report(self, ip: str) -> None:
+        """At most one line a minute, with the counts since the last one."""
+        now = time.monotonic()
+        if now - self._logged_at < LOG_EVERY_S:
+            return
+        counts = (self.refused, self.evicted, self.head_timeouts)
+        refused, evicted, timed_out = (a - b for a, b in zip(counts, self._counts_logged))
+        log.warning("connections at the caps (%d open of %d, %d per address): since the last report %d refused, "
+                    "%d closed to make room (the longest on their heads first, then idle keep-alive ones, then "
+                    "slow bodies), %d closed at the head timeout; the latest from %s", len(self._connections) - self._closing,
+                    self.max_connections, self.max_connections_per_ip, refused, evicted, timed_out, ip or "?")
+        self._logged_at, self._counts_logged = now, counts
 
 
 def make_server(app: Any, settings: Any) -> BoundedHTTPServer:
-    """The server ``sis serve`` runs, and the tests: bounded by the settings (docs/settings.md)."""
+    """The server ``sis serve`` runs, and the tests: bounded by the settings (docs/settings.md).
+    Tornado's log lines are bounded here too (``logflood``): this is where the coordinator's
+    Tornado server is made, whoever set up the logging."""
+    logflood.install()
     return BoundedHTTPServer(app, xheaders=False, idle_connection_timeout=settings.idle_timeout_s,
-                             body_timeout=settings.idle_timeout_s, max_connections=settings.max_connections,
+                             body_timeout=settings.idle_timeout_s, head_timeout=settings.head_timeout_s,
+                             max_connections=settings.max_connections,
                              max_connections_per_ip=settings.max_connections_per_ip,
                              exempt=settings.trusted_proxies)
