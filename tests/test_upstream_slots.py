@@ -85,7 +85,8 @@ class Plain(Source[dict]):
 
 
 class OwnRead(Source[dict]):
-    """A source with a ``read`` of its own that calls the module's ``fetch`` (as Overpass does)."""
+    """A source with a ``read`` of its own that calls the module's ``fetch`` with itself (as
+    Overpass does)."""
 
     name = "test_own_read"
     license = "CC0-1.0"
@@ -97,7 +98,7 @@ class OwnRead(Source[dict]):
     async def read(self, query: Query | None = None):  # noqa: ANN201
         from coordinator.sources.base import SourceError
         try:
-            code, _ = await fetch(self.url("/x"), self.timeout_s)
+            code, _ = await fetch(self.url("/x"), self.timeout_s, source=self)
         except SourceError as exc:
             return self._failed(str(exc))
         return self._failed(f"HTTP {code}")

@@ -76,7 +76,7 @@ class Overpass(Source[dict]):
         assert query.bbox is not None
         classes = tuple(query.params.get("classes", ()))
         text = query_text(classes, query.bbox, max(1, int(self.timeout_s) - 2))
-        code, body = await fetch(self.url("/api/interpreter"), self.timeout_s, form={"data": text})
+        code, body = await fetch(self.url("/api/interpreter"), self.timeout_s, form={"data": text}, source=self)
         if code != 200:
             raise SourceError(f"HTTP {code}" + (" (busy: rate limited)" if code in (429, 504) else ""))
         try:

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextvars
-import functools
 import inspect
 import json
 import logging
@@ -59,10 +57,9 @@ PARSE_ERRORS = (LookupError, TypeError, ValueError, AttributeError, ArithmeticEr
 # hung held every fetch of the others (each source now also has its own cap, ``max_in_flight``).
 MAX_FETCHES = 100
 
+# Least of its timeout a fetch given a slot late must have left to be sent at all.
+MIN_LEFT_S = 0.25
 _clients: dict[asyncio.AbstractEventLoop, AsyncHTTPClient] = {}
-# The source whose ``read`` is running (``Source.__init_subclass__``): a fetch made through the
-# module's ``fetch`` (Overpass's) takes one of that source's slots as its own helpers' do.
-_reading: contextvars.ContextVar["Source | None"] = contextvars.ContextVar("sis_source_reading", default=None)
 
 
 def upstream_client() -> AsyncHTTPClient:
@@ -104,26 +101,33 @@ class _Slots:
 
 async def send(req: HTTPRequest, timeout_s: float, source: "Source | None" = None) -> HTTPResponse:
     """``req`` sent on the upstream client (``raise_error=False``), in one of ``source``'s slots
-    (default: the source whose read is running, if any). Waiting for a slot counts against
+    (none: a fetch of no source, a photo or the widgets' CLI). Waiting for a slot counts against
     ``timeout_s``: the request is then given what is left of it. No slot within ``timeout_s``
     is a SourceError saying that the source already has its most fetches in flight."""
-    source = source if source is not None else _reading.get()
     if source is None:
         return await upstream_client().fetch(req, raise_error=False)
     slots = source._slots()
     loop = asyncio.get_running_loop()
     started = loop.time()
+
+    def crowded() -> SourceError:
+        # cap, not in_flight: those it waited on may have ended in the same instant.
+        return SourceError(f"not asked: {slots.cap} fetches to this source were already in flight (its most at "
+                           f"once) and none ended within its {timeout_s:g} s timeout ({slots.waiting} more waiting)")
+
     if slots.free.locked():
         slots.waiting += 1
         try:
             await asyncio.wait_for(slots.free.acquire(), timeout_s)
         except asyncio.TimeoutError:
-            # cap, not in_flight: those it waited on may have ended in the same instant.
-            raise SourceError(f"not asked: {slots.cap} fetches to this source were already in flight (its "
-                              f"most at once) and none ended within its {timeout_s:g} s timeout "
-                              f"({slots.waiting - 1} more waiting)") from None
-        finally:
             slots.waiting -= 1
+            raise crowded() from None
+        slots.waiting -= 1
+        # A slot freed as the wait ran out leaves the request next to nothing of its timeout: not sent
+        # (it could only time out), and said as the wait's end, whichever of the two came first.
+        if timeout_s - (loop.time() - started) < min(MIN_LEFT_S, timeout_s / 4):
+            slots.free.release()
+            raise crowded()
     else:
         await slots.free.acquire()           # a slot is free: taken at once
     slots.in_flight += 1
@@ -148,7 +152,7 @@ async def fetch(url: str, timeout_s: float, accept: str = "application/json",
     its query in a body: Overpass): (status, body), or SourceError when it cannot be reached.
     ``raise_error=False`` still raises Tornado's 599 family (a timeout, a connection closed
     mid-answer), so those are caught here as well as the operating system's errors. It takes
-    one of ``source``'s slots (``send``), by default of the source whose read is running."""
+    one of ``source``'s slots (``send``): a source's own fetch passes itself."""
     extra = {"Content-Type": "application/x-www-form-urlencoded"} if form is not None else {}
     req = HTTPRequest(url, method="GET" if form is None else "POST", connect_timeout=timeout_s,
                       request_timeout=timeout_s, body=None if form is None else urlencode(form),
@@ -211,19 +215,6 @@ class Parts(list):
         self.outcomes = outcomes
 
 
-def _source_current(read: Callable[..., Awaitable[SourceRead]]) -> Callable[..., Awaitable[SourceRead]]:
-    """``read`` run with its source current (``_reading``), for the fetches it makes."""
-    @functools.wraps(read)
-    async def current(self: Source, *args: Any, **kwargs: Any) -> SourceRead:
-        token = _reading.set(self)
-        try:
-            return await read(self, *args, **kwargs)
-        finally:
-            _reading.reset(token)
-    current._source_current = True  # type: ignore[attr-defined]
-    return current
-
-
 class Source(abc.ABC, Generic[T]):
     """Subclasses declare their name, license and defaults, and implement ``fetch``."""
 
@@ -244,14 +235,6 @@ class Source(abc.ABC, Generic[T]):
     # within their timeout, so that one source that hangs holds at most this many of the
     # process's ``MAX_FETCHES``. Lower where the upstream allows a client fewer (Overpass).
     max_in_flight: ClassVar[int] = 8
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A subclass's own ``read`` (Overpass's) runs with the source current, as ``Source.read``
-        does, so that every fetch it makes takes one of its slots (``send``)."""
-        super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("read")
-        if own is not None and not getattr(own, "_source_current", False):
-            cls.read = _source_current(own)
 
     def __init__(self, config: SourceConfig, *, demo: bool = False) -> None:
         self.config = config
@@ -339,7 +322,6 @@ class Source(abc.ABC, Generic[T]):
     async def fetch(self, query: Query) -> list[T]:
         """Fetch and parse the upstream; raise SourceError (or a parse error) when unusable."""
 
-    @_source_current
     async def read(self, query: Query | None = None) -> SourceRead[T]:
         if self.needs_key and not self.api_key:
             return self._failed(f"needs an API key: set {self.config.key_setting} or {self.config.key_setting}_FILE")
