@@ -261,8 +261,9 @@ class BoundedHTTPServer(HTTPServer):
         refused, evicted, timed_out = (a - b for a, b in zip(counts, self._counts_logged))
         log.warning("connections at the caps (%d open of %d, %d per address): since the last report %d refused, "
                     "%d closed to make room (the longest on their heads first, then idle keep-alive ones, then "
-                    "slow bodies), %d closed at the head timeout; the latest from %s", len(self._connections) - self._closing,
-                    self.max_connections, self.max_connections_per_ip, refused, evicted, timed_out, ip or "?")
+                    "slow bodies), %d closed at the head timeout; the latest from %s",
+                    len(self._connections) - self._closing, self.max_connections, self.max_connections_per_ip,
+                    refused, evicted, timed_out, ip or "?")
         self._logged_at, self._counts_logged = now, counts
 
 
