@@ -61,7 +61,11 @@ class Leasing:
                 return
             try:
                 got = await self.client.lease()
-            except (Unreachable, Refused) as exc:     # the next turn asks again, and handles what it answers
+            except Refused as exc:
+                self._raise_if_build_refused(exc)    # at once: the job the engine runs is given back
+                log.debug("leasing a job ahead: %s", exc)    # the next turn asks again, and handles it
+                return
+            except Unreachable as exc:
                 log.debug("leasing a job ahead: %s", exc)
                 return
             if isinstance(got, Lease):

@@ -57,7 +57,7 @@ from .leasing import RELEASE_NOW_S, Ahead, Leasing  # noqa: F401  (RELEASE_NOW_S
 from .lock import DataLock
 from .policy import Policy
 from .progress import Progress, StatusFile
-from .protocol import Client, NoWork, Refused, Unreachable, revocation
+from .protocol import Client, NoWork, Refused, Unreachable, build_refusal, revocation
 from .refusals import Fatal
 from .running import Device, EngineLike, Running
 from .spool import Spool, legacy_owner
@@ -90,10 +90,13 @@ class Agent(Leasing, Running, Submitting):
         self.update_check = update_check
         self.on_enrolled = on_enrolled    # once enrolled (``sis-node run`` keeps the URL then, not before)
         self.max_jobs = max_jobs          # stop once this many jobs are finished; 0: no limit
-        self.client = Client(config.coordinator, timeout_s=config.request_timeout_s)
+        self.client = Client(config.coordinator, timeout_s=config.request_timeout_s, engine_build=engine.build)
         self.identity: ident_mod.Identity | None = None
         self.stop_event: asyncio.Event | None = None
         self.now_event: asyncio.Event | None = None
+        # Set once the coordinator refuses this node's engine build (``_build_withdrawn``): the
+        # running job is given back (``Running._finish``) and the agent stops.
+        self.build_refused: asyncio.Event | None = None
         self.leases_taken = 0
         self._idle_said = False         # "no job waits" logged at info once a quiet spell, then at debug
         self.paused_turns = 0
@@ -196,7 +199,7 @@ class Agent(Leasing, Running, Submitting):
                 self.data_lock.release()
 
     async def _run(self) -> int:
-        self.stop_event, self.now_event = asyncio.Event(), asyncio.Event()
+        self.stop_event, self.now_event, self.build_refused = asyncio.Event(), asyncio.Event(), asyncio.Event()
         elsewhere, jobs_elsewhere = self._keep_others()
         self.status.doc = {}
         self.status.update(state="starting", coordinator=self.config.coordinator, device=self.device.label,
@@ -230,6 +233,8 @@ class Agent(Leasing, Running, Submitting):
             # The last job's result, if the coordinator answers before a second stop signal.
             await self._unless_now(asyncio.ensure_future(self._flush_spool()))
         except Fatal as exc:
+            if isinstance(exc, refusals.BuildRefused):
+                await self._after_build_refused()
             log.error("%s", exc)
             self.status.update(state="stopped", lastError=str(exc), stoppedBecause=str(exc))
             return 2
@@ -368,6 +373,7 @@ class Agent(Leasing, Running, Submitting):
     # ---- refusals ---------------------------------------------------------------------
 
     async def _refused(self, what: str, exc: Refused) -> None:
+        self._raise_if_build_refused(exc)
         if exc.status == 401:
             log.warning("%s: the coordinator no longer knows this node's token; enrolling again", what)
             ident_mod.forget_token(self.paths.identity_file, self.identity)
@@ -381,6 +387,34 @@ class Agent(Leasing, Running, Submitting):
         log.error("%s: %s; trying again in %.0f s", what, exc.message, delay)
         self.status.update(lastError=exc.message)
         await self._sleep(delay)
+
+    def _raise_if_build_refused(self, exc: Refused, build: str | None = None) -> None:
+        """``BuildRefused`` when ``exc`` says this coordinator no longer accepts this node's engine
+        build (``build``: the one the refused request carried, the engine's by default)."""
+        refused = build_refusal(exc, build or self.engine.build)
+        if refused is not None and refused == self.engine.build:
+            raise self._build_withdrawn(refused)
+
+    def _build_withdrawn(self, build: str) -> refusals.BuildRefused:
+        """The stop for an engine build this coordinator no longer accepts: noted at once, so that
+        the job the engine runs is given back (its result would be refused too), and returned
+        for the caller to raise, once what it does is done."""
+        if self.build_refused is not None:
+            self.build_refused.set()
+        return refusals.BuildRefused(refusals.build_withdrawn(self.config.coordinator, build))
+
+    async def _after_build_refused(self) -> None:
+        """Before stopping for a refused engine build: the job held ahead is given back (queued
+        again at once, no failure counted), and what waits in the spool is sent, each result
+        refused and kept in ``spool/rejected/`` with its reason as any refused result is (the
+        coordinator may judge one of an earlier build otherwise). Bounded by a second stop signal."""
+        await self._give_back_ahead("the coordinator no longer accepts this node's engine build")
+        try:
+            await self._unless_now(asyncio.ensure_future(self._flush_spool()))
+        except refusals.BuildRefused:
+            pass
+        except Exception as exc:   # the stop and its reason come first
+            log.debug("sending the spool before stopping: %s", exc)
 
     def _raise_if_revoked(self, exc: Refused) -> None:
         """``Fatal`` with the operator's reason when ``exc`` says this node was revoked."""

@@ -16,6 +16,12 @@ treats differently:
 - ``Refused``: a 4xx answer. The coordinator heard and said no; retrying the
   same request will not help (401: enrol again; 409/410: the lease is gone).
 
+A lease request names the node's engine build (``engineBuild``), so that a coordinator that
+no longer accepts it refuses the lease (403, ``details.engineBuild``) instead of handing out a
+job whose result it would refuse; ``build_refusal`` reads that refusal, and a result's (422).
+A coordinator older than the field refuses it as unknown (400 naming it): the lease is asked
+again without it, and from then on this client leases as it did before.
+
 Connections are kept alive between calls (aiohttp's pool; an idle one is closed
 after 15 s, well inside any server's or proxy's idle timeout). A node's lease,
 heartbeats and result then reuse one connection instead of each opening its own:
@@ -97,10 +103,13 @@ class Client:
     """One coordinator, one node. ``token`` is set after enrolment. Its connections are
     made in the event loop of the first call and kept until ``close()``."""
 
-    def __init__(self, base_url: str, token: str | None = None, timeout_s: float = 30.0):
+    def __init__(self, base_url: str, token: str | None = None, timeout_s: float = 30.0,
+                 engine_build: str | None = None):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
+        self.engine_build = engine_build      # named in every lease request (None: an empty body)
+        self.lease_names_build = True         # False once the coordinator refused the field (an older one)
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._answered = False      # once the address has answered, its scheme is right (node_agent.scheme)
@@ -190,7 +199,22 @@ class Client:
             raise Refused("enrol: the coordinator's answer has no nodeId and token") from None
 
     async def lease(self, facts: dict[str, Any] | None = None) -> Lease | NoWork:
-        status, doc, headers = await self.call("lease", facts or {})
+        """A job, or NoWork. The request names this node's engine build; a coordinator that no
+        longer accepts it refuses the lease (``Refused``, 403: ``build_refusal``). One older than
+        the field (400 naming it) is asked again without it, and never with it again."""
+        body = dict(facts or {})
+        if self.engine_build and self.lease_names_build:
+            body.setdefault("engineBuild", self.engine_build)
+        try:
+            status, doc, headers = await self.call("lease", body)
+        except Refused as exc:
+            if exc.status != 400 or "engineBuild" not in body or exc.details.get("parameter") != "engineBuild":
+                raise
+            self.lease_names_build = False
+            log.info("%s does not take the engine build in a lease request (a coordinator older than the field): "
+                     "leasing without it", self.base_url)
+            del body["engineBuild"]
+            status, doc, headers = await self.call("lease", body)
         return _lease_from("lease", None if status == 204 else doc, headers)
 
     async def heartbeat(self, lease_id: str, progress: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -315,6 +339,22 @@ def revocation(exc: ProtocolError) -> str | None:
         return None
     reason = exc.details.get("reason")
     return str(reason).strip() if reason else ""
+
+
+def build_refusal(exc: ProtocolError, own_build: str | None = None) -> str | None:
+    """The engine build the coordinator said it does not accept, when ``exc`` says so; else None.
+    A lease (or an enrolment) is refused 403 naming it in ``details.engineBuild``; a result is
+    refused 422, naming it there too, or (a coordinator older than that) only in a reason
+    beginning ``engineBuild:``, when the build is ``own_build``, the one the result carries."""
+    if exc.status not in (403, 422):
+        return None
+    named = exc.details.get("engineBuild")
+    if isinstance(named, str) and named:
+        return named
+    reasons = exc.details.get("reasons") if exc.status == 422 else None
+    if isinstance(reasons, list) and any(str(r).startswith("engineBuild:") for r in reasons):
+        return own_build or ""
+    return None
 
 
 def _code(doc: Any) -> str:

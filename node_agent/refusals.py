@@ -19,6 +19,27 @@ class Fatal(Exception):
     the words of the refusals that end the agent, so that each part of the agent can raise it."""
 
 
+class BuildRefused(Fatal):
+    """The coordinator no longer accepts this node's engine build: a new node-app release, or
+    its operators withdrew the build. A stop, not a pause: the build changes only with a new
+    node app, so nothing ``sis-node resume`` could lift would make its results acceptable;
+    every job leased on would run on the volunteer's GPU for a result refused for good."""
+
+
+def short_build(build: str) -> str:
+    """An engine build as a volunteer reads it: ``sha256:`` and the first 12 hex digits."""
+    kind, _, digest = build.rpartition(":")
+    digest = digest or build
+    return f"{kind + ':' if kind else ''}{digest[:12]}{'…' if len(digest) > 12 else ''}"
+
+
+def build_withdrawn(coordinator: str, build: str) -> str:
+    """This coordinator refused this node's engine build (a lease 403, or a result 422 naming it)."""
+    return (f"{coordinator} no longer accepts this node's engine build ({short_build(build)}), so it gets no more "
+            f"jobs there: download the current node app (its coordinator lists it at {base_of(coordinator)}"
+            "/earth/node-app) and run that instead of this one")
+
+
 def revoked(coordinator: str, node_id: str | None, reason: str) -> str:
     """A revoked node: the operator's reason (``sis nodes revoke --reason``, "shown to the node")."""
     why = f': "{reason}"' if reason else " (they gave no reason)"

@@ -23,7 +23,7 @@ from .aio import in_thread, retrieve
 from .engine_failures import in_words
 from .files import remove, why_not_written
 from .photos import Fetched, fetch_photos
-from .protocol import Lease
+from .protocol import Lease, ProtocolError
 
 if TYPE_CHECKING:
     from .leasing import Ahead
@@ -124,15 +124,21 @@ class Running:
 
     async def _finish(self, job: Job, lease: Lease, lost: asyncio.Event, fetched: Fetched, run: asyncio.Future,
                       t0: float) -> str:
-        """The engine's run of the job, to its result in the spool."""
+        """The engine's run of the job, to its result in the spool. Cut short by a second stop
+        signal (the job left to its lease), or by the coordinator refusing this node's engine
+        build meanwhile (the job given back: its result would be refused)."""
         engine_t0 = time.monotonic()
         stop_now = asyncio.ensure_future(self.now_event.wait())
+        refused = asyncio.ensure_future(self.build_refused.wait())
         try:
-            await asyncio.wait({run, stop_now}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({run, stop_now, refused}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop_now.cancel()
+            refused.cancel()
         if not run.done():
             run.add_done_callback(retrieve)  # retrieved, so never "never retrieved"
+            if self.build_refused.is_set() and not self.now_event.is_set():
+                return await self._give_back_running(job, lease)
             return self._drop(job, lost)
         try:
             result = run.result()
@@ -184,6 +190,22 @@ class Running:
     def _fetch(self, job: Job, on_photo: Callable[[int, int], None] | None = None):
         return fetch_photos(job, timeout_s=self.config.photo_timeout_s, max_bytes=self.config.photo_max_bytes,
                             concurrency=self.config.photo_concurrency, on_photo=on_photo)
+
+    async def _give_back_running(self, job: Job, lease: Lease) -> str:
+        """The job the engine runs, given back unfinished once the coordinator has refused this
+        node's engine build: its result would be refused for good (and, from a trusted node,
+        count a failure on the job), and released its job is queued again at once with no
+        failure counted. The engine's thread is left to end by itself; its answer is dropped.
+        Not given back (the coordinator not answering), the lease lapses after its TTL."""
+        why = "the coordinator no longer accepts this node's engine build"
+        try:
+            await self.client.release(lease.lease_id, why)
+            log.warning("job %s (lease %s) given back unfinished: %s", job.job_id, lease.lease_id, why)
+        except ProtocolError as exc:
+            log.warning("job %s (lease %s) dropped unfinished (%s), and could not be given back (%s): its lease "
+                        "lapses after its TTL", job.job_id, lease.lease_id, why, exc.message)
+        remove(self.paths.current_job_file)     # never resumed by this build, whose result is refused
+        return "given back (engine build refused)"
 
     def _drop(self, job: Job, lost: asyncio.Event) -> str:
         if lost.is_set():

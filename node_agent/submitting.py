@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from .protocol import Lease, Refused, Unreachable
+from .refusals import BuildRefused
 from .spool import Spooled
 
 log = logging.getLogger("sis.node.loop")
@@ -26,12 +27,16 @@ class Submitting:
     async def _flush_spool(self, ask_next: bool = False) -> bool:
         """Submit every spooled result; False when the coordinator could not be reached.
         ``ask_next``: the last one also asks for the next job: a job given is held ahead (its
-        photos fetched from now on), "none waiting" kept in ``self._next`` for the next turn."""
+        photos fetched from now on), "none waiting" kept in ``self._next`` for the next turn.
+        A result refused because the coordinator no longer accepts this node's engine build is
+        kept aside as any refused result; the rest are sent as well (each gets its own answer),
+        asking for no next job, and then the agent stops (``BuildRefused``)."""
         items = self.spool.pending()
+        withdrawn: BuildRefused | None = None
         for i, item in enumerate(items):
             self.spool.attempted(item)
             try:
-                if ask_next and i == len(items) - 1:
+                if ask_next and i == len(items) - 1 and withdrawn is None:
                     answer, nxt = await self.client.submit_and_lease(item.lease_id, item.result)
                     if isinstance(nxt, Lease):
                         self._hold_ahead(nxt)
@@ -42,6 +47,8 @@ class Submitting:
             except Unreachable as exc:
                 self._last_unreachable = exc
                 self.status.update(spooled=len(self.spool))
+                if withdrawn is not None:
+                    raise withdrawn from None
                 return False
             except Refused as exc:
                 if exc.status == 401:
@@ -49,10 +56,18 @@ class Submitting:
                     await self._refused("submitting a result", exc)
                     return False
                 self._rejected(item, exc)       # a revoked node's too, with the operator's reason
+                if withdrawn is None:
+                    try:
+                        self._raise_if_build_refused(exc, item.result.get("engineBuild")
+                                                     if isinstance(item.result, dict) else None)
+                    except BuildRefused as stop:
+                        withdrawn = stop
                 continue
             self._acknowledged(item, answer)
         self.backoff.reset()
         self.status.update(spooled=len(self.spool))
+        if withdrawn is not None:
+            raise withdrawn
         return True
 
     def _not_ours(self, item: Spooled, exc: Refused) -> str:

@@ -420,3 +420,63 @@ async def test_a_revoked_node_is_refused_on_every_route(sweeps_sqlite, photos):
         assert r.status == 403
         assert_error_shape(r.json(), "forbidden")
         assert r.json()["error"]["details"]["reason"] == "test"
+
+
+async def test_a_lease_naming_an_engine_build_no_longer_accepted_is_refused_naming_it(one_photo_jobs):
+    """A node enrolled with a build the operator then withdrew (a new node-app release, another
+    SIS_ENGINE_BUILDS) was leased job after job, each result refused 422 for its build. A lease
+    naming an accepted build, or none (an agent older than the field), is served as before."""
+    from coordinator.demo.photos import DEV_ENGINE_BUILD
+    sweeps_db = one_photo_jobs                             # four jobs: four leases for one node
+    (node,) = await enrolled(sweeps_db)
+    settings = sweeps_of(sweeps_db.services).settings
+
+    async def lease(body):
+        return await sweeps_db.post("/node/v1/lease", body, headers=node.auth)
+
+    r = await lease({"engineBuild": DEV_ENGINE_BUILD})
+    assert r.status == 200 and set(r.json()) == {"lease", "job"}
+    settings.engine_builds = "sha256:" + "e" * 64          # the operator withdraws the node's build
+    for body in ({"engineBuild": DEV_ENGINE_BUILD}, {"engineBuild": " " + DEV_ENGINE_BUILD + " "}):
+        r = await lease(body)
+        assert r.status == 403, r.body
+        assert_error_shape(r.json(), "forbidden")
+        err = r.json()["error"]
+        assert err["details"] == {"engineBuild": DEV_ENGINE_BUILD}
+        assert "download the current node app" in err["message"]
+    async with sweeps_db.services.db.read() as s:
+        assert len((await s.execute(select(SweepLease))).scalars().all()) == 1     # no lease was made
+    assert (await lease({})).status == 200                 # no build named: served as before
+    assert (await sweeps_db.post("/node/v1/lease", b"", headers=node.auth)).status == 200
+    r = await lease({"engineBuild": "sha256:" + "e" * 64})   # the build accepted now
+    assert r.status == 200
+    for bad in ({"engineBuild": ""}, {"engineBuild": 7}, {"engineBuild": "x" * 129}):
+        r = await lease(bad)
+        assert r.status == 400 and r.json()["error"]["details"]["parameter"] == "engineBuild"
+
+
+async def test_a_result_of_a_withdrawn_build_is_refused_naming_it_and_leases_no_next_job(one_photo_jobs):
+    """With ?next=1 the refused result leases nothing, as any refused result, and its answer names
+    the build as a refused lease does (``details.engineBuild``), saying what to do."""
+    from coordinator.demo.photos import DEV_ENGINE_BUILD
+    sweeps_db = one_photo_jobs
+    (node,) = await enrolled(sweeps_db, trusted=True)
+    doc = await node.lease()
+    sweeps_of(sweeps_db.services).settings.engine_builds = "sha256:" + "e" * 64
+    r = await node.submit(doc["lease"]["leaseId"], node.honest(doc), next_="1")
+    assert r.status == 422 and "next" not in r.json()
+    assert_error_shape(r.json(), "invalid_result")
+    err = r.json()["error"]
+    assert err["details"]["engineBuild"] == DEV_ENGINE_BUILD
+    assert any(x.startswith("engineBuild:") for x in err["details"]["reasons"])
+    assert "no job is leased to its engine build" in err["message"]
+    assert "download the current node app" in err["message"]
+    async with sweeps_db.services.db.read() as s:
+        assert len((await s.execute(select(SweepLease))).scalars().all()) == 1   # no next lease was made
+    sweeps_of(sweeps_db.services).settings.engine_builds = DEV_ENGINE_BUILD     # accepted again
+    doc = await node.lease()
+    bad = node.honest(doc)
+    bad["facts"][0]["lon"] += 1.0                 # refused for another reason: no build named
+    r = await node.submit(doc["lease"]["leaseId"], bad, next_="1")
+    assert r.status == 422 and "engineBuild" not in r.json()["error"]["details"]
+    assert r.json()["error"]["message"] == "the result was rejected; nothing of it goes forward"

@@ -9,8 +9,9 @@ from __future__ import annotations
 import hmac
 from typing import Any
 
+from coordinator.core import jsontext
 from coordinator.core.access.policy import ip_bucket
-from coordinator.core.errors import NotFound, PayloadTooLarge, RateLimited, ServiceError
+from coordinator.core.errors import Forbidden, NotFound, PayloadTooLarge, RateLimited, ServiceError
 from coordinator.core.registry import STRING, Param
 from coordinator.faces.http import MAX_JSON_DEPTH, json_depth_exceeds
 from coordinator.faces.operations import AUTH_NODE, Body, Operation, OperationHandler, openapi_paths
@@ -38,6 +39,28 @@ class InvalidResult(ServiceError):
         return 422
 
 
+BUILD_REFUSED = "this engine build is not among the published builds: download the current node app"
+
+
+def refuse_build(settings, build: str) -> None:
+    """403 naming ``build`` when it is not among the accepted engine builds: a lease's
+    result would be refused (``validation.validate_result``), so no job is leased to it."""
+    if build not in accepted_builds(settings):
+        raise Forbidden(BUILD_REFUSED, {"engineBuild": build})
+
+
+def refused_build(reasons: list[str], body: bytes) -> str | None:
+    """The engine build a refused result came from, when one of its reasons is that the build
+    is not accepted; else None. Read only for a refused result (not the accepted path)."""
+    if not any(r.startswith("engineBuild:") for r in reasons):
+        return None
+    try:
+        build = jsontext.loads(body).get("engineBuild")
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    return build if isinstance(build, str) else None
+
+
 _LEASE_ID = Param("leaseId", STRING, "A lease id, as the lease route gave it", pattern=r"[A-Za-z0-9_]+",
                   location="path")   # no length bound: an id no row has is 404, as before
 _TEXT = r"[\s\S]*\S[\s\S]*"      # text with something besides blanks in it
@@ -59,11 +82,15 @@ ENROL = Operation(
 ME = Operation("GET", f"{PREFIX}/me", "node_me", "The node's own record: trust, streak, counts", "node",
                auth=AUTH_NODE, description="Node protocol (docs/node-protocol.md).",
                responses={"200": "The node's record"})
+_BUILD = Param("engineBuild", STRING, "The engine build hash (sha256:...) the node runs: a build the coordinator "
+               "no longer accepts is refused 403 (optional: a node that sends none is served as before)",
+               max_length=128, pattern=_TEXT)
 LEASE = Operation(
     "POST", f"{PREFIX}/lease", "node_lease", "Lease a job (data only), or 204 with Retry-After when none waits",
     "node", auth=AUTH_NODE, description="Node protocol (docs/node-protocol.md); not a tool of the public API.",
-    responses={"200": "A lease and its job", "204": "No job now", "401": "Bad token", "403": "Node revoked"},
-    body=Body(description="Empty, or an empty object"))
+    responses={"200": "A lease and its job", "204": "No job now", "401": "Bad token",
+               "403": "Node revoked, or its engine build (engineBuild) is not among the accepted builds"},
+    body=Body(description="Empty, or an object naming the node's engine build", fields=(_BUILD,)))
 HEARTBEAT = Operation(
     "POST", f"{PREFIX}/leases/{{leaseId}}/heartbeat", "node_heartbeat",
     "Extend a lease; the answer is continue or cancel", "node", auth=AUTH_NODE,
@@ -148,10 +175,7 @@ class EnrolHandler(NodeHandler):
         values["name"] = values["name"].strip()
         for key in ("platform", "gpu", "engineVersion", "engineBuild"):
             values[key] = values[key].strip()
-        if values["engineBuild"] not in accepted_builds(settings):
-            from coordinator.core.errors import Forbidden
-            raise Forbidden("this engine build is not among the published builds: download the current node app",
-                            {"engineBuild": values["engineBuild"]})
+        refuse_build(settings, values["engineBuild"])
         node, token = await registry.enrol(self.sweeps.db, name=values["name"] or values["platform"][:120],
                                            platform=values["platform"], gpu=values["gpu"],
                                            engine_version=values["engineVersion"], engine_build=values["engineBuild"])
@@ -183,7 +207,11 @@ class MeHandler(NodeHandler):
 
 class LeaseHandler(NodeHandler):
     async def post(self) -> None:
-        self.body_values()
+        # Checked before the token is looked up (in the claim's batch): a frozenset lookup, no
+        # statement. A node that sends no build (an agent older than the field) is served as before.
+        build = self.body_values()["engineBuild"]
+        if build is not None:
+            refuse_build(self.sweeps.settings, build.strip())
         doc = await self.next_lease(self.bearer())
         if doc is None:
             self.set_status(204)
@@ -267,7 +295,16 @@ class ResultHandler(NodeHandler):
                                   {"maxBytes": self.limit, "reasons": outcome.reasons,
                                    "resultState": outcome.result_state})
         if not outcome.accepted:
-            raise InvalidResult("the result was rejected; nothing of it goes forward", outcome.as_json())
+            details = outcome.as_json()
+            build = refused_build(outcome.reasons, body)
+            if build is None:
+                raise InvalidResult("the result was rejected; nothing of it goes forward", details)
+            # Its build is withdrawn: no next job is leased (none is for a refused result), and
+            # the node is told so in words and by ``details.engineBuild``, as a lease is refused.
+            details["engineBuild"] = build
+            raise InvalidResult("the result was rejected; nothing of it goes forward, and no job is leased to "
+                                "its engine build, which is not among the published builds: download the current "
+                                "node app", details)
         answer = outcome.as_json()
         if self.wants_next:
             answer["next"] = self.lease_document(outcome.next)
