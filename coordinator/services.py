@@ -91,6 +91,7 @@ async def create_services(settings: Settings, registry: ToolRegistry | None = No
         raise
     if start_background:
         services.poller.start()
+        services.access.pruner.start()
     _freeze_startup_objects()
     return services
 

@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     embed_ttl_s: int = Field(3600, ge=60, le=7 * 86400, description="Lifetime of an embed token; a renewal before expiry issues a new one with the same budget counters.")
     embed_budget: int = Field(500, ge=1, description="Default request budget per visitor of an embed token chain, when minting names none.")
     access_cache_s: float = Field(60.0, ge=0, description="How long a key or embed-token lookup is cached in process; revocation does not wait for it (re-read on every request: in the metering transaction, or by the shared revocation read of keyed direct reads).")
+    access_prune_interval_s: float = Field(3600.0, ge=0, description="Interval of the pass, in the leader process only, that deletes the visitor counters of ended embed chains, day and month counters past their retention and long-expired embed tokens; 0 disables it (nothing is then ever deleted).")
+    embed_usage_grace_s: int = Field(3600, ge=60, le=86400, description="Seconds after the last token of an embed chain expired or was revoked before the chain's per-visitor counters are deleted (what was admitted just before its end is counted first).")
+    embed_tokens_kept_days: int = Field(30, ge=1, le=3650, description="Days an expired (or revoked) embed token's row is kept after its expiry, for sis embed list and so that presenting it is refused as expired rather than unknown; then it is deleted.")
+    usage_days_kept: int = Field(62, ge=2, le=3650, description="UTC days of per-day usage counters kept, today included; older ones are deleted (the service reads only today's).")
+    usage_months_kept: int = Field(24, ge=2, le=1200, description="UTC months of per-month usage counters kept, this month included; older ones are deleted (the service reads only this month's).")
     rate_limit_prefix: str = Field("sis", description="Prefix of rate-limit counter and answer cache keys in Redis, so that several deployments can share one Redis (a --demo coordinator adds :demo to its cache's).")
     bench_unlimited: bool = Field(False, description="Benchmarks only: per-minute windows are counted but never refuse (day, month and budget quotas, scopes and revocation still hold). Never set in production.")
 

@@ -308,7 +308,10 @@ class UsageStore:
             if pairs:
                 await s.execute(self._insert(AccessUsage).values(
                     [{"subject": a, "period": b, "count": 0} for a, b in pairs]).on_conflict_do_nothing())
+                # ``subject IN`` beside the pairs: SQLite plans a row-value IN list as a scan of the
+                # whole table (75 ms a batch at 700,000 rows), and by the subjects as index searches.
                 q = select(AccessUsage.subject, AccessUsage.period, AccessUsage.count).where(
+                    AccessUsage.subject.in_(sorted({a for a, _ in pairs})),
                     tuple_(AccessUsage.subject, AccessUsage.period).in_(pairs)).order_by(
                     AccessUsage.subject, AccessUsage.period)   # one lock order everywhere: no deadlock
                 if not self.db.is_sqlite:

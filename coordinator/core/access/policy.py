@@ -41,6 +41,7 @@ from coordinator.core.registry import Tool
 from coordinator.core.access import credentials as creds
 from coordinator.core.access import plans
 from coordinator.core.access.clientip import ClientIp
+from coordinator.core.access.prune import Pruner
 from coordinator.core.access.revocation import RevocationReads
 from coordinator.core.access.meter import LIFE, Counter, RateLimiter, UsageStore, Window, day_period, month_period, \
     seconds_until_period_end
@@ -164,8 +165,12 @@ class Access:
         self.cache_s = settings.access_cache_s
         self._cache: dict[str, _Cached] = {}
         self.live = LiveCredentials(db)
+        # Deletes what the access tables no longer need (``prune.py``); started with the other
+        # leader jobs (``services.create_services``), run by the leader process only.
+        self.pruner = Pruner(db, settings)
 
     async def close(self) -> None:
+        await self.pruner.stop()
         await self.usage.close()
         await self.revocations.close()
         await self.limiter.close()
