@@ -506,8 +506,10 @@ async def _embed(args: argparse.Namespace) -> int:
                     settings.embed_ttl_s if args.ttl is None else args.ttl)
                 print(f"{rec.id}\t{rec.chain_id}\t{rec.expires_at.isoformat()}\t{secret}")
             elif args.embed_command == "list":
+                at = creds.now()
                 for rec in await creds.list_embeds(db, args.key_id):
-                    state = "revoked" if rec.revoked_at else "live"
+                    # An expired token read "live": it authorises nothing, and the prune deletes it in time.
+                    state = "revoked" if rec.revoked_at else "expired" if rec.expires_at <= at else "live"
                     print(f"{rec.id}\t{rec.chain_id}\t{rec.key_id}\t{rec.origin}\t{rec.budget}\t"
                           f"{rec.expires_at.isoformat()}\t{state}")
             else:

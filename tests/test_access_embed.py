@@ -258,3 +258,33 @@ async def test_an_error_shared_by_single_flight_carries_each_callers_own_embed_h
             None if o == "*" else f"frame-ancestors {o}" for _, o in callers]
     finally:
         await stop_coordinator(c)
+
+
+async def test_a_renewal_authenticated_before_its_chain_was_revoked_is_refused(coordinator_db):
+    """A `sis embed revoke` between a renewal's authentication and its write left the new token
+    unrevoked: a live token of a revoked chain. The renewal reads its token again, locked, in its
+    own write; the revocation locks the chain's rows first (on PostgreSQL an UPDATE that waited
+    on the renewal's lock would not see the token it inserted)."""
+    from coordinator.core.errors import Unauthorized
+    c = coordinator_db
+    owner, _ = await key(c, "Pro")
+    minted = await embed(c, owner)
+    db = c.services.db
+    (stale,) = [r for r in await creds.list_embeds(db) if r.id == minted["id"]]   # as authenticated
+    assert await creds.revoke_embed_chain(db, minted["chain"]) == 1
+    with pytest.raises(Unauthorized) as refused:
+        await creds.renew_embed(db, stale)
+    assert refused.value.details["reason"] == "revoked"
+    assert [r.id for r in await creds.list_embeds(db) if r.chain_id == minted["chain"]] == [minted["id"]]
+
+
+async def test_embed_list_says_an_expired_token_is_expired(coordinator):
+    """`sis embed list` showed every unrevoked token as live, expired ones too."""
+    from tests.test_access_support import expire_embed
+    owner, _ = await key(coordinator, "Pro")
+    old, new = await embed(coordinator, owner), await embed(coordinator, owner)
+    await expire_embed(coordinator, old["id"])
+    code, out, err = await sis("embed", "list", "--database", coordinator.services.settings.database_url)
+    assert code == 0, err
+    state = {line.split("\t")[0]: line.split("\t")[-1] for line in out.splitlines()}
+    assert state[old["id"]] == "expired" and state[new["id"]] == "live", out

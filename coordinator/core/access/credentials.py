@@ -21,7 +21,7 @@ from sqlalchemy import func, select, update
 
 from coordinator.core.db import Database
 from coordinator.core.db.models import AccessKey, EmbedToken
-from coordinator.core.errors import BadParameter, Conflict, Forbidden, NotFound
+from coordinator.core.errors import BadParameter, Conflict, Forbidden, NotFound, Unauthorized
 from coordinator.core.access import plans
 from coordinator.core.times import aware
 
@@ -311,6 +311,15 @@ async def renew_embed(db: Database, token: EmbedRecord) -> tuple[str, EmbedRecor
     ttl_s = min(max(token.ttl_s, MIN_EMBED_TTL_S), MAX_EMBED_TTL_S)
     t = now()
     async with db.write() as s:
+        # The token was found live when the request was authenticated; a `sis embed revoke` of its
+        # chain since then must win, or the renewal would hand out a token of a revoked chain. Its row
+        # is locked (PostgreSQL; a SQLite write transaction holds the database) and read again:
+        # ``revoke_embed_chain`` locks the chain's rows before it revokes them, so whichever of the
+        # two comes second sees what the first wrote, the new token included.
+        revoked = (await s.execute(select(EmbedToken.revoked_at).where(EmbedToken.id == token.id)
+                                   .with_for_update())).scalar_one_or_none()
+        if revoked is not None:
+            raise Unauthorized("the credential has been revoked", {"credential": "invalid", "reason": "revoked"})
         secret = _new_secret(EMBED_PREFIX)
         row = EmbedToken(id=_new_id("emb_"), token_hash=digest(secret), key_id=token.key_id,
                          chain_id=token.chain_id, origin=token.origin, budget=token.budget, created_at=t,
@@ -323,6 +332,9 @@ async def revoke_embed_chain(db: Database, chain_id: str) -> int:
     """Revoke every token of an embed chain (`sis embed revoke`); returns how many were live.
     ``NotFound`` for a chain id no token has (a typo), which must not read as done."""
     async with db.write() as s:
+        # Locked first, then revoked by a statement of its own: on PostgreSQL an UPDATE that waited
+        # for a renewal's lock does not see the token that renewal inserted; the next statement does.
+        await s.execute(select(EmbedToken.id).where(EmbedToken.chain_id == chain_id).with_for_update())
         res = await s.execute(update(EmbedToken).where(EmbedToken.chain_id == chain_id,
                                                        EmbedToken.revoked_at.is_(None)).values(revoked_at=now()))
         if not res.rowcount and (await s.execute(select(func.count()).select_from(EmbedToken).where(
