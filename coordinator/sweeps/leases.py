@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, bindparam, case, exists, func, insert, literal_column, select, text, union_all, update
 from sqlalchemy.exc import DBAPIError
 
-from coordinator.core.db.leader import Leadership
+from coordinator.core.db.leader import LeaderLoop
 from coordinator.core.db.models import Node, SweepJob, SweepLease, SweepResult
 from coordinator.core.db.transactions import for_update, retrying
 from coordinator.sweeps import tokens
@@ -436,70 +436,24 @@ async def sweep_lapsed(sweeps, batch: int = 500) -> int:
             return total
 
 
-class Sweeper:
+class Sweeper(LeaderLoop):
     """The background task that runs ``sweep_lapsed`` every ``lease_sweep_interval_s``, in
-    one process at a time among coordinators sharing a PostgreSQL database: passes run only
-    while this process holds the sweeper's leadership (``core.db.leader``); the others
-    stand by and take over when it stops. (Two sweepers would be safe, the lapsed leases
-    are read ``FOR UPDATE SKIP LOCKED``, but would do the same work twice.)
-    ``passes`` wakes waiters after each pass, so tests await it instead of sleeping."""
+    one process at a time among coordinators sharing a PostgreSQL database (``LeaderLoop``).
+    (Two sweepers would be safe, the lapsed leases are read ``FOR UPDATE SKIP LOCKED``, but
+    would do the same work twice.)"""
 
     ROLE = "lease-sweeper"
+    WHAT = "sweeper"
 
     def __init__(self, sweeps) -> None:
         self.sweeps = sweeps
-        self.task: asyncio.Task | None = None
         self.lapsed_total = 0
-        self.passes = asyncio.Condition()
-        self.pass_count = 0
         db = sweeps.db.inner if hasattr(sweeps.db, "inner") else sweeps.db
-        self.leader = Leadership(db.url, self.ROLE)
+        super().__init__(db.url, sweeps.settings.lease_sweep_interval_s)
 
-    @property
-    def running(self) -> bool:
-        return self.task is not None and not self.task.done()
-
-    @property
-    def leading(self) -> bool:
-        return self.leader.leading
-
-    def start(self) -> None:
-        if self.sweeps.settings.lease_sweep_interval_s > 0 and not self.running:
-            self.task = asyncio.get_running_loop().create_task(self.leader.run(self._loop), name="lease-sweeper")
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
-            self.task = None
-
-    async def run_once(self) -> int:
+    async def pass_once(self) -> int:
         n = await sweep_lapsed(self.sweeps)
         self.lapsed_total += n
-        async with self.passes:
-            self.pass_count += 1
-            self.passes.notify_all()
         if n:
             log.info("sweeper: %d lapsed leases returned to the queue", n)
         return n
-
-    async def wait_for(self, predicate, timeout: float) -> None:
-        """Wait until ``predicate()`` holds after a pass (or raise TimeoutError)."""
-        async def waiting() -> None:
-            async with self.passes:
-                await self.passes.wait_for(predicate)
-        await asyncio.wait_for(waiting(), timeout)
-
-    async def _loop(self) -> None:
-        interval = self.sweeps.settings.lease_sweep_interval_s
-        while True:
-            try:
-                await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("sweeper pass failed; trying again next interval")
-            await asyncio.sleep(interval)

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import case, delete, func, select, tuple_
 
-from coordinator.core.db.leader import Leadership
+from coordinator.core.db.leader import LeaderLoop
 from coordinator.core.db.models import AccessUsage, EmbedToken
 from coordinator.core.times import aware, utcnow
 
@@ -255,61 +255,23 @@ async def prune_once(db: "Database", retention: Retention, **kw) -> Pruned:  # n
     return out
 
 
-class Pruner:
+class Pruner(LeaderLoop):
     """Runs ``prune_once`` every ``SIS_ACCESS_PRUNE_INTERVAL_S`` in the background, in one
-    process at a time among coordinators sharing a database (``core.db.leader``, as the
-    lease sweeper and the hazard poller do); the others stand by and take over when it
-    stops. ``passes`` wakes waiters after each pass, so tests await it instead of sleeping."""
+    process at a time among coordinators sharing a database (``LeaderLoop``, as the lease
+    sweeper does)."""
 
     ROLE = "access-prune"
+    WHAT = "access prune"
 
     def __init__(self, db: "Database", settings: "Settings") -> None:
         self.db = db
-        self.interval_s = settings.access_prune_interval_s
         self.retention = Retention.of(settings)
-        self.leader = Leadership(db.url, self.ROLE)
-        self.task: asyncio.Task | None = None
-        self.passes = asyncio.Condition()
-        self.pass_count = 0
         self.last: Pruned | None = None
         self.deleted_total = 0
+        super().__init__(db.url, settings.access_prune_interval_s)
 
-    @property
-    def running(self) -> bool:
-        return self.task is not None and not self.task.done()
-
-    @property
-    def leading(self) -> bool:
-        return self.leader.leading
-
-    def start(self) -> None:
-        if self.interval_s > 0 and not self.running:
-            self.task = asyncio.get_running_loop().create_task(self.leader.run(self._loop), name="access-prune")
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
-            self.task = None
-
-    async def run_once(self, **kw) -> Pruned:  # noqa: ANN003
+    async def pass_once(self, **kw) -> Pruned:  # noqa: ANN003
         out = await prune_once(self.db, self.retention, **kw)
         self.last = out
         self.deleted_total += out.total
-        async with self.passes:
-            self.pass_count += 1
-            self.passes.notify_all()
         return out
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("access prune pass failed; trying again next interval")
-            await asyncio.sleep(self.interval_s)

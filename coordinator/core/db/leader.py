@@ -146,3 +146,69 @@ class Leadership:
         if self._conn is None:
             return None
         return (await self._conn.execute(text("SELECT pg_backend_pid()"))).scalar()
+
+
+class LeaderLoop:
+    """A pass every ``interval_s`` seconds, run by one process at a time among coordinators
+    sharing a database (``Leadership``; on SQLite, always this one): the others stand by and
+    take over when it stops. The lease sweeper and the access prune are two; a subclass sets
+    ``ROLE`` and ``WHAT`` and writes ``pass_once``. A pass that fails is logged and the next
+    one runs an interval later. ``passes`` wakes waiters after each pass, so tests await it
+    instead of sleeping."""
+
+    ROLE = ""
+    WHAT = ""                                  # how the log names a pass
+
+    def __init__(self, database_url: str, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.leader = Leadership(database_url, self.ROLE)
+        self.task: asyncio.Task | None = None
+        self.passes = asyncio.Condition()
+        self.pass_count = 0
+
+    async def pass_once(self, **kw):  # noqa: ANN003, ANN201
+        raise NotImplementedError   # pragma: no cover - every subclass writes its own
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    @property
+    def leading(self) -> bool:
+        return self.leader.leading
+
+    def start(self) -> None:
+        if self.interval_s > 0 and not self.running:
+            self.task = asyncio.get_running_loop().create_task(self.leader.run(self._loop), name=self.ROLE)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+            self.task = None
+
+    async def run_once(self, **kw):  # noqa: ANN003, ANN201
+        """One pass now, whoever leads (``kw`` for the subclass's pass: tests set its clock)."""
+        out = await self.pass_once(**kw)
+        async with self.passes:
+            self.pass_count += 1
+            self.passes.notify_all()
+        return out
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> None:
+        """Wait until ``predicate()`` holds after a pass (or raise TimeoutError)."""
+        async def waiting() -> None:
+            async with self.passes:
+                await self.passes.wait_for(predicate)
+        await asyncio.wait_for(waiting(), timeout)
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s pass failed; trying again next interval", self.WHAT)
+            await asyncio.sleep(self.interval_s)
