@@ -435,7 +435,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
 async def _poll(args: argparse.Namespace) -> int:
     from .services import create_services
 
-    services = await create_services(_settings(args), start_background=False)
+    services = await create_services(_settings(args), start_background=False, upgrade=False)
     try:
         from .hazards.history import poll_once
         out = await poll_once(services.db, services.sources, keep=services.settings.polls_kept)

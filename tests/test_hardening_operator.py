@@ -394,7 +394,7 @@ def test_a_tool_refuses_a_sqlite_database_of_an_earlier_release_and_leaves_it_as
     url = f"sqlite+aiosqlite:///{tmp_path}/old.db"
     assert run("migrate", "--revision", "0019", "--database", url).returncode == 0
     for argv in (["keys", "list"], ["jobs", "list"], ["nodes", "list"], ["datasets", "list"],
-                 ["reviewers", "list"]):
+                 ["reviewers", "list"], ["poll"]):
         line = one_line(run(*argv, "--database", url))
         assert f"the database schema is at 0019, and this release's is {head}: run `sis migrate` first" in line
         assert "copy the file first" in line, line

@@ -453,6 +453,15 @@ async def test_a_lease_naming_an_engine_build_no_longer_accepted_is_refused_nami
     for bad in ({"engineBuild": ""}, {"engineBuild": 7}, {"engineBuild": "x" * 129}):
         r = await lease(bad)
         assert r.status == 400 and r.json()["error"]["details"]["parameter"] == "engineBuild"
+    # A token no node has is 401 and a revoked node is told why, its build withdrawn or not: the
+    # build was checked first, and both were told to download the app.
+    withdrawn = {"engineBuild": DEV_ENGINE_BUILD}
+    r = await sweeps_db.post("/node/v1/lease", withdrawn, headers={"Authorization": "Bearer sisn_" + "x" * 40})
+    assert r.status == 401, r.body
+    from coordinator.sweeps import nodes as registry
+    assert await registry.revoke(sweeps_of(sweeps_db.services).db, node.node_id, "abuse", "operator:test", 5) == 1
+    r = await lease(withdrawn)
+    assert r.status == 403 and r.json()["error"]["details"].get("reason") == "abuse", r.body
 
 
 async def test_a_result_of_a_withdrawn_build_is_refused_naming_it_and_leases_no_next_job(one_photo_jobs):

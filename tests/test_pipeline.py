@@ -336,13 +336,19 @@ def test_another_release_of_the_code_keeps_its_cached_answers_apart(tmp_path):
     (tmp_path / "faces").mkdir()
     (tmp_path / "a.py").write_text("x = 1\n")
     (tmp_path / "faces" / "b.py").write_text("y = 2\n")
-    (tmp_path / "notes.txt").write_text("not code")
+    (tmp_path / "catalogue.json").write_text("{}")
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"compiled")
     before = code_tag(tmp_path)
     assert len(before) == 12 and int(before, 16) >= 0
     code_tag.cache_clear()
-    (tmp_path / "notes.txt").write_text("changed, still not code")
+    (tmp_path / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"compiled again")   # not what answers
     assert code_tag(tmp_path) == before
     code_tag.cache_clear()
+    (tmp_path / "catalogue.json").write_text('{"widgets": []}')       # data that shapes answers
+    changed = code_tag(tmp_path)
+    assert changed != before
+    code_tag.cache_clear()
     (tmp_path / "faces" / "b.py").write_text("y = 3\n")
-    assert code_tag(tmp_path) != before
+    assert code_tag(tmp_path) not in (before, changed)
     code_tag.cache_clear()

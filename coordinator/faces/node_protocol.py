@@ -207,10 +207,13 @@ class MeHandler(NodeHandler):
 
 class LeaseHandler(NodeHandler):
     async def post(self) -> None:
-        # Checked before the token is looked up (in the claim's batch): a frozenset lookup, no
-        # statement. A node that sends no build (an agent older than the field) is served as before.
+        # Checked before the claim's batch looks the token up: a frozenset lookup, no statement. Only
+        # a build refused has its token looked up first, so that a token no node has is still 401 and
+        # a revoked node is still told its operators' reason, not to download the app. A node that
+        # sends no build (an agent older than the field) is served as before.
         build = self.body_values()["engineBuild"]
-        if build is not None:
+        if build is not None and build.strip() not in accepted_builds(self.sweeps.settings):
+            await self.node()
             refuse_build(self.sweeps.settings, build.strip())
         doc = await self.next_lease(self.bearer())
         if doc is None:

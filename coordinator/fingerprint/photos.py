@@ -76,8 +76,20 @@ def _as_sent(raw: bytes) -> tuple[str, bytes]:
     return "image/jpeg", out.getvalue()
 
 
+class _PhotoHosts:
+    """The photo reads' fetch slots (``sources.base.send``): they are no source's, and without
+    slots of their own some 34 cold fingerprints at a photo host that hangs held every fetch of
+    the process, each source's with them."""
+
+    max_in_flight = 8
+    _slots = Source._slots
+
+
+PHOTO_HOSTS = _PhotoHosts()
+
+
 async def _data_url(photo: PhotoRef, timeout_s: float) -> str:
-    code, raw = await fetch(photo.url, timeout_s, accept="image/jpeg, image/png, image/webp")
+    code, raw = await fetch(photo.url, timeout_s, accept="image/jpeg, image/png, image/webp", source=PHOTO_HOSTS)
     if code != 200:
         raise SourceError(f"HTTP {code}")
     if len(raw) > MAX_IMAGE_BYTES:

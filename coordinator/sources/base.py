@@ -122,6 +122,9 @@ async def send(req: HTTPRequest, timeout_s: float, source: "Source | None" = Non
         except asyncio.TimeoutError:
             slots.waiting -= 1
             raise crowded() from None
+        except BaseException:                # cancelled (its client gone): no longer waiting either
+            slots.waiting -= 1
+            raise
         slots.waiting -= 1
         # A slot freed as the wait ran out leaves the request next to nothing of its timeout: not sent
         # (it could only time out), and said as the wait's end, whichever of the two came first.

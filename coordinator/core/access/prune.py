@@ -153,6 +153,7 @@ class Prune:
         self.page = page or self.PAGE
         self.pause_s = self.PAUSE_S if pause_s is None else pause_s
         self.out = Pruned()
+        self.ended_chains: set[str] = set()
         self.ended_before = self.now - timedelta(seconds=retention.grace_s)
         self.day_floor = first_day_kept(self.now, retention.days_kept)
         self.month_floor = first_month_kept(self.now, retention.months_kept)
@@ -202,7 +203,8 @@ class Prune:
         self.out.visitor_rows += visitors
         self.out.day_rows += days
         self.out.month_rows += months
-        self.out.chains += len(gone)
+        self.ended_chains |= gone
+        self.out.chains = len(self.ended_chains)      # a chain whose rows span pages counted once
 
     async def _ended(self, chains: set[str]) -> set[str]:
         """Those of ``chains`` that ended more than the grace ago, or have no token row left
