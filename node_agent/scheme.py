@@ -9,8 +9,8 @@ and waits for its end. The reverse, ``http://`` at a port that speaks TLS, gave
 So when a request to a coordinator that has not yet answered anything fails
 after connecting (a timeout, a TLS error that is not about the certificate, a
 connection cut), the address is asked once, briefly, whether it speaks the other
-scheme: a plain ``HEAD /`` for an ``https://`` URL, a TLS handshake alone for an
-``http://`` one. Neither sends the node's token, its enrolment secret, or any
+scheme: for an ``https://`` URL a TLS handshake and, only where none completes,
+a plain ``HEAD /``; for an ``http://`` one a TLS handshake alone. Neither sends the node's token, its enrolment secret, or any
 body: the probe learns how the address answers and nothing else. When it
 answers the other scheme, the failure's message says so ("the coordinator at
 https://host:8080 did not answer TLS (it answers plain HTTP there): is it
@@ -97,7 +97,10 @@ async def other_scheme(url: str, timeout: float = PROBE_S) -> str | None:
         return None
     scheme, host, port, alternative = other
     if scheme == "http":
-        if await _speaks_http(host, port, timeout):
+        # A port that completes a TLS handshake has the right scheme, whatever else it answers: a
+        # proxy (nginx, Caddy, Traefik) answers plain HTTP on its TLS port too (a 400), and an https
+        # coordinator behind one that was slow once was told to use http://host:443.
+        if not await _speaks_tls(host, port, timeout) and await _speaks_http(host, port, timeout):
             return (f"the coordinator at {url} did not answer TLS (it answers plain HTTP there): "
                     f"is it {alternative}?")
     elif await _speaks_tls(host, port, timeout):

@@ -219,3 +219,47 @@ async def test_a_coordinator_that_answered_once_is_not_probed_for_its_scheme(coo
         with pytest.raises(Unreachable) as err:
             await client.lease()
     assert err.value.message == f"https://127.0.0.1:{port_of(coord)} unreachable: no answer within 2 s"
+
+
+async def test_an_https_coordinator_behind_a_proxy_that_answers_plain_http_too_is_not_told_to_use_http(tmp_path):
+    """nginx, Caddy or Traefik answer a plain request on their TLS port with a 400: the probe
+    took that for a plain-HTTP coordinator and told a real https one, slow once, to use
+    http://host:443 (the token in clear). A port that completes a TLS handshake is right."""
+    import socket
+    import threading
+
+    from node_agent import scheme
+
+    context = _self_signed(tmp_path)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def one(conn: socket.socket) -> None:          # one port, as a proxy: TLS, or plain HTTP answered 400
+        with conn:
+            conn.settimeout(5)
+            try:
+                if conn.recv(1, socket.MSG_PEEK) == b"\x16":
+                    with context.wrap_socket(conn, server_side=True) as tls:
+                        tls.recv(4096)                 # the handshake done: nothing is asked of it here
+                else:
+                    conn.recv(4096)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nServer: nginx\r\nContent-Length: 0\r\n\r\n")
+            except OSError:
+                pass
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        assert await scheme.other_scheme(f"https://127.0.0.1:{port}", timeout=2) is None
+    finally:
+        stop.set()
+        listener.close()
