@@ -60,7 +60,7 @@ from .progress import Progress, StatusFile
 from .protocol import Client, NoWork, Refused, Unreachable, build_refusal, revocation
 from .refusals import Fatal
 from .running import Device, EngineLike, Running
-from .spool import Spool, legacy_owner
+from .spool import Spool, last_enrolled, legacy_owner
 from .submitting import Submitting
 
 log = logging.getLogger("sis.node.loop")
@@ -262,7 +262,7 @@ class Agent(Leasing, Running, Submitting):
         except ident_mod.IdentityUnreadable:
             last = None             # enrolment stops the agent with the reason
         try:
-            kept = self.journals.sort_out(last.coordinator if last is not None else "")
+            kept = self.journals.sort_out(last_enrolled(last) or self.config.coordinator)
         except OSError as exc:
             log.warning("the job journals could not be sorted by coordinator (%s)", why_not_written(exc))
             kept = self.journals.elsewhere()

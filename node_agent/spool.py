@@ -53,16 +53,24 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:120]
 
 
+def last_enrolled(last: "ident_mod.Identity | None") -> str:
+    """The coordinator the node last ran against, where it is enrolled there; else "". Agents
+    before 991ac2f recorded a failed enrolment's URL (a typo) as the one used last: an earlier
+    agent's journals and results taken as that URL's were put aside for a coordinator that never
+    leased them, and their leases lapsed."""
+    return last.coordinator if last is not None and last.coordinator and last.enrolled else ""
+
+
 def legacy_owner(identity_file: Path, fallback: str = "") -> Owner:
     """Whose a result is when its file names no coordinator: the coordinator whose node id it
-    carries, else the one the node last ran against (else ``fallback``). Read once, now: the
-    agent's start rewrites the coordinator used last."""
+    carries, else the one the node last ran against where it is enrolled there (else
+    ``fallback``). Read once, now: the agent's start rewrites the coordinator used last."""
     try:
         by_node = {node: url for url, node in ident_mod.enrolments(identity_file).items()}
         last = ident_mod.load(identity_file)
     except ident_mod.IdentityUnreadable:
         by_node, last = {}, None
-    default = (last.coordinator if last is not None and last.coordinator else "") or ident_mod.normalise(fallback)
+    default = last_enrolled(last) or ident_mod.normalise(fallback)
 
     def owner(doc: dict[str, Any]) -> str:
         result = doc.get("result")

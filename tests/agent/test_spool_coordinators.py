@@ -55,6 +55,30 @@ def test_an_earlier_agents_result_is_its_node_ids_coordinators_else_the_one_used
     assert read_json(folder / "ls_1.json")["attempts"] == 2
 
 
+def test_an_earlier_agents_result_is_not_taken_as_a_typos_the_node_never_enrolled_at(tmp_path):
+    """Agents before 991ac2f recorded a failed enrolment's URL (a typo) as the one used last: an
+    earlier agent's results and journals naming no coordinator were taken as the typo's, put
+    aside for a coordinator that never leased them, and their leases lapsed. They are the
+    coordinator's the node points at now."""
+    from node_agent.journal import Journals
+
+    typo = "http://127.0.0.1:1"
+    write_json(tmp_path / "identity.json", {"installId": "i1", "name": "n", "coordinator": typo, "nodeId": None,
+                                            "token": None, "enrolments": {A: {"nodeId": "nd_a", "token": "ta"}}})
+    folder = tmp_path / "spool"
+    folder.mkdir()
+    _earlier_agents(folder, "ls_3", None)
+    spool = Spool(folder, A, legacy_owner(tmp_path / "identity.json", A))
+    assert {s.lease_id: s.coordinator for s in spool._all()} == {"ls_3": A}
+    from node_agent import identity as ident_mod
+    from node_agent.config import Paths
+    from node_agent.spool import last_enrolled
+    paths = Paths(tmp_path / "home", tmp_path / "home").ensure()
+    write_json(paths.current_job_file, {"leaseId": "ls_4", "jobId": "job-4"})     # an earlier agent's: no coordinator
+    assert Journals(paths, A).sort_out(last_enrolled(ident_mod.load(tmp_path / "identity.json")) or A) == []
+    assert read_json(paths.current_job_file)["leaseId"] == "ls_4"               # resumed here, not put aside
+
+
 async def _spooled_while_down(coord, home) -> tuple[str, str]:
     """A job done at ``coord`` whose result could not be sent (it went down): its lease and job ids."""
     await request_sweep(coord)
