@@ -238,15 +238,20 @@ def _running(doc: dict[str, Any] | None) -> bool:
     return bool(doc) and doc.get("state") != "stopped" and psutil.pid_exists(int(doc.get("pid") or -1))
 
 
-def _spooled(paths: config_mod.Paths, ident: ident_mod.Identity | None) -> tuple[str, int, dict[str, int]]:
+def _spooled(paths: config_mod.Paths, ident: ident_mod.Identity | None,
+             status: dict[str, Any]) -> tuple[str, int, dict[str, int]]:
     """(the coordinator the node points at, the results waiting for it, those waiting for each
-    other coordinator). Results are sent only to the coordinator they were leased from."""
+    other coordinator). Results are sent only to the coordinator they were leased from. A running
+    agent's own coordinator first: it may not be node.toml's (SIS_NODE_COORDINATOR, or --coordinator
+    before its enrolment succeeded), and its results then read as waiting for another."""
     from .spool import Spool, legacy_owner
 
-    try:
-        here = config_mod.load(paths).coordinator
-    except config_mod.ConfigError:
-        here = ""
+    here = status.get("coordinator", "") if _running(status) else ""
+    if not here:
+        try:
+            here = config_mod.load(paths).coordinator
+        except config_mod.ConfigError:
+            here = ""
     here = ident_mod.normalise(here or (ident.coordinator if ident else ""))
     if not paths.spool_dir.exists():
         return here, 0, {}
@@ -264,7 +269,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         ident, ident_problem = None, str(exc)
         log.warning("%s", exc)
     paused = manual_pause(paths.pause_file)
-    here, spooled, elsewhere = _spooled(paths, ident)
+    here, spooled, elsewhere = _spooled(paths, ident, status)
     from .journal import kept
     jobs_elsewhere = kept(paths, but=here)
     running = _running(status)

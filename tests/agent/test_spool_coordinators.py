@@ -136,3 +136,23 @@ async def test_a_result_waits_for_its_own_coordinator_while_the_node_points_at_a
     assert len(Spool(home / "spool")) == 0 and not agent.spool.rejected_dir.exists()
     assert job_id in [r.body["jobId"] for r in (await db_counts(coord))["results"]]
     assert identity.load(home / "identity.json").coordinator == coord.base_url
+
+
+def test_status_counts_the_results_of_the_coordinator_the_running_agent_works_for(tmp_path, monkeypatch, capsys):
+    """`sis-node status` took node.toml's coordinator for the agent's: an agent running against
+    another (SIS_NODE_COORDINATOR, or --coordinator before enrolment there succeeded) had its own
+    results listed as waiting for a coordinator it "no longer points at", and the others' counted."""
+    import os
+
+    from node_agent.config import Paths
+
+    home = tmp_path / "home"
+    paths = Paths(home, home).ensure()
+    (home / "node.toml").write_text(f'coordinator = "{A}"\n', encoding="utf-8")
+    _identity(paths.identity_file, last=B)
+    write_json(paths.status_file, {"state": "idle", "pid": os.getpid(), "coordinator": B})    # running, at B
+    Spool(paths.spool_dir, B).put("ls_1", "job-1", {"jobId": "job-1", "nodeId": "nd_b"})
+    monkeypatch.setenv("SIS_NODE_HOME", str(home))
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "spooled:      1 results waiting to be acknowledged" in out and "elsewhere:" not in out, out
