@@ -230,3 +230,50 @@ async def test_at_the_cap_of_slow_bodies_a_newcomer_is_served_and_the_longest_se
         for s in slow:
             s.close()
         await stop_coordinator(c)
+
+
+async def test_an_answer_its_client_never_reads_is_dropped_after_the_idle_timeout():
+    """A client asking for a large answer and never reading it held its connection for ever: it
+    was being answered, so never closed to make room, and Tornado has no write timeout. Four of
+    them held a cap of four, and every newcomer was refused. An answer whose writing moved no
+    byte for the idle timeout is dropped now."""
+    from types import SimpleNamespace
+
+    import tornado.netutil
+
+    from coordinator.faces.server import make_server
+
+    class Big(tornado.web.RequestHandler):
+        def get(self) -> None:
+            self.write(b"x" * (16 << 20))
+
+    class Health(tornado.web.RequestHandler):
+        def get(self) -> None:
+            self.write("ok")
+
+    settings = SimpleNamespace(idle_timeout_s=2.0, head_timeout_s=1.0, max_connections=4, max_connections_per_ip=0,
+                               trusted_proxies="")
+    server = make_server(tornado.web.Application([(r"/big", Big), (r"/healthz", Health)]), settings)
+    socks = tornado.netutil.bind_sockets(0, "127.0.0.1")
+    server.add_sockets(socks)
+    port = socks[0].getsockname()[1]
+    readers = []
+    try:
+        for _ in range(4):                              # a large answer each, never read
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.setblocking(False)
+            readers.append(s)
+        await asyncio.sleep(0.5)
+        assert len(server._connections) == 4
+        await asyncio.sleep(3.5)                        # the idle timeout and a sweep past it
+        assert server.write_timeouts == 4 and not server._connections
+        probe = sent(port, CLOSING)
+        assert (await answer(probe)).startswith(b"HTTP/1.1 200"), "a newcomer was refused"
+        probe.close()
+    finally:
+        for s in readers:
+            s.close()
+        server.stop()

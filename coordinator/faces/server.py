@@ -74,11 +74,29 @@ def default_max_connections() -> int:
 
 
 class _Conn:
-    """One open connection: its stream, what it is doing, since when, and how many requests it began."""
-    __slots__ = ("stream", "state", "since", "requests", "closing")
+    """One open connection: its stream, what it is doing, since when, how many requests it began,
+    and how far its answer's writing had got when the sweep last looked (``_stalled``)."""
+    __slots__ = ("stream", "state", "since", "requests", "closing", "written", "written_at")
 
     def __init__(self, stream: Any) -> None:
         self.stream, self.state, self.since, self.requests, self.closing = stream, BUSY, 0.0, 0, False
+        self.written, self.written_at = -1, 0.0
+
+
+def _stalled(conn: _Conn, now: float, limit: float) -> bool:
+    """Whether the answer being written on ``conn`` has moved no byte for ``limit`` seconds: a
+    client that asked for a large answer and never reads it. Tornado has no write timeout, and
+    such a connection is being answered, so never closed to make room: enough of them held the
+    cap for ever. IOStream's count of bytes written is private; without it nothing is closed."""
+    stream = conn.stream
+    done = getattr(stream, "_total_write_done_index", None)
+    if done is None or not stream.writing():
+        conn.written = -1
+        return False
+    if done != conn.written:
+        conn.written, conn.written_at = done, now
+        return False
+    return now - conn.written_at >= limit
 
 
 class _Watch(HTTPMessageDelegate):
@@ -113,21 +131,23 @@ def _head_begun(stream: Any) -> bool:
 
 class BoundedHTTPServer(HTTPServer):
     def initialize(self, *args: Any, max_connections: int = 0, max_connections_per_ip: int = 0,
-                   exempt: str = "", head_timeout: float | None = None, **kwargs: Any) -> None:
+                   exempt: str = "", head_timeout: float | None = None, write_timeout: float | None = None,
+                   **kwargs: Any) -> None:
         super().initialize(*args, **kwargs)
         self.max_connections = max_connections or default_max_connections()
         self.max_connections_per_ip = max_connections_per_ip
         # None: Tornado's header timeout alone (the idle one), as before this bound.
         self.head_timeout = head_timeout
+        self.write_timeout = write_timeout      # an answer whose writing moved no byte for this long is dropped
         self._proxies = ClientIp(exempt)
         self._per_ip: Counter[str] = Counter()
         # Per closable state, its connections in the order they entered it, so the first is the
         # one that has been in it longest (a dict keeps insertion order; each entry is stamped
         # with the monotonic clock when it is made, so that order is also the order of ``since``).
-        self._waiting: dict[str, dict[_Conn, None]] = {state: {} for state in CLOSABLE}
+        self._waiting: dict[str, dict[_Conn, None]] = {state: {} for state in (*CLOSABLE, BUSY)}
         self._closing = 0          # connections closed here whose on_close has not come yet
         self._sweeper: PeriodicCallback | None = None
-        self.refused = self.evicted = self.head_timeouts = 0
+        self.refused = self.evicted = self.head_timeouts = self.write_timeouts = 0
         self._counts_logged = (0, 0, 0)   # refused, evicted, head_timeouts at the last report
         self._logged_at = -LOG_EVERY_S
 
@@ -226,15 +246,17 @@ class BoundedHTTPServer(HTTPServer):
     # -- the head timeout ----------------------------------------------------------------------
 
     def _start_sweeping(self) -> None:
-        if self._sweeper is None and self.head_timeout:
-            self._sweeper = PeriodicCallback(self._sweep, 1000 * min(SWEEP_EVERY_S, self.head_timeout / 4))
+        if self._sweeper is None and (self.head_timeout or self.write_timeout):
+            every = min(SWEEP_EVERY_S, self.head_timeout / 4) if self.head_timeout else SWEEP_EVERY_S
+            self._sweeper = PeriodicCallback(self._sweep, 1000 * every)
             self._sweeper.start()
 
     def _sweep(self) -> None:
-        """Closes the connections whose head is past its time, and starts the head timer of the
-        keep-alive connections whose next head has begun arriving."""
+        """Closes the connections whose head is past its time, starts the head timer of the
+        keep-alive connections whose next head has begun arriving, and closes those whose
+        answer has not moved for ``write_timeout`` (a client that never reads it)."""
         now = time.monotonic()
-        heads = self._waiting[HEAD]
+        heads = self._waiting[HEAD] if self.head_timeout else {}
         while heads:                             # oldest first: stop at the first still in time
             conn = next(iter(heads))
             if now - conn.since < self.head_timeout:
@@ -244,6 +266,10 @@ class BoundedHTTPServer(HTTPServer):
         begun = [conn for conn in self._waiting[IDLE] if _head_begun(conn.stream)]
         for conn in begun:
             self._enter(conn, HEAD)
+        if self.write_timeout:
+            for conn in [c for c in self._waiting[BUSY] if _stalled(c, now, self.write_timeout)]:
+                self._close(conn)
+                self.write_timeouts += 1
 
     # -- refusals and the report -------------------------------------------------------------------
 
@@ -257,11 +283,11 @@ class BoundedHTTPServer(HTTPServer):
         now = time.monotonic()
         if now - self._logged_at < LOG_EVERY_S:
             return
-        counts = (self.refused, self.evicted, self.head_timeouts)
+        counts = (self.refused, self.evicted, self.head_timeouts + self.write_timeouts)
         refused, evicted, timed_out = (a - b for a, b in zip(counts, self._counts_logged))
         log.warning("connections at the caps (%d open of %d, %d per address): since the last report %d refused, "
                     "%d closed to make room (the longest on their heads first, then idle keep-alive ones, then "
-                    "slow bodies), %d closed at the head timeout; the latest from %s",
+                    "slow bodies), %d closed at the head or write timeout; the latest from %s",
                     len(self._connections) - self._closing, self.max_connections, self.max_connections_per_ip,
                     refused, evicted, timed_out, ip or "?")
         self._logged_at, self._counts_logged = now, counts
@@ -274,6 +300,7 @@ def make_server(app: Any, settings: Any) -> BoundedHTTPServer:
     logflood.install()
     return BoundedHTTPServer(app, xheaders=False, idle_connection_timeout=settings.idle_timeout_s,
                              body_timeout=settings.idle_timeout_s, head_timeout=settings.head_timeout_s,
+                             write_timeout=settings.idle_timeout_s,
                              max_connections=settings.max_connections,
                              max_connections_per_ip=settings.max_connections_per_ip,
                              exempt=settings.trusted_proxies)
