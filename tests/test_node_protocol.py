@@ -459,7 +459,7 @@ async def test_a_lease_naming_an_engine_build_no_longer_accepted_is_refused_nami
     r = await sweeps_db.post("/node/v1/lease", withdrawn, headers={"Authorization": "Bearer sisn_" + "x" * 40})
     assert r.status == 401, r.body
     from coordinator.sweeps import nodes as registry
-    assert await registry.revoke(sweeps_of(sweeps_db.services).db, node.node_id, "abuse", "operator:test", 5) == 1
+    await registry.revoke(sweeps_of(sweeps_db.services).db, node.node_id, "abuse", "operator:test", 5)
     r = await lease(withdrawn)
     assert r.status == 403 and r.json()["error"]["details"].get("reason") == "abuse", r.body
 
