@@ -7,6 +7,7 @@ each of them uses these, and they hold no state of the agent's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from typing import Any, Callable
 
@@ -26,10 +27,8 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
             value, exc = fn(*args), None
         except BaseException as e:  # handed to the awaiting task, not lost in the thread
             value, exc = None, e
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop closed: the agent stopped at once
             loop.call_soon_threadsafe(settle, value, exc)
-        except RuntimeError:  # the loop closed: the agent stopped at once
-            pass
 
     threading.Thread(target=target, daemon=True, name="sis-engine").start()
     return await fut

@@ -39,6 +39,7 @@ sent, and the coordinator's answers). They were one module of 900 lines.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -147,10 +148,8 @@ class Agent(Leasing, Running, Submitting):
 
     async def _sleep(self, seconds: float) -> bool:
         """Wait ``seconds`` or until a stop is asked; True when stopping."""
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.stop_event.wait(), timeout=max(0.0, seconds))
-        except asyncio.TimeoutError:
-            pass
         raise_if_cancelled()
         return self.stopping
 
@@ -410,9 +409,8 @@ class Agent(Leasing, Running, Submitting):
         coordinator may judge one of an earlier build otherwise). Bounded by a second stop signal."""
         await self._give_back_ahead("the coordinator no longer accepts this node's engine build")
         try:
-            await self._unless_now(asyncio.ensure_future(self._flush_spool()))
-        except refusals.BuildRefused:
-            pass
+            with contextlib.suppress(refusals.BuildRefused):    # each refused result is kept, as any is
+                await self._unless_now(asyncio.ensure_future(self._flush_spool()))
         except Exception as exc:   # the stop and its reason come first
             log.debug("sending the spool before stopping: %s", exc)
 

@@ -12,7 +12,6 @@ with the stored state of each event (its last episode and alert level):
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,7 +21,7 @@ from sqlalchemy import delete, func, select
 
 from coordinator.core.db import Database
 from coordinator.core.times import aware, iso, utcnow
-from coordinator.core.db.leader import Leadership
+from coordinator.core.db.leader import LeaderLoop
 from coordinator.core.db.models import EventChange, EventPoll, HazardEvent
 from ..sources import Sources
 from ..sources.registry import load_adapters
@@ -155,48 +154,22 @@ async def history_status(db: Database, interval_s: float, running: bool) -> tupl
     return status, polls[0].health
 
 
-class Poller:
+class Poller(LeaderLoop):
     """Polls the event sources every ``interval_s`` seconds in the background, in one
-    process at a time among coordinators sharing a PostgreSQL database: the poll runs
-    only while this process holds the poller's leadership (``core.db.leader``); the
-    others stand by and take over when it stops. ``running`` is true on every process
-    whose poller is started (leading or standing by): the history is being kept."""
+    process at a time among coordinators sharing a PostgreSQL database (``LeaderLoop``).
+    ``running`` is true on every process whose poller is started (leading or standing
+    by): the history is being kept. A poll that fails is logged and the next one runs an
+    interval later: one bad poll must not end the history."""
 
     ROLE = "hazard-poller"
+    WHAT = "event poll"
 
     def __init__(self, db: Database, sources: Sources, interval_s: float, keep: int) -> None:
-        self.db, self.sources, self.interval_s, self.keep = db, sources, interval_s, keep
-        self.leader = Leadership(db.url, self.ROLE)
+        self.db, self.sources, self.keep = db, sources, keep
         self.polls = 0            # polls this process ran
-        self._task: asyncio.Task | None = None
+        super().__init__(db.url, interval_s)
 
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    @property
-    def leading(self) -> bool:
-        return self.leader.leading
-
-    def start(self) -> None:
-        if self.interval_s > 0 and not self.running:
-            self._task = asyncio.get_running_loop().create_task(self.leader.run(self._loop), name="event-poller")
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                out = await poll_once(self.db, self.sources, keep=self.keep)
-                self.polls += 1
-                log.info("event poll %s: %d events, %d changes", out.poll_id, len(out.feed.events), len(out.changes))
-            except Exception:  # keep polling: one bad poll must not end the history
-                log.exception("event poll failed")
-            await asyncio.sleep(self.interval_s)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+    async def pass_once(self) -> None:
+        out = await poll_once(self.db, self.sources, keep=self.keep)
+        self.polls += 1
+        log.info("event poll %s: %d events, %d changes", out.poll_id, len(out.feed.events), len(out.changes))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
@@ -71,10 +72,8 @@ def upstream_client() -> AsyncHTTPClient:
     client = _clients.get(loop)
     if client is None:
         for old in [lp for lp in _clients if lp.is_closed()]:
-            try:
+            with contextlib.suppress(Exception):     # its loop is gone; nothing of it is used again
                 _clients.pop(old).close()
-            except Exception:  # noqa: BLE001 - its loop is gone; nothing of it is used again
-                pass
         client = _clients[loop] = AsyncHTTPClient(force_instance=True, max_clients=MAX_FETCHES)
     return client
 

@@ -17,6 +17,7 @@ than one there), so the work simply runs.
 """
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import hashlib
@@ -148,10 +149,11 @@ class Leadership:
         return (await self._conn.execute(text("SELECT pg_backend_pid()"))).scalar()
 
 
-class LeaderLoop:
+class LeaderLoop(abc.ABC):
     """A pass every ``interval_s`` seconds, run by one process at a time among coordinators
     sharing a database (``Leadership``; on SQLite, always this one): the others stand by and
-    take over when it stops. The lease sweeper and the access prune are two; a subclass sets
+    take over when it stops. The hazard poller, the lease sweeper and the access prune are
+    these; a subclass sets
     ``ROLE`` and ``WHAT`` and writes ``pass_once``. A pass that fails is logged and the next
     one runs an interval later. ``passes`` wakes waiters after each pass, so tests await it
     instead of sleeping."""
@@ -166,8 +168,9 @@ class LeaderLoop:
         self.passes = asyncio.Condition()
         self.pass_count = 0
 
+    @abc.abstractmethod
     async def pass_once(self, **kw):  # noqa: ANN003, ANN201
-        raise NotImplementedError   # pragma: no cover - every subclass writes its own
+        """One pass of the work (``kw``: what ``run_once`` was given)."""
 
     @property
     def running(self) -> bool:
