@@ -277,3 +277,34 @@ async def test_an_answer_its_client_never_reads_is_dropped_after_the_idle_timeou
         for s in readers:
             s.close()
         server.stop()
+
+
+async def test_the_stream_counters_the_timeouts_read_exist_and_their_absence_is_said(caplog):
+    """The write timeout and a later head's timeout read two counters Tornado keeps private. On
+    the Tornado installed they exist and move as the sweeps expect; a release without them
+    would take the two timeouts away, so the server says so at its first connection."""
+    from coordinator.faces.server import BoundedHTTPServer, missing_internals
+
+    left, right = socket.socketpair()
+    stream, peer = IOStream(left), IOStream(right)
+    try:
+        assert missing_internals(stream) == []
+        before = stream._total_write_done_index
+        await stream.write(b"x" * 1000)
+        assert stream._total_write_done_index == before + 1000
+        await peer.read_bytes(1000)
+        await stream.write(b"GET /")                     # half a head, waiting in the peer's buffer
+        await asyncio.sleep(0.05)
+        rest = peer.read_until_close()                   # starts reading: the bytes go into the buffer
+        await asyncio.sleep(0.05)
+        assert peer._read_buffer_size > 0
+        stream.close()
+        assert await rest == b"GET /"
+    finally:
+        stream.close()
+        peer.close()
+    server = BoundedHTTPServer(tornado.web.Application([]))
+    with caplog.at_level("WARNING", logger="sis.server"):
+        server._warn_missing_internals(object())
+    assert "_total_write_done_index or _read_buffer_size" in caplog.text
+    assert missing_internals(object()) == ["_total_write_done_index", "_read_buffer_size"]

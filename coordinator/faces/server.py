@@ -122,6 +122,17 @@ class _Watch(HTTPMessageDelegate):
         self.delegate.on_connection_close()
 
 
+# IOStream's private counters the two sweeps above read; Tornado documents neither.
+STREAM_INTERNALS = ("_total_write_done_index", "_read_buffer_size")
+
+
+def missing_internals(stream: Any) -> list[str]:
+    """Which of ``STREAM_INTERNALS`` this Tornado's streams lack: a release that renamed one
+    would silently take away the write timeout or the later heads' timeout, so the server says
+    so once, at its first connection (``BoundedHTTPServer.handle_stream``)."""
+    return [name for name in STREAM_INTERNALS if not hasattr(stream, name)]
+
+
 def _head_begun(stream: Any) -> bool:
     """Whether bytes of the next head wait in the stream's buffer (read, not yet a whole head).
     IOStream has no public accessor for it; without the attribute, a keep-alive connection's
@@ -150,6 +161,7 @@ class BoundedHTTPServer(HTTPServer):
         self.refused = self.evicted = self.head_timeouts = self.write_timeouts = 0
         self._counts_logged = (0, 0, 0)   # refused, evicted, head_timeouts at the last report
         self._logged_at = -LOG_EVERY_S
+        self._internals_checked = False
 
     # -- accepting ------------------------------------------------------------------------
 
@@ -168,12 +180,24 @@ class BoundedHTTPServer(HTTPServer):
             self._close(victim)
             self.evicted += 1
             self._report(ip)
+        if not self._internals_checked:
+            self._warn_missing_internals(stream)
         self._per_ip[bucket] += 1
         stream.sis_ip = bucket
         conn = stream.sis_conn = _Conn(stream)
         self._enter(conn, HEAD)                  # its first head's time runs from now
         self._start_sweeping()
         super().handle_stream(stream, address)
+
+    def _warn_missing_internals(self, stream: Any) -> None:
+        self._internals_checked = True
+        missing = missing_internals(stream)
+        if missing:
+            import tornado
+            log.warning("Tornado %s's IOStream has no %s: answers a client never reads are not dropped at "
+                        "the write timeout, and a keep-alive connection's later heads get the idle timeout "
+                        "only; run the Tornado release this coordinator was tested with (pyproject.toml)",
+                        tornado.version, " or ".join(missing))
 
     def start_request(self, server_conn: Any, request_conn: Any) -> Any:
         """Called by the connection's loop before it reads each request's head."""
