@@ -24,7 +24,7 @@ apart; a fact's longitude is written back in [-180, 180].
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -122,8 +122,17 @@ def _cluster(observations: list[_Obs]) -> list[_Cluster]:
     return clusters
 
 
+def _utc(t: str) -> datetime:
+    """A capture time in UTC; one without an offset is read as UTC, as the coordinator reads it
+    (``validation``): the schema admits it, and a job mixing the two made ``max`` raise, so the
+    engine failed on the job on every node until it was parked."""
+    d = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    return d.replace(tzinfo=timezone.utc) if d.tzinfo is None else d.astimezone(timezone.utc)
+
+
 def _latest(times: list[str]) -> str:
-    return max(times, key=lambda t: datetime.fromisoformat(t.replace("Z", "+00:00")))
+    """The latest capture time, written in UTC with Z whatever offset it came with."""
+    return max(map(_utc, times)).isoformat().replace("+00:00", "Z")
 
 
 def _fact(c: _Cluster, lon0: float, lat0: float) -> schema.Fact:

@@ -103,3 +103,19 @@ def test_measurements_convert_to_valid_wire_measurements():
         schema.Measurement.from_json(m.to_json())
         assert m.calibration.scale_trust in ("high", "low")
         assert m.calibration.evidence["vehiclesUsed"] >= 1
+
+
+def test_capture_times_with_and_without_an_offset_make_one_utc_timestamp():
+    """The wire schema admits a capture time without an offset, read as UTC as the coordinator
+    reads it; a drive mixing the two made the engine raise (naive against aware) on every node,
+    and a time without one was served as it came, with no Z."""
+    frames = drive_frames()
+    times = ["2025-06-01T18:00:00", "2025-06-01T10:00:00Z", "2025-06-01T12:00:00+05:00", "2025-06-01T10:00:03Z",
+             "2025-06-01T09:00:00"]
+    photos = []
+    for i, (f, t) in enumerate(zip(frames, times)):
+        pm, _ = measure_photo(f"p{i}", t, f.camera, f.depth, f.seg, f.detections())
+        photos.append(pm)
+    facts = aggregate(photos)
+    assert facts and all(f.timestamp.endswith("Z") for f in facts)
+    assert any(f.timestamp == "2025-06-01T18:00:00Z" for f in facts)      # the latest, read as UTC
