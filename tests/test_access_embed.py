@@ -117,6 +117,8 @@ async def test_a_renewed_embed_token_keeps_the_lifetime_it_was_minted_with(coord
     assert r.status == 201, r.body
     minted = r.json()
     assert minted["ttlS"] == ttl and lifetime_s(minted) == ttl
+    # Written as every other served instant (times.iso): it came with microseconds and +00:00.
+    assert all(t.endswith("Z") and "." not in t for t in (minted["createdAt"], minted["expiresAt"]))
     token = minted["token"]
     for _ in range(2):                                     # a renewal of a renewal too
         r = await coordinator.get(f"/public/v1/{token}/renew")

@@ -23,7 +23,7 @@ from coordinator.core.db import Database
 from coordinator.core.db.models import AccessKey, EmbedToken
 from coordinator.core.errors import BadParameter, Conflict, Forbidden, NotFound, Unauthorized
 from coordinator.core.access import plans
-from coordinator.core.times import aware
+from coordinator.core.times import aware, iso
 
 KEY_PREFIX = "sisk_"
 EMBED_PREFIX = "sise_"
@@ -88,8 +88,8 @@ class KeyRecord:
 
     def as_json(self) -> dict:
         return {"id": self.id, "prefix": self.prefix, "name": self.name, "plan": self.plan,
-                "scopes": list(self.scopes), "createdAt": self.created_at.isoformat(),
-                "revokedAt": self.revoked_at.isoformat() if self.revoked_at else None}
+                "scopes": list(self.scopes), "createdAt": iso(self.created_at),
+                "revokedAt": iso(self.revoked_at)}
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,8 @@ class EmbedRecord:
 
     def as_json(self) -> dict:
         return {"id": self.id, "keyId": self.key_id, "chain": self.chain_id, "origin": self.origin,
-                "budgetPerVisitor": self.budget, "ttlS": self.ttl_s, "createdAt": self.created_at.isoformat(),
-                "expiresAt": self.expires_at.isoformat()}
+                "budgetPerVisitor": self.budget, "ttlS": self.ttl_s, "createdAt": iso(self.created_at),
+                "expiresAt": iso(self.expires_at)}
 
 
 _LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
