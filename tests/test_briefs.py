@@ -207,3 +207,36 @@ async def test_a_resolved_event_is_briefed_from_the_history(ready, upstream):
 async def test_an_alias_reads_the_merged_event(c):
     body = (await c.get("/earth/event-brief?id=usgs:us7000r1a1")).json()
     assert body["event"]["id"] == "gdacs:EQ:1569499" and body["event"]["requestedId"] == "usgs:us7000r1a1"
+
+
+def test_the_briefs_fires_figure_reads_the_window_as_the_fires_panel_does(monkeypatch):
+    """Over the same FIRMS rows and the same clock, the brief counted fewer detections than the
+    panel: the panel keeps one timed up to the clock skew after its clock, the brief dropped it
+    unsaid (the time audit: 6 against 7, the newest row 5 minutes ahead)."""
+    import asyncio
+    from datetime import datetime, timezone
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from coordinator.briefs import tools as brief
+    from coordinator.core.honesty import SourceReport
+    from coordinator.panels import fires as panel
+    from coordinator.sources.base import SourceRead
+
+    box = (113.75, -2.5, 114, -2.25)
+    csv = (Path(panel.__file__).parent / "samples/firms/DEMO_MAP_KEY/VIIRS_SNPP_NRT/113.75,-2.5,114,-2.25/2.csv")
+
+    class Firms:
+        def option(self, name):  # noqa: ANN001, ANN202
+            return "VIIRS_SNPP_NRT"
+
+        async def read(self, query):  # noqa: ANN001, ANN202
+            rows = panel.parse_csv(csv.read_text())
+            return SourceRead(rows, SourceReport("NASA FIRMS", panel.LICENSE, ok=True, records=len(rows)))
+
+    monkeypatch.setattr(panel, "utc_now", lambda: datetime(2026, 11, 25, 5, 7, tzinfo=timezone.utc))
+    ctx = SimpleNamespace(services=SimpleNamespace(sources={"firms": Firms()}))
+    answer = asyncio.run(panel.fires(ctx, {"bbox": box}))
+    fig, _ = asyncio.run(brief._fires(ctx, box))
+    assert answer.data["detections"][0]["detectedAt"] == "2026-11-25T05:12:00Z"     # ahead of the clock
+    assert fig["value"] == answer.data["count"] == 7 and fig["newest"] == "2026-11-25T05:12:00Z"

@@ -96,8 +96,7 @@ async def _fires(ctx: ToolContext, box) -> tuple[dict[str, Any], SourceReport]: 
         return figure(None, UNKNOWN, source=read.report.name), read.report
     now = fires_panel.utc_now()
     since = now - fires_panel.WINDOW
-    rows = [r for r in read.records
-            if since <= datetime.strptime(r["detectedAt"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) <= now]
+    rows, _ = fires_panel.in_window(read.records, now)
     if not rows:
         return figure(None, UNKNOWN, source=read.report.name, note="none detected: unknown, not no fire",
                       window={"from": iso(since), "to": iso(now)}), read.report

@@ -133,6 +133,19 @@ class Firms(Source[dict]):
         return [r for r in parse_csv(text) if w <= r["longitude"] <= e and s <= r["latitude"] <= n]
 
 
+def in_window(records: list[dict[str, Any]], now: datetime) -> tuple[list[dict[str, Any]], int]:
+    """The detections of the 24 h window ending at ``now``, and how many are timed past it by more
+    than the clock skew. A detection timed a little after this answer's clock is one of this
+    window (clocks differ by minutes; it was dropped unsaid); one past the skew carries a time that
+    cannot be right. The panel and the event brief's fires figure read the window so, alike."""
+    def at(r: dict[str, Any]) -> datetime:
+        return datetime.strptime(r["detectedAt"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+
+    since = now - WINDOW
+    rows = [r for r in records if since <= at(r) <= now + CLOCK_SKEW]
+    return rows, sum(1 for r in records if at(r) > now + CLOCK_SKEW)
+
+
 @tool(TOOLS, name="fires", title="Active fires (last 24 h)", routes={"public": "/fires"},
       description="NASA FIRMS active fire detections inside a bbox whose acquisition time (acq_date and "
                   "acq_time, UTC) lies in the last 24 h, newest first, each with its satellite, instrument, "
@@ -142,13 +155,7 @@ async def fires(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     read = await ctx.services.sources["firms"].read(Query(bbox=params["bbox"]))
     now = utc_now()
     since = now - WINDOW
-    def at(r: dict[str, Any]) -> datetime:
-        return datetime.strptime(r["detectedAt"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-
-    # A detection timed a little after this answer's clock is one of this window (clocks differ by
-    # minutes; it was dropped unsaid); one past the skew carries a time that cannot be right.
-    rows = [r for r in read.records if since <= at(r) <= now + CLOCK_SKEW]
-    ahead = sum(1 for r in read.records if at(r) > now + CLOCK_SKEW)
+    rows, ahead = in_window(read.records, now)
     rows.sort(key=lambda r: r["detectedAt"], reverse=True)
     caveats = [
         "Detections are satellite hot spots at overpass times: a bbox with none may still have fire hidden by "
