@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from coordinator.panels import air_quality
-from coordinator.panels.air_quality import _utc, station_time
+from coordinator.panels.air_quality import _utc, parse_feed, station_time
 from coordinator.panels.freshness import age
 from tests.support import fixed_clock, make_settings, start_coordinator, stop_coordinator
 
@@ -162,3 +162,30 @@ async def test_one_feed_of_several_down_is_named_and_the_others_still_answer(db_
         assert body["caveats"][0].startswith("Degraded: 1 of 2 sources did not answer (WAQI feed @1234)")
     finally:
         await stop_coordinator(c)
+
+
+async def test_an_unknown_station_id_in_an_ok_envelope_is_named_not_unparseable(db_url, upstream):
+    """WAQI answers an unknown ``@uid`` with ``status: ok`` and the error inside ``data``
+    (joostlek/python-waqi tests/fixtures/station_number_feed_@123946.json): the feed fails with
+    WAQI's words, not as an unparseable answer (a KeyError on ``city``)."""
+    upstream.set_json("/waqi/feed/@123946", {"status": "ok", "data": {"status": "error", "msg": "Unknown ID"}})
+    c = await start_coordinator(make_settings(db_url, upstream, sources={"waqi": {"api_key": "tok",
+                                                                              "stations": "jakarta,@123946"}}))
+    try:
+        body = (await c.get("/public/v1/anon/air-quality")).json()
+        sources = body["health"]["sources"]
+        assert [(s["name"], s["ok"]) for s in sources] == [("WAQI feed jakarta", True), ("WAQI feed @123946", False)]
+        assert "Unknown ID" in sources[1]["error"] and "unparseable" not in sources[1]["error"]
+    finally:
+        await stop_coordinator(c)
+
+
+def test_a_feed_with_only_tz_and_v_has_an_unknown_time_and_an_empty_dominant_pollutant():
+    """A real offline station's feed (python-waqi tests/fixtures/station_number_feed_10002.json):
+    ``aqi`` "-", ``dominentpol`` "", ``time`` {"tz", "v": 0}."""
+    doc = {"status": "ok", "data": {"aqi": "-", "idx": 10002, "attributions": [], "dominentpol": "",
+                                    "city": {"geo": [60.9, 25.9], "name": "Station", "url": "", "location": ""},
+                                    "iaqi": {"t": {"v": 5}}, "time": {"tz": "+03:00", "v": 0}}}
+    rec = parse_feed(doc, "@10002")
+    assert rec["aqi"]["value"] is None and rec["dominantPollutant"] is None
+    assert rec["time"] is None and rec["timeUtc"] is None and rec["readings"] == []

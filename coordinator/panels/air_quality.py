@@ -4,7 +4,12 @@ feeds (WAQI; UPSTREAMS.md §2.2), as each station reported them, never interpola
 A feed is ``/feed/{city or @uid}?token=`` and answers ``{"status": "ok", "data": {"aqi",
 "idx", "attributions", "city": {"name", ...}, "dominentpol", "iaqi": {"pm25": {"v": ...}, ...},
 "time": {"s", "tz", "v", "iso"}}}``. Errors come with HTTP 200 as ``{"status": "error",
-"data": "Invalid key"}``; ``aqi`` is the string ``"-"`` when a station is offline.
+"data": "Invalid key"}`` (also ``"Unknown station"``, ``"no such station"``), and an unknown
+``@uid`` as ``{"status": "ok", "data": {"status": "error", "msg": "Unknown ID"}}``: each is the
+feed failing, named with WAQI's words. ``aqi`` is the string ``"-"`` when a station is offline,
+``dominentpol`` may be ``""``, and ``time`` may hold only ``tz`` and ``v`` (no ``s``, no ``iso``:
+its time unknown) [joostlek/python-waqi tests/fixtures]. The path is asked without a trailing
+slash, as that client asks it (``feed/{city}``).
 
 The values in ``iaqi`` are US-EPA AQI sub-indices, not concentrations: each reading says so
 (``scale``) instead of giving a unit it does not have. ``t``, ``h``, ``p``, ``w`` and ``dew``
@@ -94,6 +99,11 @@ def parse_feed(doc: Any, feed: str) -> dict[str, Any]:
         raise SourceError(f"WAQI said {doc.get('status') if isinstance(doc, dict) else '?'}"
                           + (f" ({why})" if isinstance(why, str) else ""))
     d = doc["data"]
+    if isinstance(d, dict) and d.get("status") == "error":
+        # An unknown station id (``@123946``) is answered with an "ok" envelope holding the error:
+        # ``{"status": "ok", "data": {"status": "error", "msg": "Unknown ID"}}`` [joostlek/python-waqi
+        # tests/fixtures/station_number_feed_@123946.json, read in src/aiowaqi/waqi.py get_by_name].
+        raise SourceError(f"WAQI said error ({d.get('msg') or d.get('data') or 'no reason given'})")
     local = station_time(d.get("time"))
     attributions = [{"name": a.get("name"), "url": a.get("url")} for a in d.get("attributions") or []]
     station = {"station": d["city"]["name"], "stationId": d.get("idx"), "feed": feed,
