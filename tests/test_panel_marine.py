@@ -27,6 +27,11 @@ def clock(monkeypatch):
     """The panel's clock at ISSUED; a test moves it with ``clock(t)``."""
     return fixed_clock(monkeypatch, marine, ISSUED)
 
+# BMKG names a sea area's file {code}_{name}.json, listed at /public_api/perairan_list; the
+# adapter looks a code up there and asks the file with its name URL-quoted.
+O1_PATH = "/bmkg_marine/public_api/perairan/O.01_Samudera%20Pasifik%20utara%20Halmahera%20bagian%20utara.json"
+O2_PATH = "/bmkg_marine/public_api/perairan/O.02_Samudera%20Hindia%20selatan%20Jawa%20Timur.json"
+
 AREA = {"code": "O.02", "name": "Samudera Hindia selatan Jawa Timur", "issued": "2026-11-25 05:00 UTC",
         "data": [{"valid_from": "2026-11-25 12:00 UTC", "valid_to": "2026-11-26 00:00 UTC", "time_desc": "Hari ini",
                   "weather": "Cerah Berawan", "warning_desc": "NIHIL", "wave_cat": "Sangat Tinggi",
@@ -122,11 +127,11 @@ async def test_no_ports_set_means_ports_unknown(db_url, upstream):
 async def test_several_areas_and_one_that_fails(db_url, upstream):
     c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"areas": "O.01,O.02"}}))
     try:
-        upstream.set_json("/bmkg_marine/public_api/perairan/O.02.json", AREA)
+        upstream.set_json(O2_PATH, AREA)
         body = (await c.get("/public/v1/anon/marine")).json()
         assert [a["code"] for a in body["areas"]] == ["O.01", "O.02"]
         assert body["warnings"][-1]["area"] == "O.02" and body["warnings"][-1]["wave"]["rank"] == 5
-        upstream.set("/bmkg_marine/public_api/perairan/O.02.json", Canned(503, b"busy", "text/plain"))
+        upstream.set(O2_PATH, Canned(503, b"busy", "text/plain"))
     finally:
         await stop_coordinator(c)
     c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"areas": "O.01,O.02"}}))
@@ -139,7 +144,7 @@ async def test_several_areas_and_one_that_fails(db_url, upstream):
         assert (body["health"]["sourcesQueried"], body["health"]["sourcesUsable"]) == (3, 2)
         assert [a["code"] for a in body["areas"]] == ["O.01"] and body["count"] == 2
         assert any(cav.startswith("No answer from sea area O.02") for cav in body["caveats"])
-        upstream.set("/bmkg_marine/public_api/perairan/O.01.json", Canned(503, b"busy", "text/plain"))
+        upstream.set(O1_PATH, Canned(503, b"busy", "text/plain"))
         body = (await c.get("/public/v1/anon/marine")).json()       # every area down: the count is unknown
         assert body["count"] is None and "O.01" in body["health"]["sources"][0]["error"]
     finally:
@@ -186,7 +191,7 @@ async def test_at_the_audited_time_every_warning_has_ended_and_whether_any_holds
 
 async def test_an_outdated_area_beside_a_current_one(db_url, upstream, clock):
     clock(datetime(2026, 11, 26, 6, 0, tzinfo=timezone.utc))       # O.02's only period ended at 26 00:00
-    upstream.set_json("/bmkg_marine/public_api/perairan/O.02.json", AREA)
+    upstream.set_json(O2_PATH, AREA)
     c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"areas": "O.01,O.02"}}))
     try:
         body = (await c.get("/public/v1/anon/marine")).json()
@@ -200,7 +205,7 @@ async def test_an_outdated_area_beside_a_current_one(db_url, upstream, clock):
 
 async def test_a_warning_whose_end_cannot_be_read_is_kept_and_said_unknown(db_url, upstream):
     doc = {**AREA, "data": [{**AREA["data"][0], "valid_to": "besok"}]}
-    upstream.set_json("/bmkg_marine/public_api/perairan/O.02.json", doc)
+    upstream.set_json(O2_PATH, doc)
     c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"areas": "O.02"}}))
     try:
         body = (await c.get("/public/v1/anon/marine")).json()
@@ -216,7 +221,7 @@ async def test_a_warning_whose_end_cannot_be_read_is_kept_and_said_unknown(db_ur
                                         "wave_cat": "Rendah"}]], ids=["no periods", "an unreadable end, no warning"])
 async def test_a_forecast_that_says_nothing_of_now_is_not_no_warning(db_url, upstream, data):
     """An area with no period, or none whose end can be read, was counted as 0 warnings."""
-    upstream.set_json("/bmkg_marine/public_api/perairan/O.02.json", {**AREA, "data": data})
+    upstream.set_json(O2_PATH, {**AREA, "data": data})
     c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"areas": "O.02"}}))
     try:
         body = (await c.get("/public/v1/anon/marine")).json()
@@ -229,7 +234,7 @@ async def test_a_forecast_that_says_nothing_of_now_is_not_no_warning(db_url, ups
 async def test_a_sea_area_without_a_category_reads_it_from_the_height_range(db_url, upstream):
     doc = {**AREA, "data": [{**AREA["data"][0], "wave_cat": None, "wave_desc": "2.50 - 4.00 m",
                              "warning_desc": "NIHIL."}]}
-    upstream.set_json("/bmkg_marine/public_api/perairan/O.02.json", doc)
+    upstream.set_json(O2_PATH, doc)
     c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"areas": "O.02"}}))
     try:
         body = (await c.get("/public/v1/anon/marine")).json()
@@ -258,3 +263,40 @@ def test_numbers_nan_and_text_are_unknown():
 
 def test_times_read_as_utc():
     assert utc("2023-05-31 12:00 UTC") == "2023-05-31T12:00:00Z" and utc("") is None and utc("soon") is None
+
+
+async def test_a_sea_area_is_asked_by_its_listed_file_name_not_its_code_alone(c, upstream):
+    """BMKG's sea-area files are named {code}_{name}.json and listed at /public_api/perairan_list
+    (public clients read them so); the code alone (perairan/O.01.json), asked before, names no
+    file. The list is asked, then the file it names, its name URL-quoted."""
+    body = (await c.get("/public/v1/anon/marine")).json()
+    assert body["areas"][0]["code"] == "O.01" and not body["health"]["degraded"]
+    assert upstream.hits.get("/bmkg_marine/public_api/perairan_list") == 1
+    assert upstream.hits.get(O1_PATH) == 1 and "/bmkg_marine/public_api/perairan/O.01.json" not in upstream.hits
+
+
+async def test_a_code_missing_from_the_list_fails_that_area_alone_and_a_file_name_is_asked_as_given(db_url, upstream):
+    upstream.set_json("/bmkg_marine/public_api/perairan/X.99_Laut%20Contoh.json", {**AREA, "code": "X.99"})
+    c = await start_coordinator(make_settings(db_url, upstream, sources={
+        "bmkg_marine": {"areas": "O.01,Z.42,X.99_Laut Contoh", "ports": ""}}))
+    try:
+        body = (await c.get("/public/v1/anon/marine")).json()
+        sources = {s["name"]: s for s in body["health"]["sources"]}
+        assert sources["BMKG marine forecasts sea area O.01"]["ok"]
+        assert sources["BMKG marine forecasts sea area X.99_Laut Contoh"]["ok"]
+        bad = sources["BMKG marine forecasts sea area Z.42"]
+        assert not bad["ok"] and "not in BMKG's list of sea areas" in bad["error"]
+        assert [a["code"] for a in body["areas"]] == ["O.01", "X.99"]
+    finally:
+        await stop_coordinator(c)
+
+
+async def test_the_list_unreadable_fails_every_area_asked_by_code(db_url, upstream):
+    upstream.set("/bmkg_marine/public_api/perairan_list", Canned(503, b"busy", "text/plain"))
+    c = await start_coordinator(make_settings(db_url, upstream, sources={"bmkg_marine": {"ports": ""}}))
+    try:
+        body = (await c.get("/public/v1/anon/marine")).json()
+        assert body["count"] is None and body["health"]["degraded"]
+        assert "503" in body["health"]["sources"][0]["error"]
+    finally:
+        await stop_coordinator(c)

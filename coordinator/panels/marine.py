@@ -24,8 +24,18 @@ bound of ``wave_desc`` (``"1.25 - 2.5 m"``: Sedang; above 2.5 m: Tinggi); ``warn
 than NIHIL is the agency's own warning, quoted.
 
 Which sea areas and ports are read are the options ``areas`` and ``ports`` (codes,
-comma-separated; a port's code is its file name without ``.json``); the area path
-(``/public_api/perairan/{code}.json``) is UNVERIFIED and an option too, as is the port path.
+comma-separated; a port's code is its file name without ``.json``). BMKG names a sea area's file
+by its code and name, ``{code}_{name}.json`` (``F.09_Teluk Jakarta.json``, ``D.11_Perairan
+Ketapang.json``), and lists the files at ``/public_api/perairan_list`` as ``{"files": [{"name":
+"D.11_Perairan Ketapang.json", ...}]}``: so a sea area given by its code (``O.01``) is looked up
+in that list (its file is the one whose name starts ``O.01_``) and its file asked with the name
+URL-quoted (``/public_api/perairan/{code}.json``, ``{code}`` being the file name without
+``.json``); an area given as a whole file name (``O.01_Samudera ...``, with its ``_``) is asked as
+it is, like a port. The list and the file names are read so by several public clients
+(code-index files 61533501034, 68560700768, 56936412061, 12925479341: "code = prefix before
+'_'"); a path of the code alone (``perairan/O.01.json``), which this adapter asked before, is
+used by none of them. The list unreadable fails every sea area asked by code; a code not in it
+fails that area alone, named.
 The port feed is read apart from the sea areas: a port that does not answer makes ``ports`` null
 (unknown) and the answer degraded naming "BMKG port forecasts", while the sea areas still answer.
 
@@ -39,9 +49,10 @@ forecast period carries ``ended``, and an area or port whose every period has en
 outdated ``count`` (or ``portCount``) is null, not 0. A warning whose end cannot be read is kept,
 and a caveat says its validity is unknown.
 
-The recorded samples (``samples/bmkg_marine/public_api/perairan/O.01.json`` and
+The recorded samples (``samples/bmkg_marine/public_api/perairan_list.json``, the O.01 file it
+names under ``.../perairan/`` (its name URL-quoted, as it is asked) and
 ``.../public_api/pelabuhan/0088_Sintete.json``) are constructed samples in the recorded shapes
-above, made for this project, not real recordings; their periods run 2026-11-25 00:00 to
+above, made for this project, not real recordings (the names in the list are the project's); their periods run 2026-11-25 00:00 to
 2026-11-27 00:00 UTC, so read later they are all ended (tests fix the clock).
 """
 from __future__ import annotations
@@ -59,7 +70,7 @@ from coordinator.core.honesty import Answer, Health
 from coordinator.core.registry import Tool, tool
 from coordinator.core.times import iso
 from coordinator.panels.freshness import ended, parse_utc, utc_now
-from coordinator.sources.base import Query, Source
+from coordinator.sources.base import Query, Source, SourceError
 from coordinator.sources.registry import register
 
 TOOLS: list[Tool] = []
@@ -73,6 +84,7 @@ HIGH_WAVE_RANK = 4
 UPPER_BOUNDS = (0.5, 1.25, 2.5, 4.0, 6.0, 9.0)      # category n covers heights up to UPPER_BOUNDS[n-1]
 NO_WARNING = "NIHIL"
 PORTS_LABEL = "BMKG port forecasts"
+AREA_LIST = "/public_api/perairan_list"     # {"files": [{"name": "D.11_Perairan Ketapang.json", ...}]}
 
 
 def utc(text: Any) -> str | None:
@@ -156,7 +168,7 @@ class BmkgMarine(Source[dict]):
     license = LICENSE
     default_base_url = "https://peta-maritim.bmkg.go.id"
     description = "BMKG sea-area and port forecasts with wave categories and warnings (JSON)"
-    options = {"areas": "O.01", "path": "/public_api/perairan/{code}.json",     # path UNVERIFIED
+    options = {"areas": "O.01", "path": "/public_api/perairan/{code}.json",     # {code}: the listed file's name
                "ports": "0088_Sintete", "port_path": "/public_api/pelabuhan/{code}.json"}
 
     def codes(self, option: str) -> list[str]:
@@ -167,10 +179,30 @@ class BmkgMarine(Source[dict]):
         feed being down leaves the other answering."""
         if query.params.get("feed") == "ports":
             return await self.fetch_ports()
-        async def one(part: str) -> list[dict]:
-            return [parse_area(await self.get_json(self.option("path").format(code=part.removeprefix("sea area "))))]
+        codes = self.codes("areas")
+        files = await self.area_files() if any("_" not in c for c in codes) else {}
 
-        return await self.read_parts([f"sea area {c}" for c in self.codes("areas")], one)
+        async def one(part: str) -> list[dict]:
+            code = part.removeprefix("sea area ")
+            stem = code if "_" in code else files.get(code)
+            if stem is None:
+                raise SourceError(f"{code} is not in BMKG's list of sea areas ({AREA_LIST})")
+            return [parse_area(await self.get_json(self.option("path").format(code=quote(stem))))]
+
+        return await self.read_parts([f"sea area {c}" for c in codes], one)
+
+    async def area_files(self) -> dict[str, str]:
+        """BMKG's sea-area files by code: ``{"O.01": "O.01_Samudera ..."}`` (names without
+        ``.json``), from ``AREA_LIST``; raises SourceError when it cannot be read."""
+        doc = await self.get_json(AREA_LIST)
+        if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
+            raise SourceError(f"BMKG's list of sea areas ({AREA_LIST}) is not a file list")
+        out: dict[str, str] = {}
+        for f in doc["files"]:
+            name = str((f or {}).get("name") or "") if isinstance(f, dict) else ""
+            if "_" in name:
+                out.setdefault(name.split("_", 1)[0], name.removesuffix(".json"))
+        return out
 
     async def fetch_ports(self) -> list[dict]:
         async def one(part: str) -> list[dict]:
