@@ -15,6 +15,24 @@ fetches or stores image bytes: nodes read each photo in place at its URL.
 Items that cannot be measured honestly are skipped and counted, never guessed:
 360° panoramas (the engine reads perspective frames), items with no license,
 no image URL or no image size.
+
+What the server sends, as GeoVisio (the Panoramax API server) writes it
+(``geovisio/web/items.py``: ``dbPictureToStacItem`` and ``searchItems``, read in the code
+index, file 28067958777) and its docs say (``Deviation of Panoramax API from STAC API``,
+file 27351728521):
+
+- ``GET /api/search`` takes ``bbox`` and ``limit`` (1-10000, default 10) and, searching a box,
+  lists the pictures nearest its centre first; its answer's ``links`` hold only the root link,
+  no ``next``, and it has no ``numberMatched``/``numberReturned``. A page that holds as many
+  items as were asked may therefore be cut without saying so: it is taken as cut
+  (``truncated``), as one with a ``next`` link is (a server that does page, the demo's fake
+  provider and, by one public account, the federated catalogue, sends ``next``).
+- assets ``hd`` ("highest resolution available"), ``sd`` ("fixed width of 2048px") and
+  ``thumb`` (500 px); ``pers:interior_orientation.sensor_array_dimensions`` is the original's
+  ``[width, height]``, the size of ``hd``. Where only ``sd`` is given, its size is 2048 px wide
+  at the original's aspect, not the original's.
+- ``license`` (the instance's SPDX id), ``view:azimuth``, ``pers:pitch``, ``pers:roll``,
+  ``datetime``; fields without a value are left out.
 """
 from __future__ import annotations
 
@@ -29,6 +47,7 @@ from .registry import register
 
 log = logging.getLogger("sis.sweeps.photos")
 PAGE_LIMIT = 500
+SD_WIDTH = 2048          # GeoVisio's "sd" asset: "Picture in standard definition (fixed width of 2048px)"
 
 
 @dataclass
@@ -60,14 +79,16 @@ class PhotoProvider(Source[PhotoRef]):
         when the provider cannot be read."""
         out = PhotoSearch([])
         seen: set[str] = set()
-        url: str | None = self.url("/search", {"bbox": ",".join(f"{v:.7f}" for v in bbox),
-                                               "limit": min(PAGE_LIMIT, max_photos)})
+        limit = min(PAGE_LIMIT, max_photos)
+        url: str | None = self.url("/search", {"bbox": ",".join(f"{v:.7f}" for v in bbox), "limit": limit})
         pages = 0
+        full = False
         while url and len(out.photos) < max_photos:
             doc = await self.get_json_at(url, accept="application/geo+json, application/json")
             pages += 1
             if not isinstance(doc, dict) or not isinstance(doc.get("features"), list):
                 raise SourceError("answer is not a GeoJSON FeatureCollection")
+            full = len(doc["features"]) >= limit
             for item in doc["features"]:
                 ref = self.parse_item(item, out)
                 if ref is not None and ref.id not in seen:
@@ -79,7 +100,9 @@ class PhotoProvider(Source[PhotoRef]):
                         if isinstance(ln, dict) and ln.get("rel") == "next"), None)
             if pages >= 1000:
                 raise SourceError("the provider's pages do not end")
-        out.truncated = bool(url) and len(out.photos) >= max_photos
+        # Cut: a next page not read, or a last page as full as asked with no next link (GeoVisio's
+        # search sends none: the ground may hold more than it listed).
+        out.truncated = (bool(url) and len(out.photos) >= max_photos) or (url is None and full)
         return out
 
     def parse_item(self, item: Any, out: PhotoSearch) -> PhotoRef | None:
@@ -95,7 +118,8 @@ class PhotoProvider(Source[PhotoRef]):
             out.skip("360° panorama")
             return None
         assets = item.get("assets") or {}
-        href = (assets.get("hd") or {}).get("href") or (assets.get("sd") or {}).get("href")
+        hd, sd = (assets.get("hd") or {}).get("href"), (assets.get("sd") or {}).get("href")
+        href = hd or sd
         license_ = props.get("license")
         dims = interior.get("sensor_array_dimensions")
         if not license_:
@@ -107,6 +131,10 @@ class PhotoProvider(Source[PhotoRef]):
         if not (isinstance(dims, list) and len(dims) == 2):
             out.skip("no image size")
             return None
+        width, height = dims
+        if not hd and isinstance(width, (int, float)) and isinstance(height, (int, float)) and width > 0:
+            # The sd derivative is 2048 px wide at the original's aspect, not the original's size.
+            width, height = SD_WIDTH, round(SD_WIDTH * height / width)
         heading = props.get("view:azimuth")
         if isinstance(heading, (int, float)):
             heading = float(heading) % 360.0
@@ -115,7 +143,7 @@ class PhotoProvider(Source[PhotoRef]):
             "lat": coords[1] if coords else None, "heading": heading, "pitch": props.get("pers:pitch"),
             "capturedAt": props.get("datetime"), "cameraMake": interior.get("camera_manufacturer") or None,
             "cameraModel": interior.get("camera_model") or None, "focalMm": interior.get("focal_length"),
-            "sensorWidthMm": None, "width": dims[0], "height": dims[1], "url": href, "license": license_,
+            "sensorWidthMm": None, "width": width, "height": height, "url": href, "license": license_,
             "provider": self.name,
         }
         try:
