@@ -302,3 +302,29 @@ async def test_one_failing_sub_box_fails_the_request_and_queues_nothing(sqlite_u
         assert (await request_sweep(c, radius=450)).json()["queued"] is True
     finally:
         await stop_coordinator(c)
+
+
+async def test_the_search_budget_is_the_operators_settings(sqlite_url, dense, monkeypatch):
+    """SIS_SWEEP_MAX_SEARCHES and SIS_SWEEP_SEARCHES_AT_ONCE bound the search (they were module
+    constants, 32 and 4, that no deployment could change): 6 searches, 2 at a time, over the
+    600 photos of the test above; the answer names the budget it was given."""
+    from pydantic import ValidationError
+
+    from coordinator.core.settings import Settings
+    from coordinator.sources import panoramax
+    assert (Settings().sweep_max_searches, Settings().sweep_searches_at_once) == (CALLS, AT_ONCE)
+    for bad in ({"sweep_max_searches": 0}, {"sweep_searches_at_once": 0}, {"sweep_max_searches": 257}):
+        with pytest.raises(ValidationError):
+            Settings(**bad)
+    monkeypatch.setattr(panoramax, "PAGE_LIMIT", 5)
+    corner_first(dense, CENTRE, 450, 600, seed=37)
+    c = await start(sqlite_url, dense, sweep_max_searches=6, sweep_searches_at_once=2)
+    try:
+        body = (await request_sweep(c, radius=450)).json()
+        assert body["queued"] is True, body
+        assert dense.searches == 6, dense.searches
+        assert dense.most_in_search == 2, dense.most_in_search
+        assert any("at most 6 searches" in cv and "SIS_SWEEP_MAX_SEARCHES" in cv for cv in body["caveats"]), \
+            body["caveats"]
+    finally:
+        await stop_coordinator(c)

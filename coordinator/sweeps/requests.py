@@ -162,9 +162,12 @@ async def _search(sweeps, lat: float, lon: float, radius_m: float, max_photos: i
     """The provider's photos for the circle (``search``): its boxes (``_boxes``) always
     searched, split where cut, ground already known skipped; at most ``max_photos`` kept on
     ground not ``taken`` (covered or held), whole cells listed completely nearest the centre
-    first. Photos standing off the ground, in edge cells, have those cells' states read too."""
+    first. Photos standing off the ground, in edge cells, have those cells' states read too.
+    ``SIS_SWEEP_MAX_SEARCHES`` searches at most, ``SIS_SWEEP_SEARCHES_AT_ONCE`` at a time."""
     listing = await search.search(sweeps.provider, lat, lon, radius_m, _boxes(lat, lon, radius_m),
-                                  max_photos=max_photos, ground=ground, known=known, taken=taken)
+                                  max_photos=max_photos, ground=ground, known=known, taken=taken,
+                                  max_searches=sweeps.settings.sweep_max_searches,
+                                  at_once=sweeps.settings.sweep_searches_at_once)
     edge = {coverage.point_cell(p.lat, p.lon) for p in listing.photos.values()} - ground
     if edge:
         async with sweeps.db.read() as s:
@@ -177,7 +180,7 @@ def _cells(n: int) -> str:
     return f"{n} cell{'' if n == 1 else 's'}"
 
 
-def _cut_caveats(found: search.Found, out: Outcome, max_photos: int) -> list[str]:
+def _cut_caveats(found: search.Found, out: Outcome, max_photos: int, max_searches: int) -> list[str]:
     """What the answer says of a listing that did not reach all the circle's ground: that the
     same circle asked again goes on with it where this request queued new ground (the next
     one skips what this one queued), that asking again lists the same where it queued none;
@@ -186,7 +189,8 @@ def _cut_caveats(found: search.Found, out: Outcome, max_photos: int) -> list[str
     are listed are still queued by later requests)."""
     li, says = found.listing, []
     rest = found.unknown
-    searched = f"{li.calls} searches of the provider ({li.page} photos each; at most {search.CALLS} searches a request)"
+    searched = (f"{li.calls} searches of the provider ({li.page} photos each; at most {max_searches} searches a "
+                "request, SIS_SWEEP_MAX_SEARCHES)")
     if rest and out.queued and not out.merged:
         says.append(f"The provider lists more photos here than one request takes: {out.photos} photos were "
                     f"queued (at most {max_photos}, SIS_SWEEP_MAX_PHOTOS), nearest the centre from ground listed "
@@ -278,7 +282,7 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
             out = await _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats, found.known_empty,
                                found.truncated)
             out.health = health
-            out.caveats[:0] = _cut_caveats(found, out, settings.sweep_max_photos)
+            out.caveats[:0] = _cut_caveats(found, out, settings.sweep_max_photos, settings.sweep_max_searches)
             return out
         except IntegrityError:
             if attempt == 2:

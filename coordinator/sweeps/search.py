@@ -5,20 +5,21 @@ The provider answers a box (w, s, e, n) in its own order, one page of at most
 photos outnumber what one request keeps only lists more of the provider's order, which
 may all stand in one corner; and a circle asked again would list the same photos. So a
 box whose page is cut (``next``) is split at its middle into four (two where one side is
-already about a cell across: never below ``MIN_BOX_M``), and the parts are searched in
-turn, a quadtree:
+already about a cell across: never below ``MIN_BOX_M``, a cell's width, which follows the
+cells and is no setting), and the parts are searched in turn, a quadtree:
 
 - **One page a call.** Every call asks one box for one page (``limit`` is the page size,
   ``panoramax.PAGE_LIMIT``, at most ``SIS_SWEEP_MAX_PHOTOS``): a box is either listed
   completely in one call or split (a call reads a second page only where the provider's
-  page held items that cannot be measured). ``CALLS`` (32) calls at most per request,
-  ``AT_ONCE`` (4) at a time: at most 16,000 references read in 8 rounds, against the 6
+  page held items that cannot be measured). ``SIS_SWEEP_MAX_SEARCHES`` (32) calls at most
+  per request, ``SIS_SWEEP_SEARCHES_AT_ONCE`` (4) at a time (``search``'s ``max_searches``
+  and ``at_once``): by default at most 16,000 references read in 8 rounds, against the 6
   pages one after the other of a request that paged through one box for its 3,000. A
   circle of up to 500 photos is one call, as before; 1,000 photos over a 1000 m circle
   are 5, 3,000 are 21 (depth 2: boxes about 500 m across), all listed; past that the
   calls left go deeper where the ground is dense, nearest the centre first.
 - **Nearest first.** Boxes are searched nearest the centre first (a box holding it is at
-  0), a round of ``AT_ONCE`` after another, and the search stops once the ground listed
+  0), a round of ``at_once`` after another, and the search stops once the ground listed
   completely holds ``max_photos`` photos on ground not yet queued or covered: what more it
   could list would not be kept. Rounds, not a free-running pool: the boxes a search lists
   depend only on the provider's answers and the ground already known, never on which
@@ -69,8 +70,6 @@ import h3
 from ..sources import panoramax
 from . import coverage
 
-CALLS = 32
-AT_ONCE = 4
 MIN_BOX_M = coverage.SPACING_M          # a box is split only where its halves stay a cell across (131 m)
 # Farther than any corner of a resolution-10 cell lies from its centre (84 m at most over 20,000
 # cells spread over the globe): a cell whose centre is farther from a box holds no point of it.
@@ -182,11 +181,17 @@ class Found:
 
 
 async def search(provider, lat: float, lon: float, radius_m: float, roots: Iterable[tuple[float, ...]], *,
-                 max_photos: int, ground: set[int], known: set[int], taken: set[int]) -> Listing:
+                 max_photos: int, ground: set[int], known: set[int], taken: set[int], max_searches: int,
+                 at_once: int) -> Listing:
     """Search the provider over the circle's boxes ``roots`` (module docstring). ``known``:
     ground cells swept, held or listed completely by a queued request (their boxes are
     skipped); ``taken``: ground cells covered or held, whose photos are not queued again
-    (not counted towards ``max_photos``). Raises ``SourceError`` when a call fails."""
+    (not counted towards ``max_photos``); ``max_searches`` calls at most, ``at_once`` at a
+    time (``SIS_SWEEP_MAX_SEARCHES``, ``SIS_SWEEP_SEARCHES_AT_ONCE``). Raises ``SourceError``
+    when a call fails."""
+    if max_searches < 1 or at_once < 1:
+        raise ValueError(f"a search makes at least one call, one at a time (max_searches={max_searches}, "
+                         f"at_once={at_once})")
     page = max(1, min(panoramax.PAGE_LIMIT, max_photos))
     out = Listing({}, 0, page)
     heap: list[tuple[float, int, int, Box]] = []
@@ -202,8 +207,8 @@ async def search(provider, lat: float, lon: float, radius_m: float, roots: Itera
         near = reached(fresh.values(), [*out.dense, *(b for *_, b in heap), *out.skipped])
         return sum(1 for c in fresh.values() if c not in near)
 
-    while heap and out.calls < CALLS and complete_fresh() < max_photos:
-        batch = [heapq.heappop(heap)[-1] for _ in range(min(AT_ONCE, CALLS - out.calls, len(heap)))]
+    while heap and out.calls < max_searches and complete_fresh() < max_photos:
+        batch = [heapq.heappop(heap)[-1] for _ in range(min(at_once, max_searches - out.calls, len(heap)))]
         out.calls += len(batch)
         answers = await asyncio.gather(*(provider.search(b.bbox, page) for b in batch), return_exceptions=True)
         for a in answers:
