@@ -19,9 +19,10 @@ cells and is no setting), and the parts are searched in turn, a quadtree:
   are 5, 3,000 are 21 (depth 2: boxes about 500 m across), all listed; past that the
   calls left go deeper where the ground is dense, nearest the centre first.
 - **Nearest first.** Boxes are searched nearest the centre first (a box holding it is at
-  0), a round of ``at_once`` after another, and the search stops once the ground listed
-  completely holds ``max_photos`` photos on ground not yet queued or covered: what more it
-  could list would not be kept. Rounds, not a free-running pool: the boxes a search lists
+  0; ``Box.distance_m``, on the sphere, so that near a pole a box reaching it past the
+  centre's meridian is as near as it is), a round of ``at_once`` after another, and the
+  search stops once the ground listed completely holds ``max_photos`` photos on ground
+  not yet queued or covered: what more it could list would not be kept. Rounds, not a free-running pool: the boxes a search lists
   depend only on the provider's answers and the ground already known, never on which
   answer came first, so the same circle asked over the same ground lists the same boxes.
 - **Known ground is skipped.** A part whose ground (the circle's cells a photo in it could
@@ -76,6 +77,12 @@ MIN_BOX_M = coverage.SPACING_M          # a box is split only where its halves s
 REACH_M = 1.2 * coverage.EDGE_M
 
 
+def _widest_cos(s: float, n: float) -> float:
+    """The cosine of the latitude nearest the equator between s and n: a box's widest parallel."""
+    lat = 0.0 if s <= 0.0 <= n else min(abs(s), abs(n))
+    return math.cos(math.radians(lat))
+
+
 @dataclass(frozen=True)
 class Box:
     """A search box (w, s, e, n), -180 <= w <= e <= 180, and its depth in the quadtree."""
@@ -91,27 +98,44 @@ class Box:
         return (self.w, self.s, self.e, self.n)
 
     def _widest_cos(self) -> float:
-        lat = 0.0 if self.s <= 0.0 <= self.n else min(abs(self.s), abs(self.n))
-        return math.cos(math.radians(lat))
+        return _widest_cos(self.s, self.n)
 
     def halves(self) -> list["Box"]:
         """Split at the middle of its latitudes and of its longitudes, each only where the
         halves stay at least ``MIN_BOX_M`` (its widest, on the parallel nearest the
-        equator); none where neither does."""
+        equator); none where neither does. The longitudes are split only where the halves of
+        each band of latitudes stay that wide: near a pole the band nearer it is much
+        narrower than the box (at 89.995 half as wide as at 89.99), and split as the box
+        was its halves were narrower than a cell."""
         tall = (self.n - self.s) * coverage.M_PER_DEG
-        wide = (self.e - self.w) * coverage.M_PER_DEG * self._widest_cos()
         lat_m, lon_m = (self.s + self.n) / 2, (self.w + self.e) / 2
         lats = [(self.s, lat_m), (lat_m, self.n)] if tall >= 2 * MIN_BOX_M else [(self.s, self.n)]
+        wide = (self.e - self.w) * coverage.M_PER_DEG * min(_widest_cos(s, n) for s, n in lats)
         lons = [(self.w, lon_m), (lon_m, self.e)] if wide >= 2 * MIN_BOX_M else [(self.w, self.e)]
         if len(lats) == len(lons) == 1:
             return []
         return [Box(w, s, e, n, self.depth + 1) for s, n in lats for w, e in lons]
 
     def distance_m(self, lat: float, lon: float) -> float:
-        """From the point to the box's nearest point (0 inside it), across the antimeridian too."""
-        la = min(max(lat, self.s), self.n)
-        lo = min(max(coverage.unwrap_lon(lon, (self.w + self.e) / 2), self.w), self.e)
-        return coverage.distance_m(lat, lon, la, lo)
+        """From the point to the box's nearest point (0 inside it), on the sphere, across the
+        antimeridian too. Where the point's meridian crosses the box, that point is on it (no
+        point of the box is nearer in latitude). Elsewhere it is on one of the box's two
+        meridian edges (along a parallel the distance grows with the longitude between), at
+        an end of the edge or where the great circle from the point meets the edge square:
+        near a pole the box's corner nearest in latitude and longitude can be far from its
+        nearest point (a box reaching the pole on the far side of it from the point is as
+        near as the pole)."""
+        lo = coverage.unwrap_lon(lon, (self.w + self.e) / 2)
+        if self.w <= lo <= self.e:
+            return coverage.distance_m(lat, lon, min(max(lat, self.s), self.n), lo)
+        phi = math.radians(lat)
+        best = math.inf
+        for edge in (self.w, self.e):
+            # on meridian ``edge``, cos(distance) = sin(phi) sin(la) + cos(phi) cos(dl) cos(la): greatest at ``foot``
+            foot = math.degrees(math.atan2(math.sin(phi), math.cos(phi) * math.cos(math.radians(lon - edge))))
+            for la in (self.s, self.n, *((foot,) if self.s < foot < self.n else ())):
+                best = min(best, coverage.distance_m(lat, lon, la, edge))
+        return best
 
     def near(self, lats: np.ndarray, lons: np.ndarray) -> np.ndarray:
         """Which of these cell centres lie within ``REACH_M`` of the box: the cells that may
