@@ -47,7 +47,13 @@ cells and is no setting), and the parts are searched in turn, a quadtree:
 Ground is the circle's own cells (``coverage.circle_cells``), those the answer and the
 seen layer count. A photo in the circle standing in an edge cell (whose centre is outside
 it) is queued with the request that lists it, but that cell is the ground of the circles
-beside it: nothing goes looking for it once the circle's own ground is known.
+beside it: nothing goes looking for it once the circle's own ground is known, and the
+same circle asked again is then merged without a search (docs/node-protocol.md says so
+where sweep requests are described). Looking for edge cells would not be sound here: an
+edge cell is never listed completely by the circle's boxes (most of it lies outside
+them), so one without a photo in the circle could never become known, and every ask of
+the circle would search the provider again; and one queued from the photos in the
+circle is swept from those only, as a ground cell on the circle's edge is.
 
 A provider call that fails fails the whole search (``SourceError``: the request is
 answered ``provider_unavailable``, nothing queued), as one call did before. A box that
