@@ -10,6 +10,7 @@ import pytest
 
 from coordinator.core.access import credentials as creds
 from coordinator.core.access.clientip import ClientIp
+from coordinator.core.access.meter import RateLimiter
 from tests.support import make_settings, start_coordinator, stop_coordinator
 from tests.test_access_support import REDIS_URL, burst, key, unique_prefix
 from tests.test_error_shape import assert_error_shape
@@ -34,8 +35,19 @@ async def test_64_concurrent_clients_get_120_per_minute_in_memory(sqlite_url, up
         await stop_coordinator(c)
 
 
+@pytest.fixture
+def patient_redis(monkeypatch):
+    """The limiter's reply timeout (0.5 s) out of the way. Both coordinators, their 64
+    clients and the test share one event loop here, which on a loaded machine stalls past
+    it while Redis is up; the requests it catches are counted in their process's own
+    window (the documented fallback when Redis does not answer), and the shared 120 comes
+    out over (156 seen in one CI run). What these tests measure is the shared window."""
+    monkeypatch.setattr(RateLimiter, "TIMEOUT_S", 30.0)
+
+
 @needs_redis
-async def test_64_concurrent_clients_across_two_coordinators_get_120_per_minute_on_redis(sqlite_url, upstream):
+async def test_64_concurrent_clients_across_two_coordinators_get_120_per_minute_on_redis(
+        sqlite_url, upstream, patient_redis):
     """Two coordinators sharing Redis share the window: 32 clients on each, 120 in all."""
     prefix = unique_prefix()
     a = await start_coordinator(make_settings(sqlite_url, upstream, redis_url=REDIS_URL, rate_limit_prefix=prefix))
@@ -46,6 +58,7 @@ async def test_64_concurrent_clients_across_two_coordinators_get_120_per_minute_
                                       burst(b.base_url, "/earth/limits", clients=32, per_client=4))
         got = allowed(sa + sb)
         print(f"\nredis storage: {got} of {len(sa + sb)} allowed (64 concurrent clients on 2 coordinators, 120/min)")
+        assert [c.services.access.limiter.fallbacks for c in (a, b)] == [0, 0]
         assert 119 <= got <= 121
         assert allowed(sa) > 0 and allowed(sb) > 0
     finally:
@@ -54,13 +67,14 @@ async def test_64_concurrent_clients_across_two_coordinators_get_120_per_minute_
 
 
 @needs_redis
-async def test_64_concurrent_clients_get_120_per_minute_on_redis(sqlite_url, upstream):
+async def test_64_concurrent_clients_get_120_per_minute_on_redis(sqlite_url, upstream, patient_redis):
     c = await start_coordinator(make_settings(sqlite_url, upstream, redis_url=REDIS_URL,
                                               rate_limit_prefix=unique_prefix()))
     try:
         statuses = await burst(c.base_url, "/earth/limits", clients=64, per_client=4)
         got = allowed(statuses)
         print(f"\nredis storage, one coordinator: {got} of {len(statuses)} allowed")
+        assert c.services.access.limiter.fallbacks == 0
         assert 119 <= got <= 121
     finally:
         await stop_coordinator(c)
