@@ -75,6 +75,8 @@ async def test_world_bank_indicator_for_a_country_and_an_unrecorded_one_degraded
                                "countryCode": "WLD", "license": "CC-BY-4.0"}
     assert body["data"][1]["value"] == 111326370929034.1
     assert not any("Unconfirmed" in cv for cv in body["caveats"])
+    r = await c.get("/earth/w/wb-ny.gdp.mktp.cd?country=WLD&from_year=2020&to_year=2031")
+    assert r.status == 200, r.json()          # a year past the data's last is a question, not a bad one
     _, other = await read(c, "/earth/w/wb-ny.gdp.mktp.cd?country=IDN")
     assert other["health"]["degraded"] is True and other["data"] == []
 
@@ -166,6 +168,7 @@ async def test_a_widget_over_a_twin_feed_reads_it_once_whatever_its_limit_and_wa
     ("/earth/w/fred-unrate?country=IDN", "country"),                 # a World Bank widget's, not FRED's
     ("/earth/w/wb-ny.gdp.mktp.cd?from_year=1959", "from_year"),
     ("/earth/w/wb-ny.gdp.mktp.cd?from_year=2020&to_year=2010", "from_year"),
+    ("/earth/w/wb-ny.gdp.mktp.cd?to_year=2101", "to_year"),
     ("/earth/w/wb-ny.gdp.mktp.cd?country=INDONESIA", "country"),
     ("/earth/w/cg-bitcoin?vs_currency=doge", "vs_currency"),
     ("/earth/w/wx-current?lat=-6.2", "lon"),

@@ -39,7 +39,10 @@ CLIMATE_TOPIC, SOCIAL_TOPIC = "Climate Change", "Social Protection & Labor"
 SPECIAL_FRED = {"Equities": ("NASDAQCOM", "NIKKEI225", "DJUA", "VIXCLS", "OVXCLS"),
                 "Signals": ("T10Y2Y", "STLFSI4", "NFCI", "BAMLH0A0HYM2"),
                 "Perception": ("UMCSENT", "MICH")}
-FIRST_YEAR, LAST_YEAR = 1960, 2030
+# The World Bank's series start in 1960. The last year is the adapter's open end, not a
+# guess at the data's: a range past the latest value simply ends there, while a bound
+# near today (it was 2030) would start refusing this year's question within a few years.
+FIRST_YEAR, LAST_YEAR = 1960, 2100
 FRED_UNITS = ("lin", "chg", "ch1", "pch", "pc1", "pca", "cch", "cca", "log")
 VS_CURRENCIES = ("usd", "eur", "jpy", "gbp", "cny", "idr", "inr", "krw", "aud", "cad", "chf", "btc", "eth")
 
