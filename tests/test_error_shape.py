@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from coordinator.core.access import credentials as creds
@@ -127,19 +128,28 @@ async def test_the_logs_never_hold_a_usable_key(sqlite_url, upstream, caplog):
 
 
 def test_a_forked_worker_draws_request_ids_of_its_own():
-    """``sis serve --workers`` forks after import: each worker copied the parent's prefix and counter, so
-    every request id was given to one request in each worker."""
+    """``sis serve --workers`` forks after import: ids kept in the process (a prefix and a
+    counter, once) were copied into every worker, each id given to one request in each."""
     import os
 
     from coordinator.faces import http
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:                                          # the worker
-        os.write(write, http._RUN.encode())
+        os.write(write, http.new_request_id().encode())
         os._exit(0)
     os.waitpid(pid, 0)
     child = os.read(read, 64).decode()
-    assert len(child) == 8 and child != http._RUN
+    assert len(child) == 16 and child != http.new_request_id()
+
+
+async def test_request_ids_do_not_count_the_requests_between_two(coordinator):
+    """A sequential id let any caller read how many requests the process answered between two of
+    theirs (the counter's difference)."""
+    ids = [(await coordinator.get("/earth/limits")).headers["X-Request-Id"] for _ in range(3)]
+    assert all(re.fullmatch("[0-9a-f]{16}", i) for i in ids), ids
+    assert len({i[:8] for i in ids}) == 3                 # no shared prefix
+    assert not any(abs(int(b, 16) - int(a, 16)) < 2 ** 20 for a, b in zip(ids, ids[1:]))
 
 
 async def test_a_database_that_does_not_answer_is_503_to_retry_in_one_log_line(sqlite_url, upstream, caplog):
