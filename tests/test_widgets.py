@@ -117,7 +117,7 @@ async def test_cftc_positions_with_a_missing_column_unknown(c):
     assert first["reportDate"] == "2026-11-17" and first["nonCommercial"] == {
         "long": 312456, "short": 401234, "net": -88778, "confidence": "high"}
     assert second["nonCommercial"] == {"long": 305432, "short": None, "net": None, "confidence": "unknown"}
-    assert any("UNVERIFIED" in cv for cv in body["caveats"])
+    assert any("not confirmed by a recorded answer" in cv for cv in body["caveats"])
 
 
 async def test_open_meteo_current_and_daily_at_a_point(c):

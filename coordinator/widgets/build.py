@@ -179,7 +179,8 @@ LISTS_FIXED = {
     "swpc-products-unconfirmed": {"how": "product paths under https://services.swpc.noaa.gov/products/ named by "
                                          "the maintainers; no recorded listing confirmed them", "confirms": False},
     "cftc-unconfirmed": {"how": "CFTC Public Reporting (Socrata) dataset 6dca-aqww (Legacy, futures only) and "
-                                "contract market codes named by the maintainers; field names UNVERIFIED",
+                                "contract market codes named by the maintainers; field names as independent "
+                                "clients of the dataset read them, no recorded answer",
                          "confirms": False},
     "open-meteo-upstreams-md": {"how": "Open-Meteo /v1/forecast with current= variables, format recorded in "
                                        "UPSTREAMS.md §2.3", "confirms": True},

@@ -6,9 +6,11 @@ site (Socrata). Public domain (a U.S. government work).
 ``{"market_and_exchange_names", "report_date_as_yyyy_mm_dd": "2026-11-17T00:00:00.000",
 "cftc_contract_market_code", "open_interest_all", "noncomm_positions_long_all",
 "noncomm_positions_short_all", "comm_positions_long_all", "comm_positions_short_all",
-"nonrept_positions_long_all", "nonrept_positions_short_all", ...}``. UNVERIFIED: no recording
-of this dataset confirmed the field names; they are the legacy report's column names in lower
-case, and every answer of these widgets says so. A missing column is unknown, not zero.
+"nonrept_positions_long_all", "nonrept_positions_short_all", ...}``. No recorded answer of this
+dataset confirmed the field names: they are the legacy report's column names in lower case,
+and independent clients of ``6dca-aqww`` read the same (searched in public code, 2026-12), which
+is evidence, not a recording; every answer of these widgets says so. A missing column is
+unknown, not zero.
 
 The recorded sample (``samples/cftc/resource/6dca-aqww.json``) is constructed for this project
 in that assumed format, not a recording.
@@ -33,7 +35,8 @@ class Cftc(Source[dict]):
     default_base_url = "https://publicreporting.cftc.gov"
     description = "CFTC Commitments of Traders, legacy futures-only (Socrata JSON)"
     cache_ttl_s = 21600.0
-    caveat = ("CFTC field names are UNVERIFIED (no recorded answer of dataset 6dca-aqww confirmed them); a "
+    caveat = ("CFTC field names are not confirmed by a recorded answer of dataset 6dca-aqww: they are the "
+              "legacy report's columns in lower case, as independent clients of the dataset read them; a "
               "renamed column would read as unknown.")
 
     async def fetch(self, query: Query) -> list[dict]:
