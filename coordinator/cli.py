@@ -522,6 +522,28 @@ async def _embed(args: argparse.Namespace) -> int:
     return await _with_db(args, work)
 
 
+async def _prune(args: argparse.Namespace) -> int:
+    """One pass of the access prune now, with the retention settings in force: what the leader
+    runs every SIS_ACCESS_PRUNE_INTERVAL_S, for an operator who shortened a retention, set the
+    interval to 0, or wants the first long pass done before the service is busy. Safe beside
+    running coordinators (a pass deletes by primary key only what is past its bound)."""
+    from coordinator.core.access.prune import Retention, prune_once
+
+    retention = Retention.of(_settings(args))
+
+    async def work(db) -> int:  # noqa: ANN001
+        print(f"sis prune: keeping {retention.days_kept} days and {retention.months_kept} months of counters, "
+              f"embed tokens {retention.tokens_kept_days} days past expiry, an ended chain's visitor counters "
+              f"{retention.grace_s:g} s; a large table takes about 9 s per 100,000 rows", file=sys.stderr)
+        out = await prune_once(db, retention)
+        print(f"deleted {out.visitor_rows} visitor counters of {out.chains} ended embed chains, {out.day_rows} day "
+              f"and {out.month_rows} month counters past their retention, {out.tokens} expired embed tokens "
+              f"({out.batches} transactions)")
+        return 0
+
+    return await _with_db(args, work)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sis", description="Spatial Intelligence Service coordinator.")
     p.add_argument("--version", action="version", version=f"sis {__version__}")
@@ -589,6 +611,11 @@ def parser() -> argparse.ArgumentParser:
     for sp in (em, el, er):
         db_arg(sp)
     e.set_defaults(run=lambda a: asyncio.run(_embed(a)))
+    pr = sub.add_parser("prune", help="delete now the access rows past their retention (the leader's periodic "
+                                      "pass: ended embed chains' visitor counters, old day and month counters, "
+                                      "long-expired embed tokens)")
+    db_arg(pr)
+    pr.set_defaults(run=lambda a: asyncio.run(_prune(a)))
     from coordinator.sweeps.nodes_cli import add_parser as add_nodes_parser
     add_nodes_parser(sub, db_arg, _settings)
     from .review.cli import add_parser as add_reviewers_parser

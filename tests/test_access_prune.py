@@ -279,3 +279,28 @@ async def test_the_metering_read_of_counters_searches_the_index_on_sqlite(sqlite
     finally:
         event.remove(engine, "before_cursor_execute", capture)
         await stop_coordinator(c)
+
+
+def test_sis_prune_runs_one_pass_now_and_says_what_it_deleted(tmp_path, capsys):
+    """For an operator who shortened a retention or set the interval to 0: the leader's pass, by
+    hand, with the settings in force, beside running coordinators."""
+    import sqlite3
+
+    from coordinator.cli import main
+    path = tmp_path / "p.db"
+    assert main(["migrate", "--database", f"sqlite:///{path}"]) == 0
+    now = creds.now()
+    rows = [("key:k1", day_period(now), 5), ("key:k1", day_period(now - timedelta(days=100)), 7),
+            ("key:k1", month_period(now), 9), ("key:k1", month_period(now - timedelta(days=800)), 3)]
+    with sqlite3.connect(path) as conn:
+        conn.executemany("INSERT INTO access_usage (subject, period, count) VALUES (?, ?, ?)", rows)
+    capsys.readouterr()
+    assert main(["prune", "--database", f"sqlite:///{path}"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("deleted 0 visitor counters of 0 ended embed chains, 1 day and 1 month counters"), out
+    assert "keeping 62 days and 24 months" in err
+    with sqlite3.connect(path) as conn:
+        kept = sorted(conn.execute("SELECT period FROM access_usage"))
+    assert kept == sorted([(day_period(now),), (month_period(now),)])
+    assert main(["prune", "--database", f"sqlite:///{path}"]) == 0          # idempotent
+    assert capsys.readouterr().out.startswith("deleted 0 visitor counters of 0 ended embed chains, 0 day and 0 month")

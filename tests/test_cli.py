@@ -139,7 +139,7 @@ def test_the_url_is_normalised_for_every_subcommand(tmp_path):
 
 
 @pytest.mark.parametrize("url", ["foo", "mysql://root@localhost/sis", "sqlite://", "http://example.org/db"])
-@pytest.mark.parametrize("command", [["serve"], ["migrate"], ["poll"], ["keys", "list"], ["embed", "list"],
+@pytest.mark.parametrize("command", [["serve"], ["migrate"], ["poll"], ["keys", "list"], ["embed", "list"], ["prune"],
                                      ["nodes", "list"], ["reviewers", "list"], ["datasets", "list"]])
 def test_a_url_that_is_no_database_is_refused_in_one_line(command, url, capsys):
     from coordinator.cli import main
