@@ -11,7 +11,7 @@ from typing import Any
 
 from coordinator.core import jsontext
 from coordinator.core.access.policy import ip_bucket
-from coordinator.core.errors import Forbidden, NotFound, PayloadTooLarge, RateLimited, ServiceError
+from coordinator.core.errors import Forbidden, NotFound, PayloadTooLarge, RateLimited, ServiceError, error_body
 from coordinator.core.registry import STRING, Param
 from coordinator.faces.http import MAX_JSON_DEPTH, json_depth_exceeds
 from coordinator.faces.operations import AUTH_NODE, Body, Operation, OperationHandler, openapi_paths
@@ -103,7 +103,9 @@ RESULT = Operation(
     "Submit the result of a lease (idempotent); with next=1, also lease the next job", "node", auth=AUTH_NODE,
     description="Node protocol (docs/node-protocol.md); not a tool of the public API.",
     responses={"200": "Accepted (or the same submission again); with next=1, `next` holds the next lease and job "
-                      "as the lease route answers them, or null (with Retry-After) when none waits",
+                      "as the lease route answers them, or null (with Retry-After) when none waits; for a repeat "
+                      "of a result whose engine build is withdrawn since, `next` is absent and `nextRefused` "
+                      "holds the 403 body a lease naming that build gets",
                "400": "next is not 1 or 0", "404": "Not this node's lease",
                "409": "Lease lapsed, or a different result already",
                "413": "Body too large (recorded as invalid)", "422": "Rejected, with every reason"},
@@ -309,7 +311,13 @@ class ResultHandler(NodeHandler):
                                 "its engine build, which is not among the published builds: download the current "
                                 "node app", details)
         answer = outcome.as_json()
-        if self.wants_next:
+        if outcome.refused_build is not None:
+            # A repeat of a result accepted before its build was withdrawn: answered as before,
+            # with no next job (``results.withdrawn_since``). ``next`` is left out, as a coordinator
+            # that would not lease now leaves it: the agent leases apart at once, naming its build,
+            # and stops at that lease's 403. ``nextRefused`` is the body that lease is refused with.
+            answer["nextRefused"] = error_body(Forbidden.code, BUILD_REFUSED, {"engineBuild": outcome.refused_build})
+        elif self.wants_next:
             answer["next"] = self.lease_document(outcome.next)
         self.send_json(answer, 200)
 

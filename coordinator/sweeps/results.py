@@ -28,6 +28,7 @@ from sqlalchemy import bindparam, or_, select, update
 
 from sweep_engine.schema import Fact, Result
 
+from coordinator.core import jsontext
 from coordinator.core.db.models import Node
 from coordinator.core.errors import Conflict, NotFound, ServiceError
 from coordinator.sweeps.tokens import Bearer, admit
@@ -35,7 +36,7 @@ from . import trust
 from . import transitions as tr
 from .leases import Claim, _settle, claim_in, fail_job, relook, retrying
 from .records import JOBS, LEASES, NODES, RESULTS, Record, record
-from .validation import validate_result
+from .validation import accepted_builds, validate_result
 
 
 THIS = "(this result)"   # stands for a new result's id until it is written
@@ -51,6 +52,9 @@ class SubmitOutcome:
     # With ``then_claim``: the node's next lease (``leases.Claim``), or None when no job
     # waits for it; always None for a result not accepted, which leases nothing.
     next: Claim | None = None
+    # With ``then_claim``, for a repeat of an accepted result whose engine build is withdrawn
+    # since: that build, to which no next job was leased (``withdrawn_since``).
+    refused_build: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {"accepted": self.accepted, "resultState": self.result_state, "jobState": self.job_state,
@@ -103,7 +107,9 @@ async def submit_batch(sweeps, subs: list[Submission]) -> list[SubmitOutcome | E
     a transaction's fixed cost in SQLAlchemy. A next claim left with nothing while a job it
     could take was locked by another transaction is looked for again once this one has
     committed (``leases.relook``, as ``claim_batch`` does): the node was told "no job
-    waits" and slept through its ``Retry-After`` with a job waiting."""
+    waits" and slept through its ``Retry-After`` with a job waiting. A repeat of an accepted
+    result whose engine build is withdrawn since is answered as before and claims nothing
+    (``withdrawn_since``)."""
     async def run() -> tuple[list[SubmitOutcome | Exception], list[int]]:
         now = tr.utcnow()
         skipped: list[int] = []
@@ -113,7 +119,8 @@ async def submit_batch(sweeps, subs: list[Submission]) -> list[SubmitOutcome | E
             outcomes = [batch.decide(sub) for sub in subs]
             await batch.write(s)
             wanting = [i for i, (sub, out) in enumerate(zip(subs, outcomes))
-                       if sub.then_claim and isinstance(out, SubmitOutcome) and out.accepted]
+                       if sub.then_claim and isinstance(out, SubmitOutcome) and out.accepted
+                       and not (out.duplicate and withdrawn_since(sweeps.settings, sub, out))]
             if wanting:
                 claims = await claim_in(s, sweeps.db, sweeps.settings, [batch.node_of(subs[i]) for i in wanting],
                                         now, batch.logs, skipped=skipped)
@@ -127,6 +134,23 @@ async def submit_batch(sweeps, subs: list[Submission]) -> list[SubmitOutcome | E
         for i, claim in zip(again, await relook(sweeps, [subs[i].node for i in again])):
             outcomes[i].next = claim
     return outcomes
+
+
+def withdrawn_since(settings, sub: Submission, out: SubmitOutcome) -> bool:
+    """Whether the repeat ``sub`` of an accepted result (``out.duplicate``) came from an engine
+    build no longer accepted: then it gets no next job (its result would be refused 422 for
+    that build, as a lease naming it is refused 403), and ``out.refused_build`` names it. A
+    repeat is not validated again, so its build is read from its body here: the same body as
+    the first submission's (their SHA-256 is equal), which passed validation. Asked only for a
+    repeat with ``?next=1``: an accepted result's path reads no body for it."""
+    try:
+        build = jsontext.loads(sub.body).get("engineBuild")
+    except (ValueError, AttributeError, RecursionError):
+        return False
+    if not isinstance(build, str) or build in accepted_builds(settings):
+        return False
+    out.refused_build = build
+    return True
 
 
 _LEASE_AND_JOB = (
