@@ -87,3 +87,18 @@ async def test_the_node_agent_reads_the_refused_next_lease_as_none_and_its_lease
             await client.lease()
     assert refused.value.status == 403 and build_refusal(refused.value, DEV_ENGINE_BUILD) == DEV_ENGINE_BUILD
     assert await lease_count(c) == 1
+
+
+async def test_a_lease_naming_no_build_is_served_whatever_build_its_node_enrolled_with(four_jobs):
+    """An agent keeps its enrolment across node-app upgrades, so the build a node enrolled with
+    (``nodes.engine_build``) is not the one it runs: a node enrolled with a build since withdrawn,
+    running an accepted one and naming none at lease (an agent older than the field), is served,
+    and its results are accepted. Refusing it by its enrolled build would stop a working node."""
+    c = four_jobs
+    (node,) = await enrolled(c, trusted=True)                # enrolled with DEV_ENGINE_BUILD
+    sweeps_of(c.services).settings.engine_builds = NEW_BUILD  # withdrawn; the node upgraded to NEW_BUILD
+    doc = await node.lease()                                 # an empty body: no build named
+    r = await node.submit(doc["lease"]["leaseId"], node.honest(doc, engine_build=NEW_BUILD), next_="1")
+    assert r.status == 200 and r.json()["accepted"] and r.json()["next"] is not None, r.body
+    r = await c.post("/node/v1/lease", {"engineBuild": DEV_ENGINE_BUILD}, headers=node.auth)
+    assert r.status == 403 and r.json()["error"]["details"] == {"engineBuild": DEV_ENGINE_BUILD}
