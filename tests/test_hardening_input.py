@@ -51,6 +51,48 @@ async def test_deep_json_on_mcp_is_a_parse_error(sweeps_sqlite):
         assert doc["error"]["code"] == -32700 and "deeper than 32" in doc["error"]["message"]
 
 
+# In UTF-16 the character U+4E22 is the bytes 22 4E: a quote to a check that reads bytes, so the
+# brackets after it hid in a fake string and a body 900 levels deep reached the parser.
+HIDDEN_DEEP = ('{"lat":["\u4e22",' + "[" * 900 + "]" * 900 + ',"b"],"lon":107.6}')
+
+
+def test_bodies_are_read_as_utf8_only():
+    assert parse_json("\ufeff{\"a\": \"\u00e9\"}".encode()) == {"a": "\u00e9"}     # a UTF-8 BOM is let pass
+    for body in (HIDDEN_DEEP.encode("utf-16-le"), '{"a": 1}'.encode("utf-16"), '{"a": 1}'.encode("utf-32"),
+                 b'{"a": "\xed\xa0\x80"}', b'{"a": "\xff"}'):     # the last two: a surrogate in UTF-8, a stray byte
+        try:
+            parse_json(body)
+        except ValueError as exc:
+            assert "not UTF-8" in str(exc), (body[:12], exc)
+        else:
+            raise AssertionError(f"read {body[:12]!r}")
+
+
+async def test_a_body_in_another_encoding_is_400_or_a_parse_error_on_every_face(sweeps_sqlite):
+    body = HIDDEN_DEEP.encode("utf-16-le")
+    for path in ("/earth/sweep-request", "/node/v1/enrol"):
+        r = await sweeps_sqlite.post(path, body, headers={"Content-Type": "application/json"})
+        assert r.status == 400, (path, r.status, r.body[:200])
+        assert_error_shape(r.json(), "bad_parameter")
+        assert "not UTF-8" in r.json()["error"]["message"]
+    rpc = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"seen_layer","arguments":'
+           '{"lat":["\u4e22",' + "[" * 40 + "]" * 40 + ',"b"],"lon":107.6}}}').encode("utf-16-le")
+    r = await sweeps_sqlite.post("/mcp", rpc, headers={"Content-Type": "application/json",
+                                                       "Accept": "application/json"})
+    assert r.status < 500, r.body[:200]
+    assert r.json()["error"]["code"] == -32700 and "not UTF-8" in r.json()["error"]["message"]
+
+
+async def test_a_result_in_another_encoding_is_recorded_invalid(sweeps_db, photos):
+    photos.scatter(*CENTRE, radius_m=300, n=6, seed=1)
+    await request_sweep(sweeps_db, radius=300)
+    (node,) = await enrolled(sweeps_db)
+    lid = (await node.lease())["lease"]["leaseId"]
+    r = await node.submit(lid, HIDDEN_DEEP.encode("utf-16-le"))
+    assert r.status == 422, r.body[:300]
+    assert_error_shape(r.json(), "invalid_result")
+
+
 async def test_a_deep_result_is_recorded_invalid_and_ends_its_lease(sweeps_db, photos):
     photos.scatter(*CENTRE, radius_m=300, n=6, seed=1)
     await request_sweep(sweeps_db, radius=300)

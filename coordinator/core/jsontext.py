@@ -30,9 +30,12 @@ def has_long_digit_run(text: bytes) -> bool:
 
 
 def loads(text: str | bytes) -> Any:
-    """``json.loads(text)``: the same value, or the same error."""
+    """``json.loads(text)``: the same value, or the same error; bytes are read as UTF-8 only
+    (a byte-order mark let pass), where ``json.loads`` would also guess UTF-16 or UTF-32, which
+    the depth checks done on bytes before it cannot see through (``faces.http.parse_json``).
+    Bytes that are not UTF-8 raise ``UnicodeDecodeError``, a ``ValueError``."""
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if not has_long_digit_run(raw):
         with contextlib.suppress(orjson.JSONDecodeError):   # refused: json gives the value or the error
             return orjson.loads(raw)
-    return json.loads(text)
+    return json.loads(text.decode("utf-8-sig") if isinstance(text, bytes) else text)

@@ -165,15 +165,28 @@ def json_depth_exceeds(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> bool:
 def parse_json(body: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """The one JSON reader of every face: ``JsonRefused`` for a text that is not JSON or
     that nests deeper than ``max_depth`` (checked before ``json.loads``, whose recursion
-    would otherwise fail with RecursionError, a 500)."""
+    would otherwise fail with RecursionError, a 500).
+
+    Bytes are read as UTF-8 (RFC 8259 8.1; one leading byte-order mark is let pass, as
+    some Windows tools write one) and nothing else. ``json.loads`` given bytes guesses
+    UTF-16 or UTF-32 too, and the depth check reads bytes: in UTF-16 a character such as
+    U+4E22 is the bytes ``22 4E``, a quote to the check, so brackets hid in a fake string
+    and a body 900 levels deep reached the parser (and the error's echo of it, a 500)."""
     raw = body.encode() if isinstance(body, str) else body
     if json_depth_exceeds(raw, max_depth):
         raise JsonRefused(f"nests deeper than {max_depth} levels")
     try:
-        return json.loads(raw, object_pairs_hook=_once_each)
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise JsonRefused(f"is not UTF-8 (byte {exc.start}); JSON is sent as UTF-8") from None
+    try:
+        return json.loads(text, object_pairs_hook=_once_each)
     except JsonRefused:
         raise
     except (ValueError, RecursionError):
+        if "\x00" in text:       # never in JSON outside a string: UTF-16 or UTF-32 of ASCII text
+            raise JsonRefused("is not UTF-8 (it holds NUL bytes, as UTF-16 and UTF-32 do); "
+                              "JSON is sent as UTF-8") from None
         raise JsonRefused("is not valid JSON") from None
 
 
