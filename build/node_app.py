@@ -102,6 +102,42 @@ def payload_hash() -> str:
     return hashlib.sha256(doc.encode()).hexdigest()
 
 
+def nuitka_command(out: Path, name: str, jobs: int, cache_tag: str, launcher: Path) -> list[str]:
+    """The Nuitka command line that builds the artefact ``name`` into ``out``."""
+    return [
+        sys.executable, "-m", "nuitka", "--standalone", "--onefile", f"--jobs={jobs}",
+        f"--output-dir={out}", f"--output-filename={name}", "--remove-output",
+        "--include-package=node_agent", "--include-package=sweep_engine",
+        "--include-package-data=sweep_engine", "--include-package-data=node_agent",
+        "--module-parameter=torch-disable-jit=yes",
+        # A module left out raises ImportError when imported, as it would in Python, so that
+        # torch's optional imports (triton, which Nuitka's torch configuration leaves out)
+        # fall back as torch intends, instead of a hard error at import torch.
+        "--no-deployment-flag=excluded-module-usage",
+        f"--user-package-configuration-file={ROOT / 'build' / 'nuitka-package.config.yml'}",
+        # Our code compiled, third-party packages as bytecode (see build/nuitka_bytecode.py).
+        f"--user-plugin={ROOT / 'build' / 'nuitka_bytecode.py'}",
+        # The payload is mostly torch's CUDA libraries (about 4 GB): zstd level 3
+        # (--low-memory) packs it in about a minute where the default level 22 takes hours.
+        "--low-memory",
+        # Nuitka's onefile bootstrap, on Ctrl-C or a SIGTERM, gives the agent 5 s by default
+        # (--onefile-child-grace-time=5000) and then kills it, so the first signal's "finish
+        # the current job" would be cut short. No bound fits: a job takes as long as its photos
+        # take on the node (minutes on a CPU), and the agent itself decides when to stop (a
+        # second signal stops it at once); what supervises it bounds the wait (systemd's
+        # TimeoutStopSec, Windows' shutdown), see docs/node-agent.md#stopping.
+        "--onefile-child-grace-time=infinity",
+        # Unpack once per release into the user's cache, not on every start.
+        f"--onefile-tempdir-spec={{CACHE_DIR}}/sis-node/{cache_tag}",
+        *(f"--nofollow-import-to={m}" for m in LEAVE_OUT),
+        *(f"--noinclude-dlls={m}" for m in LEAVE_OUT_DLLS),
+        *(f"--noinclude-data-files={m}" for m in LEAVE_OUT_FILES),
+        # What went into the payload, file by file (docs/node-app.md's tables come from it).
+        f"--report={out / (name + '.report.xml')}",
+        str(launcher),
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "build" / "out"))
@@ -125,31 +161,7 @@ def main() -> int:
     # unguarded main() would parse the worker's emptied argv as the agent's command line and exit.
     launcher.write_text('import sys\nif __name__ == "__main__":\n    from node_agent.cli import main\n'
                         '    sys.exit(main())\n')
-    cmd = [
-        sys.executable, "-m", "nuitka", "--standalone", "--onefile", f"--jobs={args.jobs}",
-        f"--output-dir={out}", f"--output-filename={name}", "--remove-output",
-        "--include-package=node_agent", "--include-package=sweep_engine",
-        "--include-package-data=sweep_engine", "--include-package-data=node_agent",
-        "--module-parameter=torch-disable-jit=yes",
-        # A module left out raises ImportError when imported, as it would in Python, so that
-        # torch's optional imports (triton, which Nuitka's torch configuration leaves out)
-        # fall back as torch intends, instead of a hard error at import torch.
-        "--no-deployment-flag=excluded-module-usage",
-        f"--user-package-configuration-file={ROOT / 'build' / 'nuitka-package.config.yml'}",
-        # Our code compiled, third-party packages as bytecode (see build/nuitka_bytecode.py).
-        f"--user-plugin={ROOT / 'build' / 'nuitka_bytecode.py'}",
-        # The payload is mostly torch's CUDA libraries (about 4 GB): zstd level 3
-        # (--low-memory) packs it in about a minute where the default level 22 takes hours.
-        "--low-memory",
-        # Unpack once per release into the user's cache, not on every start.
-        f"--onefile-tempdir-spec={{CACHE_DIR}}/sis-node/{cache_tag}",
-        *(f"--nofollow-import-to={m}" for m in LEAVE_OUT),
-        *(f"--noinclude-dlls={m}" for m in LEAVE_OUT_DLLS),
-        *(f"--noinclude-data-files={m}" for m in LEAVE_OUT_FILES),
-        # What went into the payload, file by file (docs/node-app.md's tables come from it).
-        f"--report={out / (name + '.report.xml')}",
-        str(launcher),
-    ]
+    cmd = nuitka_command(out, name, args.jobs, cache_tag, launcher)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     print("building", name, "with", " ".join(cmd[3:]), flush=True)
     t0 = time.time()
