@@ -78,7 +78,12 @@ def user_idle_seconds() -> float | None:
             info.cbSize = ctypes.sizeof(info)
             if not ctypes.windll.user32.GetLastInputInfo(ctypes.byref(info)):  # type: ignore[attr-defined]
                 return None
-            return (ctypes.windll.kernel32.GetTickCount() - info.dwTime) / 1000.0  # type: ignore[attr-defined]
+            # GetTickCount's DWORD is unsigned: without restype ctypes reads it as a C int, negative
+            # after 24.9 days of uptime (an idle time below any threshold: paused for good). Both
+            # counts wrap at 2**32 (49.7 days); the difference modulo 2**32 is right across a wrap.
+            tick = ctypes.windll.kernel32.GetTickCount  # type: ignore[attr-defined]
+            tick.restype = ctypes.c_uint32
+            return ((tick() - info.dwTime) & 0xFFFFFFFF) / 1000.0
         if sys.platform == "darwin":
             out = subprocess.run(["ioreg", "-c", "IOHIDSystem"], capture_output=True, text=True, timeout=5).stdout
             for line in out.splitlines():
