@@ -14,6 +14,8 @@ as the SDK routes them (see ``protocol``):
   ``cacheScope``) and the ``serverInfo`` stamp in ``_meta``.
 - 2025-11-25 and earlier: ``initialize``, ``ping``, ``tools/list``,
   ``tools/call``; notifications (``notifications/initialized``) are accepted.
+  A JSON-RPC error to a request whose id was read is HTTP 200 in this era
+  (``protocol.http_status``).
 """
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ from coordinator.faces.http import MAX_JSON_BODY, BaseHandler, JsonRefused, dump
 from coordinator.faces.mcp import protocol
 from coordinator.faces.mcp import tools as mcp_tools
 from coordinator.faces.mcp.protocol import (HANDSHAKE_VERSIONS, INVALID_REQUEST, LATEST_HANDSHAKE, METHOD_NOT_FOUND, PARSE_ERROR, PROTOCOL_VERSION_HEADER, ROUTING_HEADERS, SERVER_INFO_META, HEADER_MISMATCH,
-                       INVALID_PARAMS, Message, RpcError, check_modern_envelope, era_of, parse_message,
-                       unsupported_version)
+                       INVALID_PARAMS, Message, RpcError, check_modern_envelope, era_of, http_status,
+                       parse_message, unsupported_version)
 
 log = logging.getLogger("sis.mcp")
 
@@ -67,6 +69,7 @@ class McpHandler(BaseHandler):
     def initialize(self, family: str) -> None:
         self.family = family
         self.arguments_refused_as_results = False
+        self.era = "handshake"
 
     async def prepare(self) -> None:
         if self.request.method != "POST":
@@ -87,7 +90,7 @@ class McpHandler(BaseHandler):
 
     def send_rpc(self, rid: str | int | None, *, result: dict[str, Any] | None = None,
                  error: RpcError | None = None) -> None:
-        self.set_status(error.status if error is not None else 200)
+        self.set_status(http_status(error, era=self.era, request_id=rid) if error is not None else 200)
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
         if error is not None:
@@ -108,15 +111,16 @@ class McpHandler(BaseHandler):
         msg: Message | None = None
         try:
             headers = self.routing_headers()
+            version_header = headers.get(PROTOCOL_VERSION_HEADER)
+            self.era = era_of(version_header)
             if not _accepts_json(self.request.headers.get("Accept")):
                 raise RpcError(INVALID_REQUEST, "the client must accept application/json", status=406)
             ctype = self.request.headers.get("Content-Type", "application/json").split(";")[0].strip().lower()
             if ctype != "application/json":
                 raise RpcError(INVALID_REQUEST, "Content-Type must be application/json", status=415)
             msg = parse_message(self.decode_body())
-            version_header = headers.get(PROTOCOL_VERSION_HEADER)
             self.arguments_refused_as_results = mcp_tools.arguments_refused_as_results(version_header)
-            if era_of(version_header) == "modern":
+            if self.era == "modern":
                 await self.serve_modern(msg, headers)
             else:
                 await self.serve_handshake(msg)

@@ -11,6 +11,15 @@ Era routing is the SDK's (``StreamableHTTPSessionManager``): a request whose
 served by the 2025-11-25 rules (``initialize`` handshake, born-ready because
 the endpoint is stateless); any other value goes to the 2026-07-28 ladder,
 which answers an unknown version with -32022 and the versions it serves.
+
+HTTP statuses differ by era, as in the SDK. At 2026-07-28 a JSON-RPC error
+answers with the status ``HTTP_STATUS_BY_RPC_CODE`` gives its code (the SDK's
+modern entry). In the handshake era a JSON-RPC error answering a request whose
+id was read is HTTP 200, as the SDK's handshake server sends it: the ``mcp``
+1.x client raises on any 4xx and tears its whole session down, so a 400 for an
+unknown tool ended every later call. Only transport refusals keep their 4xx
+there, all answered before an id is read (``id: null``): a body that is not
+one readable request, 406, 415, 413 and a foreign ``Origin`` (403).
 """
 from __future__ import annotations
 
@@ -44,8 +53,9 @@ HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021   # never sent: no tool needs a client capability
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
-# HTTP status of a JSON-RPC error, as the SDK's modern entry maps it; unlisted
-# codes answer 200. Access errors are not here: they answer the REST status.
+# HTTP status of a JSON-RPC error at 2026-07-28, as the SDK's modern entry maps it;
+# unlisted codes answer 200. Access errors are not here: they answer the REST status.
+# In the handshake era a request whose id was read is answered 200 (``http_status``).
 HTTP_STATUS_BY_RPC_CODE: Mapping[int, int] = {
     PARSE_ERROR: 400, INVALID_REQUEST: 400, INVALID_PARAMS: 400, HEADER_MISMATCH: 400,
     MISSING_REQUIRED_CLIENT_CAPABILITY: 400, UNSUPPORTED_PROTOCOL_VERSION: 400, METHOD_NOT_FOUND: 404,
@@ -58,7 +68,7 @@ NAME_BEARING_METHODS: Mapping[str, str] = {"tools/call": "name", "prompts/get": 
 class RpcError(Exception):
     """A JSON-RPC error to answer with. ``status`` overrides the HTTP status the
     code would get from ``HTTP_STATUS_BY_RPC_CODE``; ``headers`` ride along
-    (``Retry-After`` of a rate limit)."""
+    (``Retry-After`` of a rate limit); ``http_status`` says what is sent."""
 
     def __init__(self, code: int, message: str, data: Any = None, *, status: int | None = None,
                  headers: Mapping[str, str] | None = None, request_id: str | int | None = None) -> None:
@@ -75,6 +85,19 @@ class RpcError(Exception):
         if self.data is not None:
             err["data"] = self.data
         return err
+
+
+def http_status(error: RpcError, *, era: str, request_id: str | int | None) -> int:
+    """The HTTP status a JSON-RPC error is sent with. At 2026-07-28, the code's table status
+    (or the one the error names: an access error's REST status). In the handshake era, 200
+    whenever the answer names the request's id: the SDK's handshake server sends its
+    JSON-RPC errors so, and the ``mcp`` 1.x and the TypeScript clients raise on a 4xx
+    instead of reading the error (1.x then ends its session). The transport's refusals
+    (406, 415, 413, 403, a body that is not one readable request) come before an id is
+    read, answer ``id: null`` and keep their 4xx."""
+    if era == "handshake" and request_id is not None:
+        return 200
+    return error.status
 
 
 def era_of(version_header: str | None) -> str:
