@@ -25,15 +25,20 @@ BUILD_ID_FILE = _HERE / "BUILD_ID"
 def source_hash() -> str:
     """sha256 over the engine's own source files (path and bytes, in path order).
 
+    The same sources name the same build on every system: paths are ordered by their
+    '/'-separated parts, case-sensitively (a Windows path sorts case-insensitively), and
+    CRLF line ends (a Windows checkout's) are read as LF. An LF-only tree hashes as it
+    always did.
+
     A compiled build has no sources to read; the build writes ``BUILD_ID``
     beside this file with the hash computed from the sources it compiled.
     """
     if BUILD_ID_FILE.exists():
         return BUILD_ID_FILE.read_text().strip()
     h = hashlib.sha256()
-    for path in sorted(_HERE.rglob("*.py")):
-        h.update(path.relative_to(_HERE).as_posix().encode() + b"\0")
-        h.update(path.read_bytes() + b"\0")
+    for rel in sorted(path.relative_to(_HERE).parts for path in _HERE.rglob("*.py")):
+        h.update("/".join(rel).encode() + b"\0")
+        h.update(_HERE.joinpath(*rel).read_bytes().replace(b"\r\n", b"\n") + b"\0")
     return h.hexdigest()
 
 

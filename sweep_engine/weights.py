@@ -75,11 +75,13 @@ def read_manifest(path: str | Path) -> dict[str, WeightsEntry]:
 def sha256_dir(path: str | Path) -> str:
     """sha256 pinning a directory of weights (a ``transformers`` model folder): the sha256 of the text made of one
     line ``<sha256 of the file>  <path relative to the folder, '/'-separated>`` per regular file, sorted by path
-    (the output of ``sha256sum`` over the sorted files).  Hidden files and folders (``.cache`` ...) are left out."""
+    (the output of ``sha256sum`` over the sorted files).  Hidden files and folders (``.cache`` ...) are left out.
+    Paths are ordered by their parts, case-sensitively, on every system (a Windows path sorts case-insensitively),
+    as a Linux path sorts."""
     path = Path(path)
     lines = []
-    for f in sorted(q for q in path.rglob("*") if q.is_file()):
-        rel = f.relative_to(path).as_posix()
+    for parts in sorted(q.relative_to(path).parts for q in path.rglob("*") if q.is_file()):
+        f, rel = path.joinpath(*parts), "/".join(parts)
         if any(part.startswith(".") for part in rel.split("/")):
             continue
         lines.append(f"{sha256_bytes(f.read_bytes())}  {rel}\n")
