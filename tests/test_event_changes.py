@@ -106,3 +106,16 @@ async def test_old_polls_are_pruned_but_changes_are_kept(coordinator_db, upstrea
     assert body["history"]["pollsKept"] == 2
     tc = [ch["kind"] for ch in body["changes"] if ch["eventId"] == "gdacs:TC:1001214"]
     assert tc == ["deescalated", "escalated", "deescalated", "new"]
+
+
+async def test_an_odd_character_in_one_title_costs_that_character_not_the_history(coordinator_db, upstream):
+    """A lone surrogate or a NUL in one upstream title failed every poll (neither encodes as
+    UTF-8, PostgreSQL's text refuses U+0000), while /events went on serving the source."""
+    doc = copy.deepcopy(sample("usgs", "4.5_week.geojson"))
+    doc["features"][2]["properties"]["title"] = "M 6.1 - near \ud800 somewhere"    # [0] is merged with GDACS's
+    doc["features"][1]["properties"]["title"] = "M 4.7 - off\x00shore\n"
+    upstream.set_json(USGS, doc)
+    changes = await poll(coordinator_db)
+    assert len(changes) == 9
+    titles = [c["title"] for c in (await coordinator_db.get("/earth/event-changes")).json()["changes"]]
+    assert "M 6.1 - near \ufffd somewhere" in titles and "M 4.7 - offshore\n" in titles

@@ -36,6 +36,7 @@ from urllib.parse import urlencode
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HTTPResponse
 
 from coordinator.core.honesty import SourceReport
+from coordinator.sources.values import one_line, storable_text
 
 log = logging.getLogger("sis.sources")
 T = TypeVar("T")
@@ -44,7 +45,13 @@ USER_AGENT = "SpatialIntelligenceService/0.1 (+https://github.com/)"
 
 
 class SourceError(Exception):
-    """The upstream answered, but not with something usable."""
+    """The upstream answered, but not with something usable. The message often quotes the
+    upstream (FRED's ``error_message``, WAQI's ``data``): it is kept to one line of bounded
+    length (``one_line``), since it is logged and served in ``health.sources[].error``, and an
+    upstream's newline or terminal escape would otherwise forge a log line."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(one_line(str(message)))
 
 
 # What a parser raises on an upstream answer it cannot read (``Source.read``): LookupError
@@ -313,7 +320,7 @@ class Source(abc.ABC, Generic[T]):
         if code != 200:
             raise SourceError(f"HTTP {code}")
         try:
-            doc = json.loads(body)
+            doc = storable_text(json.loads(body), body)
         except ValueError as exc:
             raise SourceError("answer is not JSON") from exc
         if doc is None and empty_statuses:
@@ -373,5 +380,6 @@ class Source(abc.ABC, Generic[T]):
         return Parts(records, outcomes)
 
     def _failed(self, error: str) -> SourceRead[T]:
+        error = one_line(error)
         log.info("source %s unusable: %s", self.report_name, error)
         return SourceRead([], SourceReport(self.report_name, self.license, ok=False, error=error, demo=self.demo))

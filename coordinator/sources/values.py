@@ -10,6 +10,7 @@ too, and so is an ISO 8601 date that does not parse ("26/10/2026").
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -69,3 +70,43 @@ def iso_utc(text: Any) -> datetime | None:
     except ValueError:
         return None
     return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+# A lone surrogate or a NUL, as JSON escapes them or (a surrogate) as the bytes json.loads lets
+# through with ``surrogatepass``. Either in one title stopped the event history's every poll:
+# neither encodes as UTF-8 (SQLite, PostgreSQL), and PostgreSQL's text refuses U+0000.
+_ODD_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})|\xed[\xa0-\xbf]")
+_ODD_TEXT = re.compile("[\ud800-\udfff]|\x00")
+
+
+def storable_text(doc: Any, body: bytes) -> Any:
+    """``doc`` (parsed from ``body``) with every lone surrogate in its text written U+FFFD and
+    every NUL dropped, so that one odd character costs at most its own text. ``body`` is
+    searched first (in C) and the document walked only when it holds one: an escaped pair
+    (a real character beyond the BMP) is walked and kept as it is."""
+    if not _ODD_ESCAPE.search(body):
+        return doc
+    return _cleaned(doc)
+
+
+def _cleaned(value: Any) -> Any:
+    if isinstance(value, str):
+        return _ODD_TEXT.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", value)
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    if isinstance(value, dict):
+        return {_cleaned(k): _cleaned(v) for k, v in value.items()}
+    return value
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+ONE_LINE_MAX = 1000
+
+
+def one_line(text: str, limit: int = ONE_LINE_MAX) -> str:
+    """``text`` as one line of at most ``limit`` characters: control characters (a newline, a
+    terminal escape, a NUL) written as ``\\xNN`` escapes, the rest cut with an ellipsis. For
+    what an upstream wrote that this service logs or serves as a reason."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else
+                        f"\\u{ord(m.group()):04x}", text)
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
