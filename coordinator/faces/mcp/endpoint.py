@@ -16,11 +16,18 @@ as the SDK routes them (see ``protocol``):
   ``tools/call``; notifications (``notifications/initialized``) are accepted.
   A JSON-RPC error to a request whose id was read is HTTP 200 in this era
   (``protocol.http_status``).
+
+A request carrying an ``Origin`` header that is neither the service's own nor
+in ``SIS_MCP_ALLOWED_ORIGINS`` is refused 403 before its body is read (the
+transport's MUST against DNS rebinding and cross-site posts); a request without
+one, as every client but a browser sends it, is served.
 """
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 import tornado.web
 
@@ -56,6 +63,51 @@ def server_info() -> dict[str, Any]:
     return {"name": SERVER_NAME, "title": "Spatial Intelligence Service", "version": __version__}
 
 
+DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+def _origin_of(url: str) -> str | None:
+    """``scheme://host[:port]`` of a URL or an Origin value, lower-cased, the scheme's default port
+    left out; None when it is no http(s) origin (``null``, ``file://``, garbage)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in DEFAULT_PORTS or not parts.hostname:
+        return None
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    if port is not None and str(port) != DEFAULT_PORTS[parts.scheme.lower()]:
+        host = f"{host}:{port}"
+    return f"{parts.scheme.lower()}://{host}"
+
+
+@lru_cache(maxsize=8)
+def allowed_origins(setting: str, public_base_url: str) -> frozenset[str]:
+    """The origins an operator lets call the endpoint (``SIS_MCP_ALLOWED_ORIGINS``), with the
+    service's public one (``SIS_PUBLIC_BASE_URL``) where it is set."""
+    given = [o for o in (part.strip() for part in setting.split(",")) if o]
+    if public_base_url:
+        given.append(public_base_url)
+    return frozenset(o for o in map(_origin_of, given) if o is not None)
+
+
+def origin_allowed(origin: str, host: str, allowed: frozenset[str]) -> bool:
+    """Whether a browser page at ``origin`` may call the endpoint: one of ``allowed``, or the request's
+    own host (the Host header) over http or https. Either scheme is taken for the own host because TLS
+    is often ended at a proxy, so the scheme the coordinator sees is not the one the browser used."""
+    seen = _origin_of(origin)
+    if seen is None:
+        return False
+    if seen in allowed:
+        return True
+    scheme = seen.partition("://")[0]
+    own = _origin_of(f"{scheme}://{host}") if host else None
+    return own is not None and own == seen
+
+
 def _accepts_json(accept: str | None) -> bool:
     if accept is None or not accept.strip():
         return True
@@ -80,6 +132,25 @@ class McpHandler(BaseHandler):
             # Answered before the body is read, as a JSON-RPC parse error (the protocol's own).
             self.send_rpc(None, error=RpcError(PARSE_ERROR, "Parse error: the request body is too large",
                                                {"maxBytes": MAX_JSON_BODY}))
+            return
+        refusal = self.origin_refusal()
+        if refusal is not None:
+            self.send_rpc(None, error=refusal)
+
+    def origin_refusal(self) -> RpcError | None:
+        """403 for a request whose Origin is present and neither the service's own nor allowed by the
+        operator (the transport's MUST). No Origin: a client that is not a browser, served as ever."""
+        origins = self.request.headers.get_list("Origin")
+        if not origins:
+            return None
+        settings = self.application.services.settings  # type: ignore[attr-defined]
+        allowed = allowed_origins(settings.mcp_allowed_origins, settings.public_base_url or "")
+        if len(origins) == 1 and origin_allowed(origins[0], self.request.host or "", allowed):
+            return None
+        shown = origins[0][:200]
+        return RpcError(INVALID_REQUEST, f"Origin {shown} may not call this endpoint: a browser page may call it only "
+                                         "from the service's own origin or one the operator allows "
+                                         "(SIS_MCP_ALLOWED_ORIGINS)", {"origin": shown}, status=403)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         if status_code == 405:
