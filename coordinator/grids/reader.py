@@ -88,13 +88,107 @@ def sniff(path: Path) -> str:
     raise GridFormatError(f"{path.name} is not a netCDF file (it starts {head[:4]!r})")
 
 
+class GridDamaged(GridFormatError):
+    """A grid file whose size is not the one its load wrote or its header describes: cut short
+    (a full disk, a copy interrupted) or changed since; its cells cannot be trusted."""
+
+
+_NC_TYPE_BYTES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 4, 6: 8, 7: 1, 8: 2, 9: 4, 10: 8, 11: 8}
+
+
+def classic_size(path: Path) -> int | None:
+    """The size in bytes a netCDF-3 file (CDF-1, CDF-2 or CDF-5) must have at least, from its
+    header: where its last variable's data ends. None where the header cannot be read this way
+    (left to the netCDF library to judge).
+
+    The netCDF library reads a classic file cut short without a word, the missing cells as
+    zeros (an elevation of 0 m, "at sea level", for a cell 1000 m deep), where an HDF5-based
+    netCDF-4 file cut short is refused at open. Reading only the header, this costs a few
+    hundred bytes whatever the grid's size."""
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 20)            # a GEBCO header is a few kilobytes
+        version = data[3]
+        off = 4
+        big = version == 5                    # CDF-5: 64-bit counts and dimension ids
+
+        def take(n: int) -> bytes:
+            nonlocal off
+            if off + n > len(data):
+                raise ValueError("header past the bytes read")
+            b = data[off:off + n]
+            off += n
+            return b
+
+        def u32() -> int:
+            return struct.unpack(">I", take(4))[0]
+
+        def count() -> int:
+            return struct.unpack(">Q", take(8))[0] if big else u32()
+
+        def name() -> None:
+            n = count()
+            take((n + 3) // 4 * 4)
+
+        def attributes() -> None:
+            tag, n = u32(), count()
+            if tag not in (0, 0x0C):
+                raise ValueError("not an attribute list")
+            for _ in range(n):
+                name()
+                size = _NC_TYPE_BYTES[u32()] * count()
+                take((size + 3) // 4 * 4)
+
+        numrecs = count()
+        tag, ndims = u32(), count()
+        if tag not in (0, 0x0A):
+            return None
+        dims = []
+        for _ in range(ndims):
+            name()
+            dims.append(count())
+        attributes()
+        tag, nvars = u32(), count()
+        if tag not in (0, 0x0B):
+            return None
+        fixed_end, record_vars = 0, []
+        for _ in range(nvars):
+            name()
+            ids = [count() for _ in range(count())]
+            attributes()
+            size = _NC_TYPE_BYTES[u32()]
+            vsize = count()
+            begin = struct.unpack(">I" if version == 1 else ">Q", take(4 if version == 1 else 8))[0]
+            shape = [dims[i] for i in ids]
+            if shape and shape[0] == 0:        # a record variable: its data comes record by record
+                for n in shape[1:]:
+                    size *= n
+                record_vars.append((begin, size, vsize))
+            else:
+                for n in shape:
+                    size *= n
+                fixed_end = max(fixed_end, begin + size)
+        if record_vars and numrecs not in (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF) and numrecs > 0:
+            recsize = record_vars[0][1] if len(record_vars) == 1 else sum(v for _, _, v in record_vars)
+            fixed_end = max(fixed_end, max(b + (numrecs - 1) * recsize + s for b, s, _ in record_vars))
+        return fixed_end
+    except (OSError, ValueError, KeyError, IndexError, struct.error):
+        return None
+
+
 class _Layer:
     """One 2-D variable of one open file, read in windows of ascending rows."""
 
     def __init__(self, path: Path, names: tuple[str, ...], what: str) -> None:
         import netCDF4
 
-        sniff(path)
+        if sniff(path) == "netcdf3":
+            need, have = classic_size(path), path.stat().st_size
+            if need is not None and have < need:
+                raise GridDamaged(f"{path.name} is {have} bytes where its header describes {need}: cut short "
+                                  "(a full disk, a copy interrupted), its missing cells would read as 0 m")
         try:
             self.ds = netCDF4.Dataset(str(path), "r")
         except OSError as exc:

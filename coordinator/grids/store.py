@@ -13,10 +13,17 @@ The first answer after the current version changed (a newer one loaded, or this 
 dropped) forgets the grid it replaces, whose files close once the last answer reading
 it is done (``Grid.__del__``): a dropped version's disk space comes back without a
 restart.
+
+Every open compares the files' sizes with those the load recorded in the manifest, and
+every answer from an open grid compares them with those it was opened at (two stats): a file
+cut short (a full disk, a copy interrupted) is "not usable", and answers say its depths are
+unknown, as for a folder that is missing, never the zeros netCDF reads where bytes are gone.
 """
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +32,16 @@ from typing import Any
 from coordinator.core.honesty import SourceReport
 from coordinator.datasets import versions
 
-from .reader import Grid, GridFormatError
+from .reader import Grid, GridDamaged, GridFormatError
 
 KIND = "bathymetry"
 LICENSE = "public-domain"
 ELEVATION_FILE, TID_FILE, MANIFEST_FILE = "elevation.nc", "tid.nc", "manifest.json"
 DOIS = {2025: "10.5285/37c52e96-24ea-67ce-e063-7086abc05f29"}   # UPSTREAMS.md §2.7
 _EXTRA = "bathymetry_grids"
+SIZES = ((ELEVATION_FILE, "elevationBytes"), (TID_FILE, "tidBytes"))
+log = logging.getLogger("sis.grids")
+_said: set[str] = set()        # each damaged grid logged once per process, not at every answer
 
 
 
@@ -57,6 +67,24 @@ class Loaded:
     report: SourceReport
     manifest: dict[str, Any]
     license: str
+    sizes: tuple[int, ...] = ()    # the files' sizes when opened: a file cut short since is seen
+
+
+def _sizes(folder: Path) -> tuple[int, ...]:
+    return tuple(os.stat(folder / name).st_size for name, _ in SIZES)
+
+
+def check_sizes(folder: Path, manifest: dict[str, Any]) -> tuple[int, ...]:
+    """The files' sizes, or ``GridDamaged`` where one is not the size its load wrote (recorded
+    in the manifest since this check came; a grid loaded before has none, and a classic
+    netCDF file's size is then checked against its header by the reader)."""
+    sizes = _sizes(folder)
+    for (name, key), have in zip(SIZES, sizes):
+        want = manifest.get(key)
+        if isinstance(want, int) and have != want:
+            how = "cut short (a full disk, a copy interrupted)" if have < want else "changed since"
+            raise GridDamaged(f"{name} is {have} bytes where its load wrote {want}: {how}")
+    return sizes
 
 
 async def current(services: Any) -> Loaded:
@@ -77,20 +105,36 @@ async def current(services: Any) -> Loaded:
         return Loaded(None, report, {}, LICENSE)
     hit = grids.get(folder)
     if hit is not None:
-        return hit
+        try:
+            same = _sizes(folder) == hit.sizes      # two stats: a file cut short or gone meanwhile is seen
+        except OSError:
+            same = False
+        if same:
+            return hit
+        del grids[folder]
     try:
         manifest = json.loads((folder / MANIFEST_FILE).read_text())
+        sizes = check_sizes(folder, manifest)
         grid = Grid(folder / ELEVATION_FILE, folder / TID_FILE)
     except FileNotFoundError:
         bad = SourceReport(report.name, version.license, ok=False, dataset=report.dataset, absent=True,
                            error=versions.missing_files(services.settings.data_dir, version))
         return Loaded(None, bad, {}, version.license)     # not kept: the folder may be mounted later
+    except GridDamaged as exc:
+        error = (f"the files of {KIND} version {version.id} in {folder.resolve()} (SIS_DATA_DIR) are not usable: "
+                 f"{exc}; load the grid again (sis ingest {KIND} GRID.nc --tid TID.nc)")
+        if error not in _said:
+            _said.add(error)
+            log.error("%s", error)
+        bad = SourceReport(report.name, version.license, ok=False, dataset=report.dataset, absent=True,
+                           error=error)                   # absent as a missing folder: no retry mends it
+        return Loaded(None, bad, {}, version.license)     # not kept: a copy put back is read at the next answer
     except (OSError, ValueError, GridFormatError) as exc:
         bad = SourceReport(report.name, version.license, ok=False, dataset=report.dataset,
                            error=f"the files of {KIND} version {version.id} cannot be read from "
                                  f"{folder} (SIS_DATA_DIR): {exc}")
         return Loaded(None, bad, {}, version.license)     # not kept: the folder may be mounted later
-    loaded = grids[folder] = Loaded(grid, report, manifest, version.license)
+    loaded = grids[folder] = Loaded(grid, report, manifest, version.license, sizes)
     return loaded
 
 
