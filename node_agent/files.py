@@ -3,6 +3,12 @@
 Write to a temporary file in the same folder, fsync it, rename it over the
 target (atomic on POSIX and on Windows via ``os.replace``), then fsync the
 folder so the rename itself survives a power cut.
+
+On Windows a file another process holds open (``sis-node status`` reading it, an
+antivirus scan, a file deleted there and still open) can be neither replaced nor
+deleted nor, sometimes, opened: the call raises PermissionError (WinError 5 or 32)
+until that process lets go, mostly within milliseconds. Such calls are retried for
+up to half a second (``busy_retried``) before the error is let through.
 """
 from __future__ import annotations
 
@@ -10,8 +16,38 @@ import contextlib
 import errno
 import json
 import os
+import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
+
+# ERROR_ACCESS_DENIED (a file being deleted, or open elsewhere without FILE_SHARE_DELETE, as
+# Python's own open() leaves it), ERROR_SHARING_VIOLATION, ERROR_LOCK_VIOLATION.
+_WINDOWS_BUSY = frozenset({5, 32, 33})
+BUSY_RETRY_S = 0.5
+
+
+def windows_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` is Windows saying that another process holds the file for now."""
+    return (sys.platform == "win32" and isinstance(exc, PermissionError)
+            and getattr(exc, "winerror", None) in _WINDOWS_BUSY)
+
+
+def busy_retried(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``call(*args, **kwargs)``, retried for up to ``BUSY_RETRY_S`` while Windows says the file is
+    held by another process (``windows_busy``); any other error, or that one past the time, is raised."""
+    deadline = time.monotonic() + BUSY_RETRY_S
+    delay = 0.005
+    while True:
+        try:
+            return call(*args, **kwargs)
+        except PermissionError as exc:
+            if not windows_busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -38,7 +74,7 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
         finally:
             os.close(fd)
         os.chmod(tmp, mode)  # the umask may have narrowed or the file existed with other bits
-        os.replace(tmp, path)
+        busy_retried(os.replace, tmp, path)
     except BaseException:
         # A full disk (ENOSPC) left the half-written temporary file behind, taking the space
         # a retry needs; the target is untouched either way.
@@ -95,7 +131,7 @@ def read_object(path: Path) -> dict[str, Any] | None:
 
 def remove(path: Path) -> None:
     try:
-        path.unlink()
+        busy_retried(path.unlink)
     except FileNotFoundError:
         return
     _fsync_dir(path.parent)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import identity as ident_mod
-from .files import remove, write_json
+from .files import busy_retried, remove, windows_busy, write_json
 
 log = logging.getLogger("sis.node.spool")
 
@@ -113,7 +113,7 @@ class Spool:
 
     def _load(self, path: Path, quarantine: bool = True) -> Spooled | None:
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = json.loads(busy_retried(path.read_text, encoding="utf-8"))
             named = bool(doc.get("coordinator"))
             coordinator = doc["coordinator"] if named else (self.owner(doc) if self.owner else "")
             return Spooled(doc["leaseId"], doc["jobId"], doc["result"], doc["spooledAt"], doc["attempts"], path,
@@ -121,6 +121,11 @@ class Spool:
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            if windows_busy(exc):
+                # Windows: held by another process past the retries, or deleted and still open
+                # there. Nothing is wrong with it: read it again next time.
+                log.warning("spooled file %s is held by another process (%s); read next time", path.name, exc)
+                return None
             # Cannot happen through put() (atomic); a disk fault or a hand edit. Keep it aside, say so.
             if quarantine:
                 self.corrupt_dir.mkdir(exist_ok=True)

@@ -83,10 +83,14 @@ class Submitting:
                 f"there now (it enrolled again): a lease of {spooled_as}'s can be submitted by {spooled_as} alone")
 
     def _acknowledged(self, item: Spooled, answer: dict[str, Any]) -> None:
-        self.spool.acknowledged(item)
+        # Counted before the spooled file is deleted: a count that cannot be written (a full
+        # disk; on Windows the file held by another process past the retries) raises with the
+        # result still spooled, sent again and counted then (the coordinator answers a resend
+        # as acknowledged). Deleted first, the result was gone and never counted.
         s = item.stats
         total = self.contribution.acknowledged(int(s.get("photos", 0)), int(s.get("facts", 0)),
                                                float(s.get("seconds", 0.0)), bool(s.get("onGpu")))
+        self.spool.acknowledged(item)
         log.info("result of %s acknowledged (result %s, job %s%s); contribution: %d jobs",
                  item.job_id, answer.get("resultState"), answer.get("jobState"),
                  ", a resend" if answer.get("duplicate") else "", total["jobs"])
