@@ -32,6 +32,8 @@ GOOD = {"https://maps.example.org": "https://maps.example.org",
         "http://localhost:5173": "http://localhost:5173",
         "http://127.0.0.1": "http://127.0.0.1",
         "https://bücher.example": "https://xn--bcher-kva.example",
+        "https://faß.de": "https://xn--fa-hia.de",              # not fass.de, another site (IDNA 2003)
+        "https://ÉCOLE.fr": "https://xn--cole-9oa.fr",
         "https://a-b.c1.example.org/": "https://a-b.c1.example.org"}
 
 

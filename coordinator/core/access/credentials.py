@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from urllib.parse import urlsplit
 
+import idna
 from sqlalchemy import func, select, update
 
 from coordinator.core.db import Database
@@ -141,9 +142,12 @@ def _origin_host(host: str) -> str:
         except ValueError:
             raise _bad_origin("has an invalid IPv6 address") from None
     if not host.isascii():
+        # UTS #46 without transitional mapping, as browsers send it: the standard library's
+        # "idna" codec is IDNA 2003, which maps ß to ss (faß.de became fass.de, another site,
+        # allowed in the headers while the page's own origin, xn--fa-hia.de, was refused).
         try:
-            host = host.encode("idna").decode("ascii")
-        except UnicodeError:
+            host = idna.encode(host, uts46=True, transitional=False).decode("ascii")
+        except (idna.IDNAError, UnicodeError):
             raise _bad_origin("has an invalid host name") from None
     host = host.lower()
     labels = host.split(".")
