@@ -72,11 +72,11 @@ async def test_malformed_json_is_a_parse_error_400(coordinator, version):
                         "error": {"code": -32700, "message": "Parse error: the body is not valid JSON"}}
 
 
-async def test_an_oversized_body_is_a_parse_error_400(coordinator):
+async def test_an_oversized_body_is_413_invalid_request(coordinator):
     big = rpc("tools/call", {"name": "limits", "arguments": {"pad": "x" * MAX_JSON_BODY}}, meta=None)
     r = await coordinator.post("/legacy/mcp", big, headers=JSON)
-    assert r.status == 400
-    assert r.json()["error"]["code"] == -32700 and r.json()["error"]["data"] == {"maxBytes": MAX_JSON_BODY}
+    assert r.status == 413
+    assert r.json()["error"]["code"] == -32600 and r.json()["error"]["data"] == {"maxBytes": MAX_JSON_BODY}
 
 
 async def test_a_batch_or_a_non_request_is_an_invalid_request_400(coordinator):

@@ -115,6 +115,13 @@ def _accepts_json(accept: str | None) -> bool:
     return any(t in ("application/json", "application/*", "*/*") for t in types)
 
 
+def body_too_large() -> RpcError:
+    """A body over the limit: 413, as the SDK's server answers one (``RequestBodyLimitMiddleware``),
+    with -32600 and the limit in ``data``; the JSON in it may be valid, so it is no parse error."""
+    return RpcError(INVALID_REQUEST, f"the request body is over {MAX_JSON_BODY} bytes", {"maxBytes": MAX_JSON_BODY},
+                    status=413)
+
+
 class McpHandler(BaseHandler):
     SUPPORTED_METHODS = ("GET", "HEAD", "POST", "DELETE", "PATCH", "PUT", "OPTIONS")
 
@@ -129,9 +136,9 @@ class McpHandler(BaseHandler):
         try:
             await super().prepare()
         except PayloadTooLarge:
-            # Answered before the body is read, as a JSON-RPC parse error (the protocol's own).
-            self.send_rpc(None, error=RpcError(PARSE_ERROR, "Parse error: the request body is too large",
-                                               {"maxBytes": MAX_JSON_BODY}))
+            # Answered before the body is read: 413, as the SDK's server answers a body over its limit,
+            # with a JSON-RPC error (the JSON may be valid: it is no parse error).
+            self.send_rpc(None, error=body_too_large())
             return
         refusal = self.origin_refusal()
         if refusal is not None:
@@ -174,6 +181,7 @@ class McpHandler(BaseHandler):
 
     def accept_notification(self) -> None:
         self.set_status(202)
+        self.clear_header("Content-Type")   # no body, so no type (Tornado's default is text/html)
         self.finish()
 
     # ---- the request ----------------------------------------------------------
@@ -213,7 +221,7 @@ class McpHandler(BaseHandler):
         try:
             body = self.body_bytes()
         except PayloadTooLarge:
-            raise RpcError(PARSE_ERROR, "Parse error: the request body is too large", {"maxBytes": MAX_JSON_BODY}) from None
+            raise body_too_large() from None
         try:
             return parse_json(body)
         except JsonRefused as exc:

@@ -118,7 +118,11 @@ class Message:
 
 
 def parse_message(body: Any) -> Message:
-    """Classify a decoded POST body. Batches are refused: protocol 2025-11-25 removed them."""
+    """Classify a decoded POST body. Batches are refused at every version: protocol 2025-06-18
+    removed them, and the SDK's own server refuses them at 2025-03-26 too (docs/mcp.md)."""
+    if isinstance(body, list):
+        raise RpcError(INVALID_REQUEST, "JSON-RPC batches are not served: send one request or notification "
+                                        "object per POST (protocol 2025-06-18 removed batches)")
     if not isinstance(body, dict) or body.get("jsonrpc") != "2.0":
         raise RpcError(INVALID_REQUEST, "the body must be one JSON-RPC 2.0 request or notification object")
     method = body.get("method")
@@ -168,8 +172,17 @@ def unsupported_version(requested: str) -> RpcError:
 def check_modern_envelope(msg: Message, headers: Mapping[str, str]) -> str:
     """The 2026-07-28 request ladder, first failure wins: the ``_meta`` envelope
     pair, the routing headers agreeing with the body, then a served version.
-    Returns the protocol version the request speaks."""
+    Returns the protocol version the request speaks.
+
+    One step before the SDK's ladder: a request with no envelope at all whose
+    ``MCP-Protocol-Version`` header names a version not served (``banana``, a
+    date of no revision) is no 2026-07-28 request missing its ``_meta``; it is
+    told its version is unsupported (-32022, HTTP 400, the versions served in
+    ``data``), as the 2025-11-25 transport asks for an invalid version header."""
     meta = msg.params.get("_meta")
+    header_version = headers.get(PROTOCOL_VERSION_HEADER)
+    if not isinstance(meta, dict) and header_version is not None and header_version not in MODERN_VERSIONS:
+        raise unsupported_version(header_version)
     if not isinstance(meta, dict):
         raise RpcError(INVALID_PARAMS, f"params._meta must be an object carrying the required "
                                        f"'{PROTOCOL_VERSION_META}' and '{CLIENT_CAPABILITIES_META}' envelope keys")
@@ -177,7 +190,6 @@ def check_modern_envelope(msg: Message, headers: Mapping[str, str]) -> str:
     if missing:
         raise RpcError(INVALID_PARAMS, f"params._meta is missing the required envelope key(s): {', '.join(missing)}")
     version = meta[PROTOCOL_VERSION_META]
-    header_version = headers.get(PROTOCOL_VERSION_HEADER)
     if header_version is None or header_version != version:
         raise RpcError(HEADER_MISMATCH, f"{PROTOCOL_VERSION_HEADER} header does not match the request envelope's "
                                         "protocol version")
