@@ -11,6 +11,7 @@ import os
 import signal
 import stat
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,12 +36,46 @@ log = logging.getLogger("sis.node")
 LOGGERS = ("sis.node", "sweep_engine")
 
 
+class RotatingLog(logging.handlers.RotatingFileHandler):
+    """A rotating log file whose rollover may fail without losing a record.
+
+    On Windows the log file, or a backup, cannot be renamed or deleted while another process
+    holds it open (a `type`, an editor, a tail tool, Python's own open()): PermissionError.
+    The standard handler then lost that record and every later one, each with a
+    "--- Logging error ---" on stderr. Here a failed rollover is said once in the file, the
+    records go on into the current file (past ``maxBytes``), and the rollover is tried again
+    ``retry_s`` later."""
+
+    retry_s = 60.0
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._retry_at = 0.0
+
+    def shouldRollover(self, record: logging.LogRecord) -> bool:
+        if time.monotonic() < self._retry_at:
+            return False
+        return bool(super().shouldRollover(record))
+
+    def doRollover(self) -> None:
+        try:
+            super().doRollover()
+        except OSError as exc:
+            self._retry_at = time.monotonic() + self.retry_s
+            if self.stream is None:
+                self.stream = self._open()      # appends to the file that could not be renamed
+            why = logging.LogRecord("sis.node", logging.WARNING, __file__, 0,
+                                    "the log file could not be rotated (%s); writing on in %s, trying again "
+                                    "in %.0f s", (exc, self.baseFilename, self.retry_s), None)
+            logging.FileHandler.emit(self, why)
+
+
 def setup_logging(paths: config_mod.Paths, cfg: config_mod.Config, console: bool = True) -> None:
     """Log to a rotating file in the data folder and to the console."""
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     paths.log_dir.mkdir(parents=True, exist_ok=True)
-    fh = logging.handlers.RotatingFileHandler(paths.log_dir / "sis-node.log", maxBytes=cfg.log_max_bytes,
-                                              backupCount=cfg.log_backups, encoding="utf-8")
+    fh = RotatingLog(paths.log_dir / "sis-node.log", maxBytes=cfg.log_max_bytes, backupCount=cfg.log_backups,
+                     encoding="utf-8")
     fh.setFormatter(fmt)
     handlers: list[logging.Handler] = [fh]
     if console:
