@@ -40,11 +40,12 @@ def sample_arguments(tool: Tool) -> dict[str, Any]:
         elif p.enum:
             args[p.name] = p.enum[0]
         else:
-            args[p.name] = STRING_SAMPLES.get(p.name, "x")
+            args[p.name] = STRING_SAMPLES.get((tool.name, p.name), STRING_SAMPLES.get(p.name, "x"))
     return args
 
 
-STRING_SAMPLES = {"brand": "Q99999901", "id": "gdacs:EQ:1569499"}    # strings whose declared pattern "x" does not match
+STRING_SAMPLES = {"brand": "Q99999901", "id": "gdacs:EQ:1569499",     # strings whose declared pattern "x" does not match
+                  ("widget", "id"): "swpc-noaa-planetary-k-index"}    # the widget id is a pattern, not an enum
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -59,9 +60,9 @@ async def test_sdk_connects_and_lists_the_family_tools_from_their_declarations(c
     expected = mcp_tools(registry, family)
     assert [t.name for t in listed] == [t.name for t in expected] and expected
     for wire, tool in zip(listed, expected):
-        assert wire.input_schema == tool.input_schema()
+        assert wire.input_schema == tool.input_schema(mcp=True)     # with the MCP defaults
         assert wire.output_schema and wire.output_schema["type"] == "object"
-        assert wire.description == tool.description_for(family)
+        assert wire.description.startswith(tool.description_for(family))   # a keyed tool: + how to send the key
         assert wire.title == tool.title
 
 
@@ -81,7 +82,7 @@ async def test_sdk_calls_each_tool_and_gets_what_the_rest_route_serves(coordinat
             body = result.structured_content
             assert json.loads(result.content[0].text) == body
             assert list(body)[0] == "caveats", "caveats come first"
-            path, query = tool.routes[family], dict(args)
+            path, query = tool.routes[family], {**tool.mcp_defaults(), **args}   # MCP's defaults, asked of REST
             for p in tool.params:             # path parameters travel in the path (the widget's id)
                 if p.location == "path":
                     path = path.replace("{" + p.name + "}", str(query.pop(p.name)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 from coordinator.core.access import plans
@@ -51,6 +51,14 @@ class Param:
     min_length: int | None = None
     max_points: int | None = None           # lonlat_list
     location: str = "query"                 # "query" or "path"
+    # The default on the MCP faces where it differs from the REST one (None: the same). An agent's
+    # first call takes the defaults, and a tool result is read whole into its context: the widget
+    # manifest answers every widget on REST (1.3 MB, the contract's "full set") and a page on MCP.
+    mcp_default: Any = None
+
+    def on_mcp(self) -> "Param":
+        """This parameter as the MCP faces publish and apply it (its MCP default)."""
+        return self if self.mcp_default is None else replace(self, default=self.mcp_default)
 
     def json_schema(self) -> dict[str, Any]:
         s: dict[str, Any]
@@ -303,6 +311,15 @@ class Tool:
     ok_status: int = 200                      # the status of its answer (201: it made something)
     family_descriptions: Mapping[str, str] = field(default_factory=dict)   # family -> description there
     family_cold_bound_s: Mapping[str, float] = field(default_factory=dict)  # family -> cold bound there
+    # MCP tool annotations (hints to a client, which may ask its user before a call that is not read-only).
+    # None: derived. read_only: a GET that is safe (changes nothing); idempotent: read_only (a repeat
+    # changes nothing more); destructive, for a tool that is not read-only: True, the protocol's default,
+    # until the declaration says its writes only add or merge. open_world: the tool reads an outside
+    # upstream (its answer follows the world, not only this service's own state).
+    read_only: bool | None = None
+    idempotent: bool | None = None
+    destructive: bool | None = None
+    open_world: bool = True
     # The tool's own checks of its parameters against its caller (a plan's bound on a shape), run before
     # the call is admitted: raised inside the handler, a refusal was counted against the caller's quota.
     check: Callable[[dict[str, Any], Any], None] | None = None
@@ -337,22 +354,42 @@ class Tool:
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
 
-    def input_schema(self) -> dict[str, Any]:
-        props = {p.name: p.json_schema() for p in self.params}
-        req = [p.name for p in self.params if p.required]
+    def input_schema(self, mcp: bool = False) -> dict[str, Any]:
+        """The parameters' JSON Schema; ``mcp``: with the MCP defaults (``Param.mcp_default``)."""
+        params = [p.on_mcp() for p in self.params] if mcp else list(self.params)
+        props = {p.name: p.json_schema() for p in params}
+        req = [p.name for p in params if p.required]
         s: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
         if req:
             s["required"] = req
         return s
 
-    def validate(self, raw: Mapping[str, Any], bbox_sides: bool = True) -> dict[str, Any]:
-        """Validate raw parameters (query text or MCP JSON) into typed values. ``bbox_sides=False``: a
-        bbox's side bound is checked by the caller (``access.caps``, with the plan's)."""
+    def mcp_defaults(self) -> dict[str, Any]:
+        """The MCP defaults that differ from the REST ones: the MCP face passes them for an absent argument."""
+        return {p.name: p.mcp_default for p in self.params if p.mcp_default is not None}
+
+    def annotations(self) -> dict[str, bool]:
+        """The MCP hints, as declared or derived (see the fields). ``destructiveHint`` and
+        ``idempotentHint`` mean something only for a tool that is not read-only (the protocol's words),
+        but both are said for every tool, so that no client falls back to a default."""
+        read_only = self.method == "GET" and self.safe if self.read_only is None else self.read_only
+        idempotent = read_only if self.idempotent is None else self.idempotent
+        destructive = (not read_only) if self.destructive is None else self.destructive
+        return {"readOnlyHint": read_only, "destructiveHint": destructive, "idempotentHint": idempotent,
+                "openWorldHint": self.open_world}
+
+    def refuse_unknown(self, raw: Mapping[str, Any]) -> None:
+        """``BadParameter`` for the first argument this tool does not declare."""
         known = {p.name for p in self.params}
         unknown = sorted(k for k in raw if k not in known)
         if unknown:
             raise BadParameter(f"unknown parameter '{unknown[0]}' for {self.name}",
                                {"parameter": unknown[0], "allowed": sorted(known)})
+
+    def validate(self, raw: Mapping[str, Any], bbox_sides: bool = True) -> dict[str, Any]:
+        """Validate raw parameters (query text or MCP JSON) into typed values. ``bbox_sides=False``: a
+        bbox's side bound is checked by the caller (``access.caps``, with the plan's)."""
+        self.refuse_unknown(raw)
         out: dict[str, Any] = {}
         for p in self.params:
             value = raw.get(p.name)
@@ -417,6 +454,17 @@ def _problems(tool: Tool) -> Iterable[str]:
             yield f"it is absent from the {fam} family"
         if table.paths is not None and path not in table.paths:
             yield f"{path!r} is not a {fam} path"
+    hints = tool.annotations()
+    if hints["readOnlyHint"] and not (tool.method == "GET" and tool.safe):
+        yield f"it declares read_only but a {tool.method} that is not safe changes something"
+    if hints["readOnlyHint"] and (hints["destructiveHint"] or not hints["idempotentHint"]):
+        yield "a read-only tool is neither destructive nor other than idempotent"
+    for p in tool.params:
+        if p.mcp_default is not None:
+            try:
+                p.parse(p.mcp_default)
+            except BadParameter as exc:
+                yield f"the MCP default of {p.name!r} is refused by its own bounds: {exc.message}"
     if tool.cold not in (COLD_WAIT, COLD_ACCEPTED):
         yield f"cold must be {COLD_WAIT!r} or {COLD_ACCEPTED!r}"
     if tool.cold == COLD_ACCEPTED and not tool.cached:

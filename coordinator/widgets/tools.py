@@ -6,7 +6,14 @@ so the error shape and messages are every tool's), answers 404 for an id the cat
 not hold, and publishes the union of the widgets' parameters so that MCP clients can pass
 them (its ``id`` lists every widget). Declared tools' routes are matched before the widget
 pattern (``faces/rest.py`` orders literal routes first), so ``/earth/w/twin_earth`` is the
-twin's, and no widget id may be a declared tool's name.
+twin's, and no widget id may be a declared tool's name. The ``id`` schema is a pattern (the
+ids' prefixes), not the 1679 ids (36 KB of an MCP client's tool list); an id the catalogue
+does not hold is 404 naming the closest ids (``details.didYouMean``).
+
+The manifest is the full set on REST (the contract's "Full widget set with parameters") and a
+page on MCP: ``limit``/``offset`` page it, ``fields=compact`` keeps id, title, category and
+source, and MCP's defaults (``Param.mcp_default``) are a page of 50 compact rows, since an
+agent reads a tool result whole (the full set is 1.3 MB, some 330k tokens).
 
 Each read goes through the pipeline's cache with its adapter's own lifetime (``cache_ttl_s``
 of the adapter: FRED 1 h, World Bank 1 day, CoinGecko 1 min, ...), keyed by widget and
@@ -16,19 +23,23 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import difflib
 from typing import Any, Mapping
 
 from coordinator.core.context import ToolContext
 from coordinator.core.errors import BadParameter, NotFound
 from coordinator.core.honesty import Answer, Health, SourceReport
 from coordinator.core.pipeline import run_cached
-from coordinator.core.registry import STRING, Param, Tool
+from coordinator.core.registry import INTEGER, STRING, Param, Tool
 from coordinator.sources.base import Query
 from coordinator.twin.feeds import read_feed
 
 from .catalogue import CATEGORY_COUNTS, Catalogue, Widget, load
 
 TOOLS: list[Tool] = []
+FIELDS = ("compact", "full")
+COMPACT = ("id", "title", "category", "source")     # a widget's compact row
+MAX_PAGE = 2000                                       # a page may hold every widget (1679)
 FEED_TTL_S = 300.0        # widgets over feeds this service already reads (their adapters declare no TTL)
 # Which upstream ids each adapter of this package takes, in order (Query.ids).
 QUERY_IDS = {"fred": ("seriesId",), "worldbank": ("indicator",), "coingecko": ("coin",), "swpc": ("product",),
@@ -69,9 +80,13 @@ class WidgetTool(Tool):
             raise BadParameter("'id' is required", {"parameter": "id"})
         if not isinstance(wid, str):
             raise BadParameter("'id' must be text", {"parameter": "id"})
-        w = catalogue().widgets.get(wid)
+        cat = catalogue()
+        w = cat.widgets.get(wid)
         if w is None:
-            raise NotFound(f"no widget with id '{wid[:100]}'", {"id": wid[:100], "widgets": "/earth/widgets.json"})
+            close = did_you_mean(cat, wid[:100])
+            raise NotFound(f"no widget with id '{wid[:100]}'" + (f"; did you mean {', '.join(close)}?" if close else
+                                                                  "; widget_manifest (q, category) finds ids"),
+                           {"id": wid[:100], "widgets": "/earth/widgets.json", "didYouMean": close})
         own = Tool(f"widget {wid}", "", "", self.handler, params=w.params)
         params = Tool.validate(own, {k: v for k, v in raw.items() if k != "id"}, bbox_sides)
         for name in ("start", "end"):      # the pattern says YYYY-MM-DD; the calendar says whether it exists
@@ -85,6 +100,23 @@ class WidgetTool(Tool):
             if params.get(lo) is not None and params.get(hi) is not None and params[lo] > params[hi]:
                 raise BadParameter(f"'{lo}' must not be after '{hi}'", {"parameter": lo, "value": params[lo]})
         return {"id": wid, **params}
+
+
+def did_you_mean(cat: Catalogue, wid: str, n: int = 5) -> list[str]:
+    """Up to ``n`` ids of the catalogue closest to ``wid`` (difflib's ratio, case ignored): an agent
+    that mistyped an id corrects its call from the refusal. A few milliseconds over 1679 ids."""
+    return difflib.get_close_matches(wid.lower(), list(cat.widgets), n=n, cutoff=0.7)
+
+
+def id_pattern(cat: Catalogue) -> str:
+    """What every id of the catalogue matches: one of its prefixes, a hyphen, lower-case words."""
+    prefixes = sorted({i.split("-", 1)[0] for i in cat.widgets})
+    pattern = f"(?:{'|'.join(prefixes)})-[a-z0-9][a-z0-9._-]*"
+    import re
+    bad = [i for i in cat.widgets if not re.fullmatch(pattern, i)]
+    if bad:
+        raise ValueError(f"widget ids outside the published id pattern {pattern}: {bad[:5]}")
+    return pattern
 
 
 def widget_summary(w: Widget) -> dict[str, Any]:
@@ -193,38 +225,83 @@ async def widget(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     return await run_cached(ctx.services, per_adapter(w.source), ctx, params)
 
 
+_COUNT = {"type": "integer", "minimum": 0}
+# What every manifest answer holds (REST's whole set, a page, compact or full rows): served answers
+# are checked against it in the tests, as an MCP client checks structuredContent against outputSchema.
+MANIFEST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["caveats", "count", "categories", "lists", "builtAt", "widgets"],
+    "properties": {
+        "caveats": {"type": "array", "items": {"type": "string"}},
+        "count": {**_COUNT, "description": "Widgets in this answer"},
+        "total": {**_COUNT, "description": "Widgets matching category and q (a page's answer only)"},
+        "offset": {**_COUNT, "description": "Widgets skipped before this page (a page's answer only)"},
+        "limit": {"type": ["integer", "null"], "description": "The page size asked (null: no limit)"},
+        "nextOffset": {"type": ["integer", "null"],
+                       "description": "The offset of the next page; null when this page is the last"},
+        "fields": {"type": "string", "enum": list(FIELDS)},
+        "categories": {"type": "object", "additionalProperties": _COUNT},
+        "lists": {"type": "object"},
+        "builtAt": {"type": ["string", "null"]},
+        "widgets": {"type": "array", "items": {
+            "type": "object", "required": list(COMPACT),
+            "properties": {"id": {"type": "string"}, "title": {"type": "string"}, "category": {"type": "string"},
+                           "source": {"type": "string"}, "upstreamIds": {"type": "object"},
+                           "params": {"type": "array", "items": {"type": "object"}},
+                           "units": {"type": ["string", "null"]}, "license": {"type": ["string", "null"]},
+                           "cadence": {"type": ["string", "null"]}, "confirmed": {"type": "boolean"},
+                           "listedBy": {"type": ["string", "null"]}}}},
+    },
+}
+
+
 def _declare() -> None:
     cat = catalogue()
-    # Every id in the schema (some 40 KB of an MCP client's tool list): a client can only ask
-    # for a widget that exists, and widget_manifest says what each is (by category or words).
-    id_param = Param("id", STRING, "Widget id, e.g. wb-ny.gdp.mktp.cd, fred-unrate, cg-bitcoin "
-                     "(widget_manifest and /earth/widgets.json say what each is)",
-                     required=True, location="path", enum=tuple(cat.widgets))
+    # A pattern, not every id: the 1679 ids were 36 KB of an MCP client's 65 KB tool list, read
+    # into an agent's context before its first call. An unknown id's 404 names the closest ones.
+    id_param = Param("id", STRING, "Widget id, e.g. wb-ny.gdp.mktp.cd, fred-unrate, cg-bitcoin: widget_manifest "
+                     "(category, q) finds ids; an unknown id is refused naming the closest (didYouMean)",
+                     required=True, location="path", pattern=id_pattern(cat), max_length=100)
     TOOLS.append(WidgetTool(
         name="widget", title="Widget data", handler=widget, routes={"earth": "/w/{id}"},
-        description=("One data widget of the catalogue (1679 widgets: macro, global, crypto, equities, globe, "
-                     "positioning, climate, social, space, signals, perception, weather, geospatial, news, earth), "
-                     "read from its upstream. Each widget declares its source (its provenance), its upstream ids "
-                     "and its own parameters; /earth/widgets.json lists them."),
+        description=(f"One data widget of the catalogue ({len(cat.widgets)} widgets: macro, global, crypto, equities, "
+                     "globe, positioning, climate, social, space, signals, perception, weather, geospatial, news, "
+                     "earth), read from its upstream. Each widget declares its source (its provenance), its "
+                     "upstream ids and its own parameters (a subset of this schema's): widget_manifest with "
+                     "q=<id> and fields=full says which, and /earth/widgets.json lists them all."),
         params=(id_param, *union_params(cat)), statuses=(404,), tags=("widgets",)))
     TOOLS.append(Tool(
         name="widget_manifest", title="Widget manifest", handler=manifest, routes={"earth": "/widgets.json"},
-        description=("Every widget of the catalogue with its source (provenance), upstream ids, parameters "
-                     "(types and bounds), units, license, cadence and whether its ids were confirmed; and how each "
-                     "list of ids was obtained."),
+        description=(f"The widgets of the catalogue ({len(cat.widgets)}), a page at a time, filtered by category "
+                     "and by words of their id or title (q). limit and offset choose the page; the answer's total "
+                     "says how many match and nextOffset where the next page starts (null: none left). "
+                     "fields=compact gives each widget's id, title, category and source; fields=full its whole "
+                     "record: source (provenance), upstream ids, parameters (types and bounds), units, license, "
+                     "cadence and whether its ids were confirmed. Defaults: on MCP a page of 50 compact rows; on "
+                     "REST (/earth/widgets.json) every widget, full. The answer also counts the widgets per "
+                     "category and says how each list of ids was obtained."),
         params=(Param("category", STRING, "Only the widgets of this category", enum=tuple(CATEGORY_COUNTS)),
                 Param("q", STRING, "Only the widgets whose id or title holds each of these words "
-                      "(case ignored), e.g. 'gdp current'", max_length=100)),
-        http_max_age_s=3600, tags=("widgets",)))
+                      "(case ignored), e.g. 'gdp current' or a widget's id", max_length=100),
+                Param("fields", STRING, "compact: id, title, category and source of each widget; full: its whole "
+                      "record", enum=FIELDS, mcp_default="compact"),
+                Param("limit", INTEGER, "Widgets in this page",
+                      minimum=1, maximum=MAX_PAGE, mcp_default=50),
+                Param("offset", INTEGER, "Widgets skipped before this page, 0 unless given: the nextOffset "
+                      "of the page before", minimum=0, maximum=MAX_PAGE)),
+        output_schema=MANIFEST_SCHEMA, http_max_age_s=3600, open_world=False, tags=("widgets",)))
 
 
 _MANIFESTS: dict[str | None, Answer] = {}
 
 
 async def manifest(ctx: ToolContext, params: dict[str, Any]) -> Answer:
-    """The same answer object for every request of a category: its body is encoded once. A
-    word search (``q``) is answered anew: a scan of 1679 titles takes about a millisecond."""
+    """The same answer object for every unpaged request of a category: its body is encoded once.
+    A word search (``q``) is answered anew: a scan of 1679 titles takes about a millisecond. A page
+    (``limit``, ``offset`` or ``fields`` given, as on MCP always) is cut from the same rows and
+    says where it lies: ``total``, ``offset``, ``limit``, ``nextOffset``, ``fields``."""
     category, words = params.get("category"), (params.get("q") or "").lower().split()
+    paged = any(params.get(k) is not None for k in ("fields", "limit", "offset"))
     answer = None if words else _MANIFESTS.get(category)
     if answer is None:
         cat = catalogue()
@@ -239,7 +316,29 @@ async def manifest(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                      "A widget's source is its provenance; its license is the upstream's, per record."])
         if not words:
             _MANIFESTS[category] = answer
-    return answer
+    return page(answer, params) if paged else answer
+
+
+def page(whole: Answer, params: dict[str, Any]) -> Answer:
+    rows = whole.data["widgets"]
+    offset, limit, fields = params.get("offset") or 0, params.get("limit"), params.get("fields") or "full"
+    cut = rows[offset:] if limit is None else rows[offset:offset + limit]
+    if fields == "compact":
+        cut = [{k: r[k] for k in COMPACT} for r in cut]
+    end = offset + len(cut)
+    after = end if end < len(rows) else None
+    caveats = list(whole.caveats)
+    if after is not None:
+        caveats.insert(0, f"This page holds widgets {offset + 1} to {end} of {len(rows)}: ask again with "
+                          f"offset={after} for the next, or narrow by category or q.")
+    elif offset >= len(rows) and rows:
+        caveats.insert(0, f"No widgets from offset {offset}: {len(rows)} match.")
+    if fields == "compact":
+        caveats.insert(0, "Compact rows: fields=full (with q=<id> for one widget) gives each widget's parameters, "
+                          "units, license, cadence and whether its ids were confirmed.")
+    return Answer({"count": len(cut), "total": len(rows), "offset": offset, "limit": limit, "nextOffset": after,
+                   "fields": fields, "categories": whole.data["categories"], "lists": whole.data["lists"],
+                   "builtAt": whole.data["builtAt"], "widgets": cut}, caveats=caveats)
 
 
 _declare()

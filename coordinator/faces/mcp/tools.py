@@ -15,6 +15,13 @@ writing back:
   id; the stack trace goes to the log only.
 
 A degraded ``Answer`` is a successful result: its ``health`` says degraded.
+
+The list entries come from the declarations: the input schema with the parameters' MCP
+defaults (``Param.mcp_default``, which the call applies to an absent argument: the widget
+manifest answers a page here, the full set on REST), the hints the tool declares or derives
+(``Tool.annotations``), and for a tool that needs a key, where the key goes on MCP. An argument
+no parameter declares is refused before the access check, so that a key passed as an argument
+is told so rather than met with "needs a key".
 """
 from __future__ import annotations
 
@@ -56,17 +63,27 @@ def output_schema(tool: Tool) -> dict[str, Any]:
     return tool.output_schema or ANSWER_OUTPUT_SCHEMA
 
 
+# Said of a tool that needs a key: an agent reading "the key parameter" passed it as an argument,
+# which no tool declares (it is refused as unknown, before the access check).
+KEY_ON_MCP = ("On MCP the key travels in the X-Api-Key header or as ?key= on the MCP endpoint URL, "
+              "never as a tool argument.")
+
+
+def description(tool: Tool, family: str) -> str:
+    """The family's description; for a tool that needs a key, how an MCP client sends one."""
+    text = tool.description_for(family)
+    return text if tool.keyless else f"{text} {KEY_ON_MCP}"
+
+
 def descriptor(tool: Tool, family: str) -> dict[str, Any]:
-    """One ``tools/list`` entry, from the declaration alone."""
-    read_only = tool.method == "GET"
+    """One ``tools/list`` entry, from the declaration alone (its MCP defaults and hints included)."""
     return {
         "name": tool.name,
         "title": tool.title,
-        "description": tool.description_for(family),
-        "inputSchema": tool.input_schema(),
+        "description": description(tool, family),
+        "inputSchema": tool.input_schema(mcp=True),
         "outputSchema": output_schema(tool),
-        "annotations": {"title": tool.title, "readOnlyHint": read_only, "idempotentHint": read_only,
-                        "openWorldHint": True},
+        "annotations": {"title": tool.title, **tool.annotations()},
     }
 
 
@@ -79,7 +96,9 @@ def find_tool(registry: ToolRegistry, family: str, name: Any) -> Tool:
     if tool is None or not tool.mcp or family not in tool.routes:
         raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}",
                        {"code": "unknown_tool", "message": f"no tool named {name!r} in this family",
-                        "details": {"tool": name, "family": family}})
+                        "details": {"tool": name, "family": family,
+                                    "tools": [t.name for t in mcp_tools(registry, family)]},
+                        "status": 400})
     return tool
 
 
@@ -104,6 +123,13 @@ def arguments_refused_as_results(version: str | None) -> bool:
     return version is not None and version >= ARGUMENTS_AS_RESULTS_SINCE
 
 
+def refuse_unknown(tool: Tool, arguments: Mapping[str, Any]) -> None:
+    if "key" in arguments and tool.param("key") is None:
+        raise BadParameter(f"'key' is not a parameter of {tool.name}: {KEY_ON_MCP}",
+                           {"parameter": "key", "allowed": sorted(p.name for p in tool.params)})
+    tool.refuse_unknown(arguments)
+
+
 async def call(services: "Services", registry: ToolRegistry, family: str, params: Mapping[str, Any],
                facts: RequestFacts, request_id: str, *, arguments_as_results: bool = False) -> dict[str, Any]:
     """``tools/call``: the CallToolResult fields, or an ``RpcError`` raised. ``arguments_as_results``:
@@ -117,7 +143,10 @@ async def call(services: "Services", registry: ToolRegistry, family: str, params
                        {"code": "bad_parameter", "message": "arguments must be an object", "details": {},
                         "status": 400})
     try:
-        answer, _ctx = await call_tool(services, tool, family, arguments, facts)
+        # An argument the tool does not declare is refused before the access check: the key passed as
+        # an argument met "needs a key" (a 401), which hid that the argument is no parameter at all.
+        refuse_unknown(tool, arguments)
+        answer, _ctx = await call_tool(services, tool, family, {**tool.mcp_defaults(), **arguments}, facts)
     except BadParameter as exc:
         if arguments_as_results:
             return text_result(error_body(exc.code, exc.message, exc.details), is_error=True)
