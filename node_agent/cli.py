@@ -254,14 +254,31 @@ async def _run_agent(cfg, paths, engine, device, secret, max_jobs: int = 0,
     agent = Agent(cfg, paths, engine, device, enrol_secret=secret, update_check=update_notice, max_jobs=max_jobs,
                   data_lock=data_lock, on_enrolled=on_enrolled)
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, agent.request_stop)
-        except (NotImplementedError, RuntimeError):  # Windows: Ctrl-C arrives as KeyboardInterrupt
-            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(agent.request_stop))
-    log.info("sis-node %s: coordinator %s; data in %s; Ctrl-C finishes the current job and stops",
-             __version__, cfg.coordinator, paths.data_dir)
-    code = await agent.run()
+    # Ctrl-C, a SIGTERM and, on Windows, Ctrl-Break (SIGBREAK, which would end the process at
+    # once) each ask the agent to stop: the first finishes the job, a second stops at once.
+    stops = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGBREAK] if hasattr(signal, "SIGBREAK") else [])
+    before = {sig: signal.getsignal(sig) for sig in stops}
+    on_loop: list[signal.Signals] = []
+    try:
+        for sig in stops:
+            try:
+                loop.add_signal_handler(sig, agent.request_stop)
+                on_loop.append(sig)
+            except (NotImplementedError, RuntimeError):
+                # Windows' ProactorEventLoop has no add_signal_handler: a plain handler (run in the
+                # main thread, which the loop wakes for it) hands the stop to the loop.
+                signal.signal(sig, lambda *_: loop.call_soon_threadsafe(agent.request_stop))
+        log.info("sis-node %s: coordinator %s; data in %s; Ctrl-C finishes the current job and stops",
+                 __version__, cfg.coordinator, paths.data_dir)
+        code = await agent.run()
+    finally:
+        # The handlers are the loop's; after it closed, a Ctrl-C (while the engine shuts down)
+        # raised RuntimeError('Event loop is closed') from the plain one instead of stopping.
+        for sig in stops:
+            if sig in on_loop:
+                loop.remove_signal_handler(sig)
+            if before[sig] is not None:
+                signal.signal(sig, before[sig])
     return code, agent.now_event is not None and agent.now_event.is_set()
 
 
