@@ -4,11 +4,13 @@ one bounded line (``values.one_line``), so a newline or a terminal escape in it 
 line and a huge one fills no answer."""
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
 from coordinator.sources.base import SourceError
-from coordinator.sources.values import one_line, storable_text
+from coordinator.core.text import one_line
+from coordinator.sources.values import storable_text
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
 
@@ -41,3 +43,23 @@ async def test_a_forged_line_in_an_upstream_message_reaches_neither_log_nor_answ
     error = body["health"]["sources"][0]["error"]
     assert error.startswith("FRED said 400: Bad Request.\\x0a2026") and "\x1b" not in error and len(error) <= 1000
     assert not any("\n" in r.getMessage() or "\x1b" in r.getMessage() for r in caplog.records if "FRED" in r.getMessage())
+
+
+async def test_a_nodes_platform_line_prints_as_one_row_of_sis_nodes_list(sqlite_url, upstream, capsys):
+    """Text a node gave at its (open) enrolment reached the operator's terminal raw: a newline
+    and a terminal escape in it printed a convincing extra "trusted" row."""
+    from coordinator.cli import main
+    from coordinator.core.db.migrate import with_database
+    from coordinator.sweeps import nodes as registry
+    from tests.support import make_settings as settings_of
+
+    forged = "Linux / g\nnd_0000000000000000000  trusted     99     99       0  2026-12-03  \x1b[31mLinux\x1b[0m"
+
+    async def enrol(db):
+        await registry.enrol(db, name="", platform=forged, gpu="g\x00", engine_version="0.1.0",
+                             engine_build="sha256:x")
+        return 0
+    await with_database(settings_of(sqlite_url, upstream), enrol, create=True)
+    assert await asyncio.to_thread(main, ["nodes", "list", "--database", sqlite_url]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 and out[2] == "1 nodes" and "\x1b" not in out[1] and "\\x0and_000" in out[1], out

@@ -36,7 +36,8 @@ from urllib.parse import urlencode
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HTTPResponse
 
 from coordinator.core.honesty import SourceReport
-from coordinator.sources.values import one_line, storable_text
+from coordinator.core.text import one_line
+from coordinator.sources.values import storable_text
 
 log = logging.getLogger("sis.sources")
 T = TypeVar("T")

@@ -98,15 +98,3 @@ def _cleaned(value: Any) -> Any:
         return {_cleaned(k): _cleaned(v) for k, v in value.items()}
     return value
 
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-ONE_LINE_MAX = 1000
-
-
-def one_line(text: str, limit: int = ONE_LINE_MAX) -> str:
-    """``text`` as one line of at most ``limit`` characters: control characters (a newline, a
-    terminal escape, a NUL) written as ``\\xNN`` escapes, the rest cut with an ellipsis. For
-    what an upstream wrote that this service logs or serves as a reason."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else
-                        f"\\u{ord(m.group()):04x}", text)
-    return text if len(text) <= limit else text[:limit - 1] + "\u2026"

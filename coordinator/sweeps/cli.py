@@ -15,6 +15,7 @@ import sys
 from typing import Callable
 
 from coordinator.argtypes import positive, words
+from coordinator.core.text import one_line
 
 from . import transitions as tr
 
@@ -105,7 +106,7 @@ async def _list(db, state: str | None, limit: int) -> int:  # noqa: ANN001
             line.append(f"reissued as {wire_id(child[j.id])}")
         print(f"{wire_id(j.id):14} {j.state:9} {j.sweep_id:26} {len(j.photos):6d} {j.valid_results:5d} "
               f"{j.quorum:6d} {j.failures:8d}  {tr.iso(j.updated_at):26} {'; '.join(line) or '-':34} "
-              f"{j.reason or ''}")
+              f"{one_line(j.reason or '')}")
     shown = f" ({len(rows)} shown)" if len(rows) < total else ""
     print(f"{total} job{'s' if total != 1 else ''}{shown}")
     return 0

@@ -8,6 +8,7 @@ import sys
 from typing import Callable
 
 from coordinator.argtypes import words
+from coordinator.core.text import one_line
 
 
 def add_parser(sub, db_arg: Callable[[argparse.ArgumentParser], None], settings_of) -> None:  # noqa: ANN001
@@ -43,7 +44,7 @@ async def run(args: argparse.Namespace, settings) -> int:  # noqa: ANN001
             for n in nodes:
                 state = "revoked" if n.revoked_at else ("trusted" if n.trusted else "untrusted")
                 print(f"{n.id:24} {state:9} {n.streak:6d} {n.valid_total:6d} {n.invalid_total:7d}  "
-                      f"{n.last_seen_at.isoformat()[:25]:26} {n.platform} / {n.gpu}")
+                      f"{n.last_seen_at.isoformat()[:25]:26} {one_line(n.platform)} / {one_line(n.gpu)}")
             print(f"{len(nodes)} nodes")
             return 0
         try:
