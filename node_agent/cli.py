@@ -552,7 +552,19 @@ def _pipe_closed(exc: OSError) -> bool:
         return False
 
 
+def _printable_output() -> None:
+    """Standard output redirected to a file or a pipe on Windows encodes in the ANSI code page
+    (cp1252), strictly: text from the coordinator outside it (an operator's reason, a node's
+    name) ended the command with UnicodeEncodeError. Such a character is written escaped
+    (``\\u2713``) instead; output that can encode everything is unchanged."""
+    try:
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):   # not a text stream (replaced, detached, closed)
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    _printable_output()
     exiting: SystemExit | None = None
     try:
         try:
