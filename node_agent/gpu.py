@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -111,8 +112,26 @@ def nvml_probe() -> dict[str, Any]:
 SMI_QUERY = "index,name,memory.total,driver_version,compute_cap,uuid"
 
 
+def smi_path() -> str | None:
+    """Where nvidia-smi is, or None. On Windows ``shutil.which`` looks in the current folder
+    before PATH (Python before 3.12), so an nvidia-smi.exe in the folder the agent was started
+    from (a downloads folder) would run in its place: the driver's own locations are taken
+    first there (System32, where current drivers put it, then NVSMI, older drivers'), then
+    PATH's absolute folders only."""
+    if sys.platform != "win32":
+        return shutil.which("nvidia-smi")
+    folders = [os.path.join(os.environ.get("SystemRoot") or r"C:\Windows", "System32"),
+               os.path.join(os.environ.get("ProgramFiles") or r"C:\Program Files", "NVIDIA Corporation", "NVSMI")]
+    folders += [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and os.path.isabs(d)]
+    for folder in folders:
+        exe = os.path.join(folder, "nvidia-smi.exe")
+        if os.path.isfile(exe):
+            return exe
+    return None
+
+
 def smi_probe(runner: Callable[[list[str]], str] | None = None) -> dict[str, Any]:
-    exe = shutil.which("nvidia-smi")
+    exe = smi_path()
     if runner is None:
         if exe is None:
             return {"absent": "nvidia-smi is not on PATH"}
