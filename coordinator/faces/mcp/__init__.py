@@ -37,14 +37,20 @@ def openapi_paths() -> dict[str, Any]:
                            f"those of {family.contract_path} marked mcp.",
             "tags": [fam, "mcp"],
             "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}},
-            "responses": {"200": _error("JSON-RPC response"), "202": {"description": "Notification accepted"},
-                          "400": _error("JSON-RPC error: parse (a body over 64 KiB too), invalid request or params, "
-                                        "header mismatch, unsupported protocol version"),
-                          "401": _error("JSON-RPC error: an API key given and not valid"),
-                          "403": _error("JSON-RPC error: the key lacks the tool's scope"),
-                          "404": _error("JSON-RPC error: method not found"),
+            "responses": {"200": _error("JSON-RPC response; in the 2025-11-25 handshake era (or with no "
+                                        "MCP-Protocol-Version header) also every JSON-RPC error to a request whose "
+                                        "id was read, as the SDK's own server answers"),
+                          "202": {"description": "Notification accepted"},
+                          "400": _error("JSON-RPC error: not JSON or not one request (id null), a routing header "
+                                        "given twice, an unsupported protocol version; at 2026-07-28 also invalid "
+                                        "params"),
+                          "401": _error("JSON-RPC error, at 2026-07-28: an API key given and not valid"),
+                          "403": _error("JSON-RPC error: a foreign Origin (any protocol); at 2026-07-28 also a key "
+                                        "lacking the tool's scope"),
+                          "404": _error("JSON-RPC error, at 2026-07-28: method not found"),
                           "405": _error("Only POST is served"),
                           "406": _error("JSON-RPC error: the client does not accept application/json"),
+                          "413": _error("JSON-RPC error: the body is over 64 KiB"),
                           "415": _error("JSON-RPC error: the body is not application/json"),
-                          "429": _error("JSON-RPC error: rate limited")}}}
+                          "429": _error("JSON-RPC error, at 2026-07-28: rate limited")}}}
     return paths
