@@ -134,3 +134,13 @@ async def test_without_its_key_firms_answers_degraded_naming_the_setting(db_url,
 
 async def test_fires_is_on_the_credentialed_family_only(c):
     assert (await c.get(f"/earth/fires?bbox={BBOX}")).status == 404
+
+
+async def test_a_csv_with_a_byte_order_mark_is_read(c, upstream):
+    """A BOM (what a CSV saved by some tools starts with) made the header's first column
+    "\\ufefflatitude": the whole answer read as "not FIRMS CSV"."""
+    from pathlib import Path
+    sample = Path(fires.__file__).parent / "samples" / "firms" / PATH.removeprefix("/firms/")
+    upstream.set(PATH, Canned(200, "\ufeff".encode() + sample.with_suffix(".csv").read_bytes(), "text/csv"))
+    body = (await c.get(f"/public/v1/anon/fires?bbox={BBOX}")).json()
+    assert body["health"]["sources"][0]["ok"] is True and body["count"] == 6, body["health"]

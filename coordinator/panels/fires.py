@@ -125,7 +125,7 @@ class Firms(Source[dict]):
             code, body = await self.get(path)
         except SourceError as exc:
             raise SourceError(str(exc).replace(str(self.api_key), "***")) from None
-        text = body.decode("utf-8", "replace")
+        text = body.decode("utf-8-sig", "replace")      # a BOM is not part of the header
         if text.strip().lower().startswith("invalid map_key"):
             raise SourceError(f"FIRMS refused the MAP_KEY ({text.strip()[:40]}): check {self.config.key_setting}")
         if code != 200:
