@@ -390,3 +390,13 @@ async def test_the_api_key_is_read_one_way_on_every_face(sweeps_sqlite):
 async def test_a_path_parameter_given_again_in_the_query_must_agree(sweeps_sqlite):
     r = await sweeps_sqlite.get("/earth/w/cg-bitcoin?id=cg-ethereum")
     assert r.status == 400 and r.json()["error"]["message"] == "'id' is given in both the path and the query, differently"
+
+
+async def test_a_path_segment_that_is_not_utf8_is_answered_as_any_unknown_one(sweeps_sqlite):
+    """Tornado refused such a segment with a bare 400 "Bad Request" outside the one error shape."""
+    r = await sweeps_sqlite.get("/earth/w/%FF")
+    assert r.status == 404, r.body[:200]
+    assert_error_shape(r.json(), "not_found")
+    r = await sweeps_sqlite.get("/public/v1/%FF%FE/limits")
+    assert r.status == 401, r.body[:200]
+    assert_error_shape(r.json(), "unauthorized")

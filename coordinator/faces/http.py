@@ -237,6 +237,13 @@ class BaseHandler(tornado.web.RequestHandler):
         """The largest body this route reads, in bytes."""
         return MAX_JSON_BODY
 
+    def decode_argument(self, value: bytes, name: str | None = None) -> str:
+        """A path segment (or argument) read as query values are (``rest.raw_params``): bytes that
+        are not UTF-8 become U+FFFD, and the route answers what it answers for any such text (an
+        unknown widget id 404, a malformed credential 401). Tornado's own 400 here was a bare
+        "Bad Request" outside the one error shape."""
+        return value.decode("utf-8", errors="replace")
+
     async def prepare(self) -> None:
         """Every route's first step (subclasses call it first)."""
         self.check_head()
