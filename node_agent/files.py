@@ -64,7 +64,9 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Durably replace ``path`` with ``data``; the file is created with ``mode`` (user-only by default)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    # O_BINARY: on Windows os.open opens in text mode unless told, and os.write then writes each
+    # LF as CRLF (the bytes a reader gets back, and a digest of them, would differ).
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), mode)
     try:
         try:
             view = memoryview(data)

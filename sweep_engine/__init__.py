@@ -34,7 +34,7 @@ def source_hash() -> str:
     beside this file with the hash computed from the sources it compiled.
     """
     if BUILD_ID_FILE.exists():
-        return BUILD_ID_FILE.read_text().strip()
+        return BUILD_ID_FILE.read_text(encoding="utf-8").strip()
     h = hashlib.sha256()
     for rel in sorted(path.relative_to(_HERE).parts for path in _HERE.rglob("*.py")):
         h.update("/".join(rel).encode() + b"\0")
@@ -51,6 +51,6 @@ def build_hash(weights_manifest: str | Path | None = None) -> str:
     """
     if weights_manifest is None:
         return source_hash()
-    doc = json.loads(Path(weights_manifest).read_text())
+    doc = json.loads(Path(weights_manifest).read_text(encoding="utf-8"))
     pins = sorted((w["name"], w["architecture"], w["sha256"]) for w in doc.get("weights", []))
     return hashlib.sha256(json.dumps([source_hash(), pins]).encode()).hexdigest()

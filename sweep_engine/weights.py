@@ -56,7 +56,7 @@ def manifest_digest(path: str | Path) -> str:
 def read_manifest(path: str | Path) -> dict[str, WeightsEntry]:
     path = Path(path)
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise WeightsError(f"weights manifest {path} does not exist") from None
     except (OSError, ValueError) as exc:
@@ -193,7 +193,7 @@ def pin(manifest: str | Path, name: str, path: str | Path, architecture: str, *,
     doc = {"manifestVersion": MANIFEST_VERSION, "weights": []}
     if manifest.exists():
         read_manifest(manifest)  # refuses a malformed one before it is rewritten
-        doc = json.loads(manifest.read_text())
+        doc = json.loads(manifest.read_text(encoding="utf-8"))
     try:
         rel = path.relative_to(manifest.parent).as_posix()
     except ValueError:
@@ -204,7 +204,7 @@ def pin(manifest: str | Path, name: str, path: str | Path, architecture: str, *,
                          provenance=provenance, trained=trained)
     doc["weights"] = [w for w in doc["weights"] if w.get("name") != name] + [asdict(entry)]
     manifest.parent.mkdir(parents=True, exist_ok=True)
-    manifest.write_text(json.dumps(doc, indent=2))
+    manifest.write_text(json.dumps(doc, indent=2), encoding="utf-8", newline="\n")
     return entry
 
 
@@ -223,5 +223,6 @@ def write_weights(out_dir: str | Path, modules: dict[str, tuple[torch.nn.Module,
                                            sha256=sha256_bytes(data), license=license, provenance=provenance,
                                            trained=trained)))
     path = out_dir / "weights.json"
-    path.write_text(json.dumps({"manifestVersion": MANIFEST_VERSION, "weights": entries}, indent=2))
+    path.write_text(json.dumps({"manifestVersion": MANIFEST_VERSION, "weights": entries}, indent=2), encoding="utf-8",
+                    newline="\n")
     return path
