@@ -32,7 +32,7 @@ SEEN_CAVEATS = [
                   "is true only when every H3 cell of the circle is swept and approved; partial coverage is "
                   "given as a fraction.",
       params=(lat(), lon(), radius(100, 1500, 450)), routes={"earth": "/seen"}, http_max_age_s=30,
-      tags=("seen",),
+      open_world=False, tags=("seen",),
       output_schema={"type": "object", "required": ["caveats", "covered", "coverage", "count", "truncated", "facts"],
                      "properties": {"caveats": {"type": "array", "items": {"type": "string"}},
                                     "covered": {"type": "boolean"}, "coverage": {"type": "object"},
@@ -67,7 +67,7 @@ async def seen_layer(ctx: ToolContext, params: dict[str, Any]) -> Answer:
                   "sweeps. measured:false where nothing was measured. Metric depth times angular extent, no lidar.",
       params=(lat(), lon(), Param("maxM", NUMBER, "Artifact search radius in metres", default=150, minimum=50,
                                   maximum=400)),
-      routes={"earth": "/street-measure"}, http_max_age_s=30, tags=("seen",))
+      routes={"earth": "/street-measure"}, http_max_age_s=30, open_world=False, tags=("seen",))
 async def street_measure(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     out = await query.street_measure(reader_of(ctx.services), params["lat"], params["lon"], params["maxM"])
     cov = out.pop("coverage")

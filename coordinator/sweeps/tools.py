@@ -35,6 +35,9 @@ REQUEST_CAVEATS = [
                   "query parameters or as a JSON object body.",
       params=(lat(), lon(), radius(200, 1000, 450)), routes={"earth": "/sweep-request"}, method="POST",
       http_max_age_s=0, tags=("sweeps",),
+      # It adds a queue entry or merges into the one covering that ground, and a repeat merges into the
+      # first: nothing is deleted or overwritten. Open world: it asks the photo provider what ground has photos.
+      destructive=False, idempotent=True,
       output_schema={"type": "object", "required": ["caveats", "queued", "merged", "request", "ground"],
                      "properties": {"caveats": {"type": "array", "items": {"type": "string"}},
                                     "queued": {"type": "boolean"}, "reason": {"type": "string"},
@@ -56,7 +59,7 @@ async def sweep_request(ctx: ToolContext, params: dict[str, Any]) -> Answer:
       params=(Param("state", STRING, "Which requests to list", default="queued",
                     enum=("queued", "covered", "parked", "all")),
               Param("limit", INTEGER, "Most requests listed", default=100, minimum=1, maximum=500)),
-      routes={"earth": "/sweep-queue"}, http_max_age_s=10, tags=("sweeps",))
+      routes={"earth": "/sweep-queue"}, http_max_age_s=10, open_world=False, tags=("sweeps",))
 async def sweep_queue(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     rows, total = await requests.queue(ctx.services.db, params["state"], params["limit"])
     return Answer({"state": params["state"], "count": len(rows), "total": total, "requests": rows},
@@ -77,7 +80,7 @@ CAVEATS = [
       description="The signed download manifest of the volunteer node agent (Windows, Linux; NVIDIA GPU): "
                   "builds with sha256 and download size and what each carries (its engine weights and compute "
                   "backends), engine version, weights sha256, signatures.",
-      routes={"earth": "/node-app"}, http_max_age_s=300, tags=("sweeps",))
+      routes={"earth": "/node-app"}, http_max_age_s=300, open_world=False, tags=("sweeps",))
 async def node_app(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     folder = Path(ctx.services.settings.manifests_dir)
     good, refused = load_published(folder)

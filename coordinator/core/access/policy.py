@@ -240,7 +240,7 @@ class Access:
     async def _identify_direct(self, tool: Tool, ip: str, api_key: str | None) -> Caller:
         if not api_key:
             if not tool.keyless:
-                raise Unauthorized(f"{tool.name} needs a key in the X-Api-Key header or the key parameter",
+                raise Unauthorized(f"{tool.name} needs a key in the X-Api-Key header or as ?key= on the URL",
                                    {"credential": "missing"})
             return Caller(ip=ip, extra={"kind": KIND_IP})
         if not creds.KEY_RE.fullmatch(api_key):

@@ -132,9 +132,9 @@ async def mint_embed(ctx: ToolContext, params: dict[str, Any]) -> Answer:
 
 
 @tool(TOOLS, name="usage", title="Usage of a keyed caller",
-      description="The usage of the key sent in X-Api-Key or the key parameter: the direct-family window and the "
-                  "day and month counts of the direct and credentialed families.",
-      routes={"earth": "/usage"}, keyless=False, http_max_age_s=0, tags=("access",))
+      description="The usage of the key this request carries (the X-Api-Key header, or ?key= on the URL): the "
+                  "direct-family window and the day and month counts of the direct and credentialed families.",
+      routes={"earth": "/usage"}, keyless=False, http_max_age_s=0, open_world=False, tags=("access",))
 async def usage(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     key: credentials.KeyRecord = ctx.caller.extra["key"]
     counts = await ctx.services.access.key_usage(key)
@@ -169,7 +169,7 @@ def operation_bounds(ctx: ToolContext) -> dict[str, dict[str, Any]]:
 @tool(TOOLS, name="limits", title="Limits contract",
       description="The limits contract: per-IP and keyed rates of the direct family, plan quotas and caps of the "
                   "credentialed family, per-endpoint ceilings and per-operation bounds.",
-      routes={"earth": "/limits"}, cache_ttl_s=3600, http_max_age_s=300, tags=("meta",))
+      routes={"earth": "/limits"}, cache_ttl_s=3600, http_max_age_s=300, open_world=False, tags=("meta",))
 async def limits(ctx: ToolContext, params: dict[str, Any]) -> Answer:
     data = {
         "version": 1,
