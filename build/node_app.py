@@ -127,8 +127,10 @@ def nuitka_command(out: Path, name: str, jobs: int, cache_tag: str, launcher: Pa
         # second signal stops it at once); what supervises it bounds the wait (systemd's
         # TimeoutStopSec, Windows' shutdown), see docs/node-agent.md#stopping.
         "--onefile-child-grace-time=infinity",
-        # Unpack once per release into the user's cache, not on every start.
-        f"--onefile-tempdir-spec={{CACHE_DIR}}/sis-node/{cache_tag}",
+        # Unpack once per release into the user's cache, not on every start. Not in a folder
+        # named sis-node: Nuitka's {CACHE_DIR} is %LOCALAPPDATA% on Windows, where the agent's
+        # data folder is %LOCALAPPDATA%\sis-node (node_agent/config.py).
+        f"--onefile-tempdir-spec={{CACHE_DIR}}/sis-node-app/{cache_tag}",
         *(f"--nofollow-import-to={m}" for m in LEAVE_OUT),
         *(f"--noinclude-dlls={m}" for m in LEAVE_OUT_DLLS),
         *(f"--noinclude-data-files={m}" for m in LEAVE_OUT_FILES),

@@ -25,3 +25,16 @@ def test_the_onefile_bootstrap_waits_for_the_agent_to_finish_its_job(tmp_path):
     a Ctrl-C or SIGTERM, before the job the first signal lets it finish is done."""
     grace = [a for a in _cmd(tmp_path) if a.startswith("--onefile-child-grace-time")]
     assert grace == ["--onefile-child-grace-time=infinity"]
+
+
+def test_the_app_unpacks_outside_the_agents_data_folder(tmp_path):
+    """Nuitka's {CACHE_DIR} is %LOCALAPPDATA% on Windows, whose sis-node folder is the agent's data folder
+    (identity, spool, logs): the payload must unpack elsewhere."""
+    from node_agent import config
+    spec = [a for a in _cmd(tmp_path) if a.startswith("--onefile-tempdir-spec=")]
+    assert spec == ["--onefile-tempdir-spec={CACHE_DIR}/sis-node-app/0.1.0-abc-def"]
+    local = tmp_path / "AppData" / "Local"
+    data = config.paths(env={"LOCALAPPDATA": str(local), "APPDATA": str(tmp_path / "Roaming")},
+                        platform="win32").data_dir
+    unpacked = Path(spec[0].split("=", 1)[1].replace("{CACHE_DIR}", str(local)))
+    assert data != unpacked and data not in unpacked.parents
