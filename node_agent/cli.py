@@ -175,6 +175,8 @@ def _run_locked(args: argparse.Namespace, paths: config_mod.Paths, data_lock: Da
         print(f"sis-node: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     setup_logging(paths, cfg)
+    if (unprotected := ident_mod.profile_warning(paths.data_dir)) is not None:
+        log.warning("%s", unprotected)
     device, chosen, why = choose_device(cfg, args.allow_cpu, detect or gpu_mod.detect)
     if device is None:
         print(f"sis-node needs an NVIDIA GPU and cannot use one here: {why}.\n"

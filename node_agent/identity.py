@@ -1,10 +1,15 @@
-"""The node's identity: generated on first run, enrolled once per coordinator, kept readable by the user only.
+"""The node's identity: generated on first run, enrolled once per coordinator, kept from other users.
 
 The identity is an install id made here (so a volunteer can tell their
 machines apart in the logs) plus what each coordinator hands out at enrolment:
 a node id and a bearer token. The token is a secret: the file holding it is
-created with mode 0600 (on Windows it lives in the user's own profile folder,
-whose ACL already keeps other users out).
+created with mode 0600. On Windows a mode means nothing but the read-only bit
+(``os.chmod``): the file takes the permissions of its folder. The default one,
+``%LOCALAPPDATA%\\sis-node``, lies in the user's profile, which other users
+cannot read (SYSTEM and administrators can); a ``SIS_NODE_HOME`` elsewhere
+(``D:\\sis-node``) inherits its own folder's, often readable by every user of
+the machine, and ``profile_warning`` says so at start (docs/node-agent.md,
+Files, gives the ``icacls`` command that restricts it).
 
 A node keeps one enrolment per coordinator, keyed by its URL normalised
 (``normalise``), so pointing the agent at another coordinator, even once, and
@@ -26,6 +31,8 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import sys
+from pathlib import PureWindowsPath
 import socket
 import time
 import uuid
@@ -209,3 +216,19 @@ def user_only(path: Path) -> bool:
     if os.name == "nt":
         return True
     return (path.stat().st_mode & 0o077) == 0
+
+
+def profile_warning(data_dir: str | os.PathLike[str], env: dict[str, str] | None = None,
+                    system: str | None = None) -> str | None:
+    """On Windows, what to tell a volunteer whose data folder (the token's) lies outside their
+    profile: its permissions are that folder's, not the profile's; None elsewhere."""
+    env = os.environ if env is None else env
+    if not (system or sys.platform).startswith("win") or not env.get("USERPROFILE"):
+        return None
+    folder, profile = PureWindowsPath(data_dir), PureWindowsPath(env["USERPROFILE"])
+    if folder == profile or profile in folder.parents:     # PureWindowsPath compares case-insensitively
+        return None
+    return (f"the data folder {folder} is outside your profile ({profile}): the node's token in it is as "
+            f"readable as that folder is, by every user of this machine if its permissions allow; restrict it "
+            f"(docs/node-agent.md, Files: icacls) or set SIS_NODE_HOME under your profile")
+
