@@ -128,7 +128,9 @@ def _serve_sqlite_alone(settings) -> None:  # noqa: ANN001
     its own poller, lease sweeper and demo photo provider over the same file, unsaid. An
     exclusive lock on a file beside the database, taken before anything starts, refuses it in
     one line naming the process that serves it. The commands an operator runs beside a
-    server (``sis keys``, ``sis reviewers``) do not take it."""
+    server (``sis keys``, ``sis reviewers``) do not take it. A database file that is empty,
+    or missing beside what an earlier one left (``migrate.lost_database``), is said in a
+    warning: a new, empty database is made there, and a lost one should be put back first."""
     global _SERVING_LOCK
     if not settings.is_sqlite:
         return
@@ -142,6 +144,10 @@ def _serve_sqlite_alone(settings) -> None:  # noqa: ANN001
     if not path or path == ":memory:":
         return
     lock = Path(path).with_name(Path(path).name + ".serving")
+    from coordinator.core.db.migrate import lost_database
+    lost = lost_database(Path(path))
+    if lost:
+        print(f"sis serve: warning: {lost}", file=sys.stderr)
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
         f = open(lock, "a+")  # noqa: SIM115 - kept open for the process's life
@@ -155,10 +161,11 @@ def _serve_sqlite_alone(settings) -> None:  # noqa: ANN001
         f.close()
         raise StartupError(f"{path} is already served by another sis serve (pid {pid}): SQLite admits one "
                            "serving process; stop that one, or name another database (--database)") from None
-    f.seek(0)
-    f.truncate()
-    f.write(f"{os.getpid()}\n")
-    f.flush()
+    # Written past the file object's buffer: on a full disk the pid is not written, and it only names
+    # this process in a second one's refusal, so that is no reason to stop (nor a traceback at exit).
+    with contextlib.suppress(OSError):
+        os.ftruncate(f.fileno(), 0)
+        os.pwrite(f.fileno(), f"{os.getpid()}\n".encode(), 0)
     _SERVING_LOCK = f
 
 

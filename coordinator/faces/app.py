@@ -21,7 +21,9 @@ OPERATOR_PATHS = {
                                                        "the review page and the probe"}}}},
     "/healthz": {"get": {"operationId": "healthz", "summary": "Liveness and readiness for operators",
                          "tags": ["operator"], "responses": {"200": {"description": "Up"},
-                                                             "503": {"description": "Database unreachable"}}}},
+                                                             "503": {"description": "Database unreachable, its last write failed "
+                                                                            "(disk full, read-only), or its SQLite file "
+                                                                            "gone or replaced"}}}},
     "/openapi.json": {"get": {"operationId": "openapi", "summary": "This document", "tags": ["operator"],
                               "responses": {"200": {"description": "OpenAPI 3.1 document"}}}},
 }
@@ -56,20 +58,37 @@ class IndexHandler(BaseHandler):
         }, cache_control="public, max-age=300")
 
 
+def _iso(t: float) -> str:
+    import datetime as dt
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class HealthzHandler(BaseHandler):
+    """The operator's probe: 503 when the database does not answer a read, when its last write
+    failed for the host (a full disk, a read-only file: said until a write succeeds; the probe
+    itself writes nothing), or when the SQLite file it opened is gone or replaced."""
+
     async def get(self) -> None:
         svc: Services = self.application.services  # type: ignore[attr-defined]
         from sqlalchemy import text
-        db_ok = True
+        database = "ok"
         try:
             async with svc.db.read() as s:
                 await s.execute(text("SELECT 1"))
         except Exception:  # report, do not raise: this is the operator's probe
-            db_ok = False
-        body = {"status": "ok" if db_ok else "degraded", "database": "ok" if db_ok else "unreachable",
+            database = "unreachable"
+        extra = {}
+        failure, gone = svc.db.write_failure, svc.db.file_problem()
+        if gone is not None:
+            database = gone
+        elif database == "ok" and failure is not None:
+            database = f"cannot write: {failure.words}"
+            extra = {"databaseWriteFailedSince": _iso(failure.since), "databaseWriteFailedLast": _iso(failure.last)}
+        ok = database == "ok"
+        body = {"status": "ok" if ok else "degraded", "database": database, **extra,
                 "poller": "running" if svc.poller.running else "stopped", "demo": svc.settings.demo,
                 "tools": tool_counts(svc.registry)}
-        self.send_json(body, 200 if db_ok else 503)
+        self.send_json(body, 200 if ok else 503)
 
 
 class OpenApiHandler(BaseHandler):

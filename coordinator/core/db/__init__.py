@@ -5,6 +5,16 @@ SQLite runs in WAL mode and every write transaction starts with
 read a row as free and then both claim it. Writes therefore go through
 ``Database.write()``, reads through ``Database.read()``. On PostgreSQL both are
 the same engine; row claims there use ``FOR UPDATE SKIP LOCKED``.
+
+A write that fails for the host (a full disk, a read-only file or file system, a damaged
+file, an I/O error: ``urls.storage_trouble``) is remembered with its time until a write
+succeeds (``write_failure``), so that ``/healthz`` reports it: its read-only probe answered
+"ok" while every write failed. The SQLite file's identity (device, inode) is taken at the
+first connection, and ``file_problem`` says when the file is gone or another one is in its
+place (deleted, or a copy moved over it, while the service runs): writes went on into the
+unlinked file, answered 201, and were lost at the next start without a word. It is looked
+at by ``/healthz`` and, at most every ``FILE_CHECK_S``, after a write (one stat), which
+logs the error once.
 """
 from __future__ import annotations
 
@@ -12,7 +22,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -24,6 +37,7 @@ from sqlalchemy.util import await_
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from .. import jsontext
+from .urls import label as label_of, storage_trouble
 
 log = logging.getLogger("sis.db")
 
@@ -47,7 +61,7 @@ def _engine(url: str, **kw) -> AsyncEngine:
     return create_async_engine(url, json_serializer=json_dumps, json_deserializer=jsontext.loads, **kw)
 
 
-def _sqlite_engine(url: str, immediate: bool) -> AsyncEngine:
+def _sqlite_engine(url: str, immediate: bool, on_connect=None) -> AsyncEngine:  # noqa: ANN001
     engine = _engine(url, connect_args={"timeout": 30})
 
     @event.listens_for(engine.sync_engine, "connect")
@@ -60,6 +74,8 @@ def _sqlite_engine(url: str, immediate: bool) -> AsyncEngine:
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA busy_timeout=30000")
         cur.close()
+        if on_connect is not None:
+            on_connect()
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn):  # noqa: ANN001
@@ -128,6 +144,21 @@ def _postgres_engine(url: str) -> AsyncEngine:
     return engine
 
 
+FILE_CHECK_S = 5.0      # how often, at most, a write looks at the SQLite file's identity (one stat)
+FAILURE_SAID_S = 60.0   # how often, at most, a failing write is logged
+
+
+@dataclass
+class WriteFailure:
+    """The host trouble the last failed write met (``urls.storage_trouble``), since when."""
+
+    kind: str           # full, read-only, damaged, io
+    words: str          # the driver's own: "database or disk is full"
+    since: float        # time.time() of the first failure of this run of them
+    last: float
+    said: bool = True   # logged (at most once a minute)
+
+
 class Database:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -137,19 +168,88 @@ class Database:
         # emptied and loaded again under the same URL (as the tests do, and as an operator
         # might) was answered from the figures of the one before, with the same ids.
         self.memo: dict[str, dict] = {}
+        self.write_failure: WriteFailure | None = None
+        self._failure_said_at = -FAILURE_SAID_S
+        self.path: Path | None = None          # the SQLite file
+        self._file_id: tuple[int, int] | None = None
+        self._file_said: str | None = None
+        self._file_checked = 0.0
         parsed = make_url(url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-            self.engine = _sqlite_engine(url, immediate=False)
-            self.write_engine = _sqlite_engine(url, immediate=True)
+                self.path = Path(parsed.database).absolute()
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.engine = _sqlite_engine(url, immediate=False, on_connect=self._connected)
+            self.write_engine = _sqlite_engine(url, immediate=True, on_connect=self._connected)
         else:
             self.engine = _postgres_engine(url)
             self.write_engine = self.engine
         self._read = async_sessionmaker(self.engine, expire_on_commit=False)
         self._write = async_sessionmaker(self.write_engine, expire_on_commit=False)
 
+    # -- the host under the database ---------------------------------------------
+    def _connected(self) -> None:
+        """A connection opened (on a driver thread): the file's identity is taken at the first."""
+        if self.path is None or self._file_id is not None:
+            return
+        with contextlib.suppress(OSError):
+            st = os.stat(self.path)
+            self._file_id = (st.st_dev, st.st_ino)
+
+    def file_problem(self) -> str | None:
+        """Why the SQLite file this process opened is no longer the one at its path, or None
+        (PostgreSQL, a file never opened yet, or the same file). Logged once when first seen."""
+        if self.path is None or self._file_id is None:
+            return None
+        try:
+            st = os.stat(self.path)
+            problem = None if (st.st_dev, st.st_ino) == self._file_id else (
+                f"the SQLite file {self.path} was replaced while the service runs: this process writes to the "
+                "file it opened, no longer at that path; restart sis serve to serve the file there now")
+        except FileNotFoundError:
+            problem = (f"the SQLite file {self.path} is gone (deleted while the service runs): what is written "
+                       "now is lost when it stops; stop sis serve and restore the file from a backup")
+        except OSError as exc:
+            problem = f"cannot see the SQLite file {self.path}: {exc.strerror}"
+        if problem != self._file_said:
+            if problem is not None:
+                log.error("%s", problem)
+            elif self._file_said is not None:
+                log.warning("the SQLite file %s is the one this process opened again", self.path)
+            self._file_said = problem
+        return problem
+
+    def _failed(self, exc: BaseException) -> None:
+        trouble = storage_trouble(exc)
+        if trouble is None:
+            return
+        now, before = time.time(), self.write_failure
+        if before is None or before.words != trouble[1]:
+            # Said at most once a minute: on a disk that is nearly full some writes still fit, and
+            # failures and successes may alternate request by request.
+            said = now - self._failure_said_at >= FAILURE_SAID_S
+            if said:
+                self._failure_said_at = now
+                log.error("the database cannot write (%s): %s; /healthz says so until a write succeeds",
+                          label_of(self.url), trouble[1])
+            self.write_failure = WriteFailure(trouble[0], trouble[1], now, now, said)
+        else:
+            before.last = now
+
+    def _wrote(self) -> None:
+        if self.write_failure is not None:
+            if self.write_failure.said:
+                log.warning("the database takes writes again (%s), after %s since %s", label_of(self.url),
+                            self.write_failure.words, _iso(self.write_failure.since))
+            self.write_failure = None
+        if self.path is not None:
+            now = time.monotonic()
+            if now - self._file_checked >= FILE_CHECK_S:
+                self._file_checked = now
+                self.file_problem()
+
+    # -- sessions -------------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
         async with self._read() as session:
@@ -158,17 +258,27 @@ class Database:
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
         """A write transaction: committed on success, rolled back on error."""
-        async with self._write() as session:
-            async with session.begin():
-                yield session
+        try:
+            async with self._write() as session:
+                async with session.begin():
+                    yield session
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+        self._wrote()
 
     @contextlib.asynccontextmanager
     async def write_core(self) -> AsyncIterator[AsyncConnection]:
         """A write transaction on a bare connection, for Core statements only: committed on
         success, rolled back on error. The ORM session of ``write`` costs about a tenth of a
         millisecond a statement more (bench/queue.py: the sweep queue's batches)."""
-        async with self.write_engine.begin() as conn:
-            yield conn
+        try:
+            async with self.write_engine.begin() as conn:
+                yield conn
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+        self._wrote()
 
     async def close(self, after_error: bool = False) -> None:
         """Close the pools. ``after_error``: the caller is ending on an exception, which may be a
@@ -188,6 +298,11 @@ class Database:
 
     async def __aexit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
         await self.close(after_error=exc_type is not None)
+
+
+def _iso(t: float) -> str:
+    import datetime as dt
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 SQLITE_THREADS_WAIT_S = 0.5

@@ -172,6 +172,33 @@ def _revs(revs: set[str]) -> str:
     return ", ".join(sorted(revs)) or "none (no schema yet)"
 
 
+LEFT_BESIDE = ("-wal", "-shm", "-journal", ".serving")   # what SQLite and sis serve leave beside a database file
+
+
+def lost_database(path: Path) -> str | None:
+    """One line when the SQLite file at ``path`` looks lost, not new, or None: it is empty
+    (0 bytes: a copy or restore cut short, a disk that filled; SQLite takes it for a new
+    database and it was migrated as one, without a word), or it is not there while what an
+    earlier one leaves beside it is (``sis.db.serving``, ``sis.db-wal``: deleted, moved, a
+    mount missing). A new installation has neither, and is started without a word."""
+    try:
+        if path.stat().st_size == 0:
+            return (f"{path} is empty (0 bytes): a new database is made in it; if it held one (a copy or "
+                    "restore cut short, a disk that filled), stop now and restore it from a backup")
+        return None
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None          # opening it says what is wrong
+    left = [path.with_name(path.name + suffix) for suffix in LEFT_BESIDE]
+    left = [p.name for p in left if p.exists()]
+    if not left:
+        return None
+    return (f"there is no database at {path}, but {', '.join(left)} left by an earlier one "
+            f"{'is' if len(left) == 1 else 'are'} there: a new, empty database is made; if one was there (deleted, "
+            "moved, a mount missing), stop now and put it back")
+
+
 async def prepare_database(settings: Settings, db: Database, *, upgrade: bool = True) -> None:
     """The database at this code's newest migration, or ``SchemaOutOfDate`` saying where it is.
 

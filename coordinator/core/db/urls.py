@@ -9,11 +9,15 @@ into the drivers the service ships with and refuses anything else with one sente
 that says what is accepted. ``connection_problem`` finds, in an exception from opening
 the database, the cause a user can act on (nothing listening, no such database,
 credentials refused, something that is not PostgreSQL at the address, a server that
-accepts and never answers) and says it in one line naming the host and database.
+accepts and never answers) and says it in one line naming the host and database; of a
+SQLite file, that it is full, read-only, damaged (cut short) or failing, and what to do.
+``storage_trouble`` tells those apart in any exception, for the writes of a running service.
 """
 from __future__ import annotations
 
+import os
 import socket
+import sqlite3
 from pathlib import Path
 
 from sqlalchemy.engine import URL, make_url
@@ -129,6 +133,71 @@ def _accepts(host: str, port: int, timeout: float) -> bool:
         return False
 
 
+# What SQLite says of a file it cannot write or read (its message, lower-cased), and which trouble it is.
+SQLITE_TROUBLES = (
+    ("database or disk is full", "full"),
+    ("attempt to write a readonly database", "read-only"),
+    ("database disk image is malformed", "damaged"),
+    ("file is not a database", "damaged"),
+    ("disk i/o error", "io"),
+)
+# PostgreSQL's SQLSTATEs for the same (asyncpg keeps it as ``sqlstate``): disk_full, read_only_sql_transaction.
+PG_TROUBLES = {"53100": "full", "25006": "read-only"}
+
+
+def storage_trouble(exc: BaseException | None) -> tuple[str, str] | None:
+    """Which host trouble ``exc`` is, if any: ``(kind, words)``, kind one of ``full``,
+    ``read-only``, ``damaged``, ``io``, words the driver's or the system's own
+    ("database or disk is full"). Only the driver's exception is read, never SQLAlchemy's
+    text, which quotes the statement and its parameters; nor an OSError, which may be any
+    file's (the pid file beside the database, a log)."""
+    if exc is None:
+        return None
+    for e in _causes(exc):
+        if isinstance(e, sqlite3.Error):
+            text = str(e).lower()
+            for words, kind in SQLITE_TROUBLES:
+                if words in text:
+                    return kind, words
+        elif getattr(e, "sqlstate", None) in PG_TROUBLES:
+            return PG_TROUBLES[e.sqlstate], str(e).splitlines()[0] if str(e) else e.sqlstate
+    return None
+
+
+def _why_read_only(path: Path) -> str:
+    """Which of the file, its folder or the file system SQLite could not write, where it can be told."""
+    folder = path.parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return f"the file system holding {folder} is mounted read-only"
+    except OSError:
+        pass
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is read-only to this user"
+    if not os.access(folder, os.W_OK):
+        return f"its folder {folder} is read-only to this user"
+    return "the file or its folder is read-only to this user"
+
+
+def sqlite_trouble_line(exc: BaseException, where: str, path: Path) -> str | None:
+    """One line, saying what to do, for a SQLite file that is full, read-only, damaged or
+    failing, or None for anything else."""
+    trouble = storage_trouble(exc)
+    if trouble is None:
+        return None
+    kind, words = trouble
+    if kind == "full":
+        return f"cannot write the {where}: the disk is full ({words}); free space on it and start again"
+    if kind == "read-only":
+        uid = os.geteuid() if hasattr(os, "geteuid") else "?"
+        return (f"cannot write the {where}: {_why_read_only(path)} ({words}); SQLite writes the file and, beside "
+                f"it, its -wal and -shm files: give this user (uid {uid}) write access to the file and its folder")
+    if kind == "damaged":
+        return (f"the {where} is damaged ({words}): cut short or overwritten (a crash mid-copy, a disk that "
+                "filled); restore it from a backup, or name another database (--database)")
+    return f"cannot read or write the {where}: {words}; check the disk (dmesg), its free space and its mount"
+
+
 def connection_problem(exc: BaseException, url: str) -> str | None:
     """One line saying why the database at ``url`` could not be opened, or None when
     ``exc`` is not one of the start-up mistakes recognised here."""
@@ -148,6 +217,8 @@ def connection_problem(exc: BaseException, url: str) -> str | None:
                 if parsed.database and Path(parsed.database).is_dir():
                     return f"cannot open the {where}: it is a folder; name a file in it (…/sis.db)"
                 return f"cannot open the {where}: its folder cannot be written"
+        if parsed.database and parsed.database != ":memory:":
+            return sqlite_trouble_line(exc, where, Path(parsed.database))
         return None
     host = f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
     database = parsed.database or parsed.username or ""
@@ -176,4 +247,8 @@ def connection_problem(exc: BaseException, url: str) -> str | None:
         if isinstance(e, ConnectionError):      # reset, or closed before PostgreSQL's first answer
             return (f"cannot open database {database!r}: something at {host} accepted and closed the "
                     "connection: is it PostgreSQL?")
+    trouble = storage_trouble(exc)
+    if trouble is not None:
+        return (f"PostgreSQL at {host} cannot write database {database!r} ({trouble[1]}): free space on its "
+                "server, or take it out of read-only mode")
     return None
