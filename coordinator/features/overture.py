@@ -31,13 +31,16 @@ class Place:
     lat: float
     name: str | None
     license: str
-    brand: str | None
+    brand: str | None               # its brand's Wikidata id as the record gives it (``dataset_kinds`` reads it)
     props: dict[str, Any]
+    where: str = ""                 # "line 12", "row 40": as a bad record of it is named
 
 
 def _license(licenses: Any) -> str | None:
     found = sorted({x for x in licenses or () if isinstance(x, str) and x})
-    return " AND ".join(found)[:80] if found else None
+    # Never cut to the column's length: a cut license names licenses the record does not
+    # have; one too long for the column is a bad record (``dataset_kinds``).
+    return " AND ".join(found) if found else None
 
 
 def make_place(gid: Any, lon: float, lat: float, *, name: Any, category: Any, confidence: Any, status: Any,
@@ -133,6 +136,10 @@ def read_parquet(path: Path, fallback_license: str, on_progress) -> Iterator[Pla
             if not points[n]:
                 yield Bad(f"row {done + n + 1}", "geometry is not a WKB point")
                 continue
+            why = not_utf8((gid, name, cat, status, qid, lics, dss))    # Arrow strings may hold a NUL
+            if why:
+                yield Bad(f"row {done + n + 1}", why)
+                continue
             try:
                 p = make_place(gid, float(xs[n]), float(ys[n]), name=name, category=cat, confidence=conf,
                                status=status, licenses=lics, datasets=dss, qid=qid, fallback_license=fallback_license)
@@ -140,6 +147,7 @@ def read_parquet(path: Path, fallback_license: str, on_progress) -> Iterator[Pla
                 yield Bad(f"row {done + n + 1}", str(exc))
                 continue
             if p is not None:
+                p.where = f"row {done + n + 1}"
                 yield p
         done += batch.num_rows
         on_progress(done / total)
@@ -157,6 +165,14 @@ def read_geojsonseq(lines: TextIO, fallback_license: str) -> Iterator[Place | Ba
             continue
         try:
             feat = json.loads(text)
+            # After parsing too: an escaped lone surrogate ("\\ud800") or NUL ("\\u0000") is
+            # plain ASCII in the line, and failed the whole load where it was written. Only a
+            # line with an escape can hold one (JSON refuses a raw NUL, and the line's own
+            # bytes are checked above): the walk costs more than the parse.
+            why = not_utf8(feat) if "\\u" in text else None
+            if why:
+                yield Bad(f"line {n}", why)
+                continue
             geom = feat["geometry"]
             if geom.get("type") != "Point":
                 raise ValueError("geometry is not a Point")
@@ -168,4 +184,5 @@ def read_geojsonseq(lines: TextIO, fallback_license: str) -> Iterator[Place | Ba
             yield Bad(f"line {n}", str(exc) or type(exc).__name__)
             continue
         if p is not None:
+            p.where = f"line {n}"
             yield p

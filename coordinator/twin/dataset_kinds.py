@@ -11,11 +11,12 @@ import sqlalchemy as sa
 
 from coordinator.datasets.kinds import dataset_kind
 from coordinator.datasets.rows import delete_version_rows
-from coordinator.datasets.values import not_utf8
+from coordinator.datasets.values import column_limits, not_utf8, too_long
 
 from .reference import LICENSE, TABLE, airport, city, country, river, seaport
 
 BATCH = 1000
+LIMITS = column_limits(TABLE)
 
 
 async def discard(db, version_id: int) -> None:  # noqa: ANN001
@@ -38,6 +39,10 @@ class _Writer:
             # one malformed record (a feature that is a number, nesting past the stack) is a
             # bad record, counted, never the end of the whole load
             self.load.bad(where, str(exc) or type(exc).__name__)
+            return
+        why = too_long(rec, LIMITS)     # longer than its column: PostgreSQL refused the batch, and the load
+        if why:
+            self.load.bad(where, why)
             return
         self.batch.append({**rec, "version_id": self.load.version_id, "layer": self.layer})
         self.load.accepted(lon=rec["lon"], lat=rec["lat"])
