@@ -13,15 +13,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Any, Mapping, Protocol
+
+import sqlalchemy as sa
 
 from coordinator.core.db import Database
 from coordinator.core.db.models import DatasetVersion
 from . import versions
 from .kinds import KINDS, DatasetKind, KindRegistry
+from .values import column_limits, not_utf8
 from .versions import BAD_SAMPLES_KEPT, Extent, Reach, arc_holds
 
 CHUNK = 1 << 20
@@ -224,8 +229,75 @@ def unknown_kind(name: str, registry: KindRegistry = KINDS) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, sa.exc.StatementError):
+        return _refused(exc)
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+_INSERT = re.compile(r"^\s*INSERT INTO\s+(\S+)\s*\(([^)]*)\)", re.IGNORECASE)
+SAID_CHARS = 300
+
+
+def _refused(exc: sa.exc.StatementError) -> str:
+    """A statement the database refused, said as the database said it, with the rows being
+    written named by their first and last record's ``fid``. Never SQLAlchemy's own message,
+    which holds the statement and every parameter: a refused batch printed its 2,000 rows on
+    the operator's terminal and into the version's error."""
+    said = " ".join(str(exc.orig if exc.orig is not None else exc).split())[:SAID_CHARS]
+    m = _INSERT.match(exc.statement or "")
+    if not m:
+        return f"the database refused a statement: {said}"
+    table, columns = m.group(1), [c.strip().strip('"') for c in m.group(2).split(",")]
+    rows = exc.params if isinstance(exc.params, list) else [exc.params]
+    fids = [f for f in (_fid(r, columns) for r in rows) if f is not None]
+    which = (f" ({fids[0]!r:.80})" if len(fids) == 1 else f" (from {fids[0]!r:.80} to {fids[-1]!r:.80})"
+             if fids else "")
+    return f"the database refused {len(rows)} row{'s' if len(rows) != 1 else ''} of {table}{which}: {said}"
+
+
+def _fid(row: Any, columns: list[str]) -> Any:
+    if isinstance(row, Mapping):
+        return row.get("fid")
+    if isinstance(row, (tuple, list)) and "fid" in columns and len(row) == len(columns):
+        return row[columns.index("fid")]
+    return None
+
+
+_LIMITS = column_limits(DatasetVersion.__table__)
+
+
+def _kept_name(name: str) -> str:
+    """A file's name as its version keeps it: one not UTF-8 (a Latin-1 name on a UTF-8 system,
+    which Python reads with its bytes as lone surrogates, and no database stores) with those
+    bytes written ``\\xNN``. Kept as it was, the version's row was refused with a traceback."""
+    return name if not_utf8(name) is None else os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def _storable(text: str) -> str:
+    """A failure's reason as its version keeps it: a file's name not UTF-8, or a NUL an error
+    quotes, written with backslashes, so that recording the failure is not refused too."""
+    if not_utf8(text) is None:
+        return text
+    try:
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:          # a lone surrogate that is no undecodable byte
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00")
+
+
+def _given_text(option: str, value: str | None) -> str | None:
+    """Why text given to ``sis ingest`` cannot be kept with the version, or None: refused
+    before anything is recorded (PostgreSQL refused it with the version's row)."""
+    if value is None:
+        return None
+    why = not_utf8(value)
+    if why:
+        return f"--{option}: {why}"
+    limit = _LIMITS.get(option)
+    if limit is not None and len(value) > limit:
+        return f"--{option} is {len(value)} characters, longer than the {limit} a dataset version keeps"
+    return None
 
 
 async def run(db: Database, kind_name: str, path: str | Path, *, license: str | None = None,
@@ -247,24 +319,29 @@ async def run(db: Database, kind_name: str, path: str | Path, *, license: str | 
     missing = [c for c in kind.companions if c not in given]
     if missing:
         raise IngestError(f"a {kind.name} load needs --{missing[0]} ({kind.companions[missing[0]]})", usage=True)
+    for option, value in (("license", license), ("source", source)):
+        why = _given_text(option, value)
+        if why:
+            raise IngestError(why, usage=True)
     path = Path(path)
     progress = progress or NoProgress()
     size = path.stat().st_size if path.is_file() else None
-    version = await versions.create(db, kind.name, source=source or path.name, license=license or kind.license,
-                                    file_name=path.name, file_bytes=size)
+    name = _kept_name(path.name)
+    version = await versions.create(db, kind.name, source=source or name, license=license or kind.license,
+                                    file_name=name, file_bytes=size)
     if size is None:
         what = "a folder, not a file" if path.is_dir() else "no such file"
-        failed = await versions.fail(db, version.id, f"{path}: {what}")
+        failed = await versions.fail(db, version.id, _storable(f"{path}: {what}"))
         raise IngestError(f"{path}: {what} (version {version.id} marked failed)", version=failed, usage=True)
     if not kind.takes(path.name):
         reason = (f"{path.name}: a {kind.name} file ends with {' or '.join(kind.suffixes)}")
-        failed = await versions.fail(db, version.id, reason)
+        failed = await versions.fail(db, version.id, _storable(reason))
         raise IngestError(f"{reason} (version {version.id} marked failed)", version=failed, usage=True)
 
     for option, companion in given.items():
         if not companion.is_file():
             what = "a folder, not a file" if companion.is_dir() else "no such file"
-            failed = await versions.fail(db, version.id, f"--{option} {companion}: {what}")
+            failed = await versions.fail(db, version.id, _storable(f"--{option} {companion}: {what}"))
             raise IngestError(f"--{option} {companion}: {what} (version {version.id} marked failed)",
                               version=failed, usage=True)
 
@@ -318,5 +395,5 @@ async def _fail(db: Database, kind: DatasetKind, load: Load, error: str) -> Data
             await kind.discard(db, load.version_id)
         except Exception as exc:  # noqa: BLE001 - the failure is recorded with the first error
             error = f"{error}; discarding its rows failed too: {_one_line(exc)}"
-    return await versions.fail(db, load.version_id, error, sha256=sha, records=load.records,
+    return await versions.fail(db, load.version_id, _storable(error), sha256=sha, records=load.records,
                                bad_records=load.bad_records, bad_samples=load.bad_samples)
