@@ -16,7 +16,7 @@ import pytest
 
 from coordinator.datasets import ingest, versions
 from coordinator.grids import synthetic
-from coordinator.grids.reader import Grid, GridDamaged, classic_size
+from coordinator.grids.reader import Grid, GridDamaged, classic_size, hdf5_size
 from tests.support import make_settings, start_coordinator, stop_coordinator
 
 BOX = (10.0, -5.0, 14.0, -1.0)
@@ -98,8 +98,9 @@ async def test_a_grid_file_cut_short_while_served_is_seen_at_the_next_answer(sql
         await stop_coordinator(c)
 
 
-async def test_a_grid_loaded_before_sizes_were_recorded_is_checked_against_its_header(sqlite_url, tmp_path):
-    pair = synthetic.write_pair(tmp_path / "grid", BOX, 1 / 60, elevation, tid)
+@pytest.mark.parametrize("fmt", ["NETCDF3_CLASSIC", "NETCDF4"])
+async def test_a_grid_loaded_before_sizes_were_recorded_is_checked_against_its_header(sqlite_url, tmp_path, fmt):
+    pair = synthetic.write_pair(tmp_path / "grid", BOX, 1 / 60, elevation, tid, fmt=fmt)
     c = await start(sqlite_url, tmp_path)
     try:
         v = await load(c, pair)
@@ -126,6 +127,19 @@ def test_the_classic_header_gives_the_files_exact_size_and_the_reader_refuses_le
         short.write_bytes(e.read_bytes()[:n])
         with pytest.raises(GridDamaged, match=f"short{n}.nc is {n} bytes where its header describes"):
             Grid(short, t)
+
+
+@pytest.mark.parametrize("fmt", ["NETCDF4", "NETCDF4_CLASSIC"])
+def test_the_hdf5_superblock_gives_the_files_exact_size_and_a_failed_open_says_how_short(tmp_path, fmt):
+    e, t = synthetic.write_pair(tmp_path, BOX, 1 / 60, elevation, tid, fmt=fmt)
+    for f in (e, t):
+        assert hdf5_size(f) == f.stat().st_size
+    Grid(e, t).close()
+    short = tmp_path / "short.nc"
+    short.write_bytes(e.read_bytes()[:-10])
+    with pytest.raises(GridDamaged, match=f"short.nc is {e.stat().st_size - 10} bytes where its header describes "
+                                          f"{e.stat().st_size}"):
+        Grid(short, t)
 
 
 def test_netcdf_reads_a_classic_file_cut_short_as_zeros_which_is_why_the_sizes_are_checked(tmp_path):

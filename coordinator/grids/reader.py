@@ -178,20 +178,50 @@ def classic_size(path: Path) -> int | None:
         return None
 
 
+def hdf5_size(path: Path) -> int | None:
+    """The size in bytes an HDF5-based netCDF-4 file must have, from its superblock's
+    end-of-file address (versions 0 to 3, at the file's start as netCDF writes it), or None
+    where it cannot be read this way. HDF5 refuses such a file cut short, and netCDF says only
+    "HDF error": this says how short it is, once the open has failed (never a reason to refuse
+    a file the library opens)."""
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(128)
+        version = head[8]
+        if version in (0, 1):
+            size_o = head[13]
+            at = 24 + (4 if version == 1 else 0)        # base address, after the fixed fields
+        elif version in (2, 3):
+            size_o = head[9]
+            at = 12
+        else:
+            return None
+        fmt = {4: ">I", 8: ">Q"}.get(size_o)
+        if fmt is None:
+            return None
+        fmt = "<" + fmt[1:]                              # HDF5 is little-endian
+        base = struct.unpack_from(fmt, head, at)[0]
+        eof = struct.unpack_from(fmt, head, at + 2 * size_o)[0]     # after the free-space or extension address
+        return base + eof
+    except (OSError, IndexError, struct.error):
+        return None
+
+
 class _Layer:
     """One 2-D variable of one open file, read in windows of ascending rows."""
 
     def __init__(self, path: Path, names: tuple[str, ...], what: str) -> None:
         import netCDF4
 
-        if sniff(path) == "netcdf3":
-            need, have = classic_size(path), path.stat().st_size
-            if need is not None and have < need:
-                raise GridDamaged(f"{path.name} is {have} bytes where its header describes {need}: cut short "
-                                  "(a full disk, a copy interrupted), its missing cells would read as 0 m")
+        fmt = sniff(path)
+        if fmt == "netcdf3":
+            self._whole(path, classic_size(path))
         try:
             self.ds = netCDF4.Dataset(str(path), "r")
         except OSError as exc:
+            self._whole(path, hdf5_size(path))
             raise GridFormatError(f"{path.name}: netCDF cannot open it ({exc})") from None
         self.ds.set_auto_maskandscale(False)
         try:
@@ -211,6 +241,13 @@ class _Layer:
         except BaseException:
             self.ds.close()
             raise
+
+    @staticmethod
+    def _whole(path: Path, need: int | None) -> None:
+        have = path.stat().st_size
+        if need is not None and have < need:
+            raise GridDamaged(f"{path.name} is {have} bytes where its header describes {need}: cut short "
+                              "(a full disk, a copy interrupted)")
 
     def read(self, i0: int, i1: int, c0: int, c1: int) -> np.ndarray:
         """Rows i0..i1 (south to north), file columns c0..c1 (within the file)."""
@@ -348,6 +385,12 @@ class Grid:
             self.elev.close()
         if hasattr(self, "tid"):
             self.tid.close()
+
+    def close_now(self) -> None:
+        """Close both files once no read is under way (a changed file: see ``store.current``);
+        an answer still holding the grid then fails rather than reads a closed file."""
+        with self._lock:
+            self.close()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):     # at interpreter exit the library may be gone already

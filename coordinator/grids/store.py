@@ -111,7 +111,11 @@ async def current(services: Any) -> Loaded:
             same = False
         if same:
             return hit
+        # Closed now, not when the last answer lets it go: HDF5 hands a file still open to the next
+        # open of its path, so the reopen below would read the old state instead of the file's.
         del grids[folder]
+        if hit.grid is not None:
+            hit.grid.close_now()
     try:
         manifest = json.loads((folder / MANIFEST_FILE).read_text())
         sizes = check_sizes(folder, manifest)
