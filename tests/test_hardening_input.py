@@ -400,3 +400,33 @@ async def test_a_path_segment_that_is_not_utf8_is_answered_as_any_unknown_one(sw
     r = await sweeps_sqlite.get("/public/v1/%FF%FE/limits")
     assert r.status == 401, r.body[:200]
     assert_error_shape(r.json(), "unauthorized")
+
+
+async def test_text_that_cannot_be_stored_or_shown_is_400_naming_the_parameter(sweeps_db):
+    """A lone surrogate or a NUL in a node's enrolment text was a 500 (no UTF-8 encodes the one,
+    PostgreSQL's text refuses the other; SQLite stored the NUL), and an escape sequence reached
+    the operator's terminal. Tab and line breaks stay allowed: reasons are prose."""
+    from tests.test_sweeps_kit import SimNode
+    for field, value, what in (("name", "\ud800", "lone surrogate"), ("gpu", "\udfff", "lone surrogate"),
+                               ("platform", "Lin\x00ux", "U+0000"), ("engineVersion", "0.1\x00", "U+0000"),
+                               ("platform", "Linux \x1b[31m", "U+001B")):
+        r = await SimNode(sweeps_db).enrol(**{field: value})
+        assert r.status == 400, (field, r.status, r.body[:200])
+        assert_error_shape(r.json(), "bad_parameter")
+        assert r.json()["error"]["details"]["parameter"] == field and what in r.json()["error"]["message"]
+    assert (await SimNode(sweeps_db).enrol(name="rig\tone")).status == 201
+
+
+async def test_an_error_echoes_a_bounded_part_of_what_it_refuses(sweeps_sqlite):
+    """A parameter name of 20,000 characters came back in full (60 KB), an MCP tool name of
+    30,000 three times (90 KB), a bbox of 15,000 numbers in details.value."""
+    for query in ("/earth/limits?" + "x" * 6000 + "=1", "/earth/places?bbox=" + "1," * 3000):
+        r = await sweeps_sqlite.get(query)
+        assert r.status == 400 and len(r.body) < 3000, (query[:30], r.status, len(r.body))
+        assert_error_shape(r.json(), "bad_parameter")
+    r = await sweeps_sqlite.post("/earth/sweep-request", {"lat": 1, "lon": 2, "x" * 20_000: 1})
+    assert r.status == 400 and len(r.body) < 3000, (r.status, len(r.body))
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x" * 30_000 + "\n"}})
+    r = await sweeps_sqlite.post("/mcp", body, headers={"Content-Type": "application/json",
+                                                        "Accept": "application/json"})
+    assert r.json()["error"]["code"] == -32602 and len(r.body) < 3000, len(r.body)

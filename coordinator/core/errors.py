@@ -11,16 +11,37 @@ import copy
 from typing import Any
 
 
+# What an error echoes of the caller's input is bounded: a parameter name of 20,000 characters
+# came back in the message and in details (60 KB for one unknown name; an MCP tool name three
+# times over). A caller needs enough to find its mistake, not its whole input again.
+MESSAGE_MAX, ECHO_MAX = 1000, 200
+ECHOES = ("value", "parameter", "tool")     # the details that repeat what the caller sent
+
+
+def bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
+def _echo(value: Any) -> Any:
+    if isinstance(value, str):
+        return bounded(value, ECHO_MAX)
+    if isinstance(value, (list, tuple, dict)) and len(value) > 16:     # a bbox of 15,000 numbers
+        return bounded(str(value), ECHO_MAX)
+    return value
+
+
 class ServiceError(Exception):
-    """Base of every error a client may see. ``message`` is user-facing text."""
+    """Base of every error a client may see. ``message`` is user-facing text, cut to
+    ``MESSAGE_MAX`` characters; the ``details`` that echo input (``ECHOES``) to ``ECHO_MAX``."""
 
     code = "internal_error"
 
     def __init__(self, message: str, details: dict[str, Any] | None = None,
                  *, headers: dict[str, str] | None = None) -> None:
+        message = bounded(message, MESSAGE_MAX)
         super().__init__(message)
         self.message = message
-        self.details = details or {}
+        self.details = {k: _echo(v) if k in ECHOES else v for k, v in (details or {}).items()}
         self.headers = headers or {}
 
     @property

@@ -136,6 +136,10 @@ class Param:
             raise BadParameter(f"'{self.name}' must be true or false", {"parameter": self.name, "value": raw})
         if not isinstance(raw, str):
             raise BadParameter(f"'{self.name}' must be text", {"parameter": self.name})
+        if bad := _UNSTORABLE.search(raw):
+            raise BadParameter(f"'{self.name}' holds {_unstorable_name(bad.group())} at character {bad.start() + 1}: "
+                               "text here is stored and shown, and may hold no control character but tab and line "
+                               "breaks", {"parameter": self.name})
         if self.max_length is not None and len(raw) > self.max_length:
             raise BadParameter(f"'{self.name}' must be at most {self.max_length} characters",
                                {"parameter": self.name, "maxLength": self.max_length})
@@ -150,6 +154,17 @@ class Param:
                 raise BadParameter(f"'{self.name}' does not match the pattern {self.pattern}",
                                    {"parameter": self.name, "value": raw, "pattern": self.pattern})
         return raw
+
+
+# What text parameters may not hold: a NUL (PostgreSQL's text refuses it; a node's enrolment with
+# one was a 500 there and stored on SQLite), a lone surrogate (encodes in no UTF-8: a 500 on
+# both), other C0 controls and DEL (an escape sequence in a node's platform line printed a forged
+# row on the operator's terminal). Tab, line feed and carriage return stay: reasons are prose.
+_UNSTORABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def _unstorable_name(ch: str) -> str:
+    return "a lone surrogate" if "\ud800" <= ch <= "\udfff" else f"the control character U+{ord(ch):04X}"
 
 
 def _fmt(x: float | None) -> str:

@@ -28,7 +28,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Mapping
 
-from coordinator.core.errors import BadParameter, Forbidden, RateLimited, ServiceError, Unauthorized, error_body
+from coordinator.core.errors import (ECHO_MAX, BadParameter, Forbidden, RateLimited, ServiceError, Unauthorized,
+                                     bounded, error_body)
 from coordinator.core.pipeline import RequestFacts, call_tool
 from coordinator.faces.openapi import HEALTH_SCHEMA
 from coordinator.core.registry import Tool, ToolRegistry
@@ -94,9 +95,10 @@ def find_tool(registry: ToolRegistry, family: str, name: Any) -> Tool:
                         "details": {}, "status": 400})
     tool = registry.get(name)
     if tool is None or not tool.mcp or family not in tool.routes:
-        raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}",
-                       {"code": "unknown_tool", "message": f"no tool named {name!r} in this family",
-                        "details": {"tool": name, "family": family,
+        shown = bounded(name, ECHO_MAX)
+        raise RpcError(INVALID_PARAMS, f"Unknown tool: {shown}",
+                       {"code": "unknown_tool", "message": f"no tool named {shown!r} in this family",
+                        "details": {"tool": shown, "family": family,
                                     "tools": [t.name for t in mcp_tools(registry, family)]},
                         "status": 400})
     return tool
