@@ -251,3 +251,31 @@ def test_postgresql_disk_full_and_read_only_are_told_apart_by_their_sqlstate():
     assert storage_trouble(asyncpg.exceptions.ReadOnlySQLTransactionError("read-only transaction"))[0] == "read-only"
     assert storage_trouble(asyncpg.exceptions.UniqueViolationError("duplicate key")) is None
     assert storage_trouble(OSError(28, "No space left on device")) is None     # any file's: not the database's
+
+
+@pytest.mark.postgres
+async def test_healthz_says_a_read_only_postgresql_cannot_write(pg_database, tmp_path):
+    """PostgreSQL's own refusal (SQLSTATE 25006), from a real server: each transaction set read-only."""
+    if not pg_database:
+        pytest.skip("PostgreSQL suite: set SIS_TEST_DATABASE_URL")
+    from tests.conftest import fresh_postgres
+
+    c = await start_coordinator(make_settings(await fresh_postgres(pg_database), None, engine_builds=DEV_ENGINE_BUILD,
+                                              data_dir=str(tmp_path / "data")))
+    read_only = []
+
+    @event.listens_for(c.services.db.write_engine.sync_engine, "begin")
+    def _begin(conn):  # noqa: ANN001
+        if read_only:
+            conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+    try:
+        assert (await c.post("/node/v1/enrol", ENROL)).status == 201
+        read_only.append(True)
+        assert (await c.post("/node/v1/enrol", ENROL)).status in (500, 503)    # 500 until http.py knows it
+        r = await c.get("/healthz")
+        assert r.status == 503 and r.json()["database"].startswith("cannot write: cannot execute INSERT in a read-only")
+        read_only.clear()
+        assert (await c.post("/node/v1/enrol", ENROL)).status == 201
+        assert (await c.get("/healthz")).status == 200
+    finally:
+        await stop_coordinator(c)
