@@ -71,7 +71,9 @@ async def test_healthz_says_the_database_cannot_write_until_a_write_succeeds(coo
     assert (await c.post("/node/v1/enrol", ENROL)).status == 201
     assert (await c.get("/healthz")).json()["database"] == "ok"
     host.trouble = words
-    assert (await c.post("/node/v1/enrol", ENROL)).status == 503
+    refused = await c.post("/node/v1/enrol", ENROL)
+    assert refused.status == 503 and refused.headers["Retry-After"] == "60"
+    assert refused.json()["error"]["message"].startswith(f"the service's database cannot write ({words})")
     r = await c.get("/healthz")
     body = r.json()
     assert r.status == 503 and body["status"] == "degraded" and body["database"] == f"cannot write: {words}"
@@ -271,7 +273,8 @@ async def test_healthz_says_a_read_only_postgresql_cannot_write(pg_database, tmp
     try:
         assert (await c.post("/node/v1/enrol", ENROL)).status == 201
         read_only.append(True)
-        assert (await c.post("/node/v1/enrol", ENROL)).status in (500, 503)    # 500 until http.py knows it
+        refused = await c.post("/node/v1/enrol", ENROL)          # PostgreSQL's refusal is a plain DBAPIError
+        assert refused.status == 503 and "cannot write" in refused.json()["error"]["message"], refused.body
         r = await c.get("/healthz")
         assert r.status == 503 and r.json()["database"].startswith("cannot write: cannot execute INSERT in a read-only")
         read_only.clear()

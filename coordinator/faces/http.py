@@ -15,6 +15,7 @@ import tornado.web
 from coordinator.core.access.credentials import redacted
 from coordinator.core.errors import (CODE_BY_STATUS, BadParameter, PayloadTooLarge, ServiceError, UnsupportedMediaType,
                                      error_body)
+from coordinator.core.db.urls import storage_trouble
 from coordinator.core.honesty import Answer
 
 log = logging.getLogger("sis.http")
@@ -57,6 +58,7 @@ def new_request_id() -> str:
 
 
 DATABASE_RETRY_AFTER_S = 5
+STORAGE_RETRY_AFTER_S = 60    # a full disk or a read-only file is mended by an operator, not in seconds
 
 
 def database_unreachable(exc: BaseException | None) -> bool:
@@ -353,6 +355,13 @@ class BaseHandler(tornado.web.RequestHandler):
                 if "Allow" not in self._headers:
                     self.set_header("Allow", ", ".join(self.allowed_methods()))
             status, body = status_code, error_body(code, message)
+        elif (trouble := storage_trouble(exc)) is not None:
+            kind, words = trouble
+            message = (f"the service's database cannot write ({words}): nothing of this request was stored; try "
+                       "again later" if kind in ("full", "read-only") else
+                       f"the service's database cannot be read or written ({words}): try again later")
+            status, body = 503, error_body("unavailable", message, {"requestId": self.request_id})
+            self.set_header("Retry-After", str(STORAGE_RETRY_AFTER_S))
         elif database_unreachable(exc):
             status, body = 503, error_body("unavailable", "the service's database is not answering; try again "
                                                           "shortly", {"requestId": self.request_id})
@@ -368,6 +377,10 @@ class BaseHandler(tornado.web.RequestHandler):
         if isinstance(value, ServiceError) and value.status < 500:
             return  # a client error, answered in-band
         if isinstance(value, tornado.web.HTTPError) and value.status_code < 500:
+            return
+        if (trouble := storage_trouble(value)) is not None:      # the database layer says it too, once a minute
+            log.warning("request %s: the database cannot write (%s); answered 503", getattr(self, "request_id", "?"),
+                        trouble[1])
             return
         if database_unreachable(value):     # said in a line: every request meets it while it lasts
             log.warning("request %s: the database is not answering (%s: %s); answered 503",
