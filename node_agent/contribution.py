@@ -2,6 +2,16 @@
 
 Counted at acknowledgement, not at computation, so a result resent after a
 crash is counted once, and a result refused for good is counted apart.
+
+A count that cannot be written (a full disk, the file refused) is kept in memory
+and written with the next one that can be, or when the agent stops; the failure
+is said once, and so is the first write that succeeds again. It raised, and the
+agent, which had just been told its result was acknowledged, stopped. One
+exception: on Windows, the file held by another process past the retries
+(``files.windows_busy``, a moment's trouble) still raises, the count not kept,
+so the result stays spooled and is counted when it is sent again (888d0bf);
+a full disk lasts, and a result kept spooled for it took space and was resent
+at every turn.
 """
 from __future__ import annotations
 
@@ -10,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .files import Unreadable, read_object, write_json
+from .files import Unreadable, read_object, why_not_written, windows_busy, write_json
 
 log = logging.getLogger("sis.node.contribution")
 
@@ -20,6 +30,9 @@ FIELDS = ("jobs", "photos", "facts", "gpuSeconds", "cpuSeconds", "rejected", "re
 class Contribution:
     def __init__(self, path: Path):
         self.path = path
+        self._unwritten: dict[str, float] = {}     # counted, not yet in the file
+        self._first_unwritten: float | None = None
+        self._failing = False                       # a write failed, and that was said once
 
     def read(self) -> dict[str, Any]:
         """The counts so far; a file that cannot be read (``"y"``, ``[1]``: TypeError in
@@ -32,14 +45,49 @@ class Contribution:
         return {**{k: 0 for k in FIELDS}, "firstAt": None, "lastAt": None, **doc}
 
     def _add(self, **inc: float) -> dict[str, Any]:
-        doc = self.read()
-        for k, v in inc.items():
-            doc[k] = doc.get(k, 0) + v
         now = time.time()
-        doc["firstAt"] = doc["firstAt"] or now
+        before = dict(self._unwritten), self._first_unwritten
+        for k, v in inc.items():
+            self._unwritten[k] = self._unwritten.get(k, 0) + v
+        self._first_unwritten = self._first_unwritten or now
+        try:
+            return self.flush(now, busy_raises=True)
+        except OSError:         # held by another process (Windows): this count is not kept
+            self._unwritten, self._first_unwritten = before
+            raise
+
+    def flush(self, now: float | None = None, busy_raises: bool = False) -> dict[str, Any]:
+        """The counts, with those kept in memory written to the file if it can be written now
+        (else kept on, said once). Raises for the file only when ``busy_raises`` and Windows
+        says another process holds it."""
+        doc = self.read()
+        for k, v in self._unwritten.items():
+            doc[k] = doc.get(k, 0) + v
+        if not self._unwritten:
+            return doc
+        now = now or time.time()
+        doc["firstAt"] = doc["firstAt"] or self._first_unwritten or now
         doc["lastAt"] = now
-        write_json(self.path, doc, mode=0o644)
+        try:
+            write_json(self.path, doc, mode=0o644)
+        except OSError as exc:
+            if busy_raises and windows_busy(exc):
+                raise
+            if not self._failing:
+                log.warning("the contribution file %s cannot be written (%s); the counts are kept in memory "
+                            "and written once it can be", self.path, why_not_written(exc))
+                self._failing = True
+            return doc
+        self._unwritten, self._first_unwritten = {}, None
+        if self._failing:
+            log.info("the contribution file %s is written again, with the counts kept meanwhile", self.path)
+            self._failing = False
         return doc
+
+    @property
+    def unwritten(self) -> int:
+        """Jobs counted and not yet in the file."""
+        return int(self._unwritten.get("jobs", 0))
 
     def acknowledged(self, photos: int, facts: int, seconds: float, on_gpu: bool) -> dict[str, Any]:
         return self._add(jobs=1, photos=photos, facts=facts,

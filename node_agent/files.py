@@ -77,11 +77,16 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
             os.close(fd)
         os.chmod(tmp, mode)  # the umask may have narrowed or the file existed with other bits
         busy_retried(os.replace, tmp, path)
-    except BaseException:
+    except BaseException as exc:
         # A full disk (ENOSPC) left the half-written temporary file behind, taking the space
         # a retry needs; the target is untouched either way.
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename in (None, tmp, str(tmp)):
+            # os.write's ENOSPC names no file, os.open's the temporary one: the target named here,
+            # the job loop says which file cannot be written and goes on (``Agent._run``), where it
+            # took an unnamed one for a fault of its own and stopped.
+            exc.filename = str(path)
         raise
     _fsync_dir(path.parent)
 

@@ -106,8 +106,15 @@ def _read(path: Path) -> dict[str, Any] | None:
     """The identity file in the current form, in memory, or None before the first run: a file
     of one identity (before enrolments were kept per coordinator) gives its enrolment as the
     only one. ``IdentityUnreadable`` when the file exists and is not an identity."""
+    return _read_both(path)[1]
+
+
+def _read_both(path: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(the file's object as it is, the identity in the current form): ``_read``, with what
+    ``save`` compares its new content to."""
     try:
-        doc = read_object(path)
+        raw = read_object(path)
+        doc = dict(raw) if raw is not None else None
         if doc is not None and not doc.get("installId"):
             raise Unreadable(f"{path} holds no installId")
     except Unreadable as exc:
@@ -116,7 +123,7 @@ def _read(path: Path) -> dict[str, Any] | None:
             f"over it as a new node: restore it from a backup, or move it away to start as a new node "
             f"(which enrols again)") from None
     if doc is None:
-        return None
+        return None, None
     enrolments = doc.get("enrolments")
     if not isinstance(enrolments, dict):
         enrolments = {}
@@ -124,7 +131,7 @@ def _read(path: Path) -> dict[str, Any] | None:
             enrolments[doc["coordinator"]] = {k: doc.get(k) for k in ENROLMENT_KEYS}
     doc["enrolments"] = {normalise(url): e for url, e in enrolments.items() if isinstance(e, dict)}
     doc["coordinator"] = normalise(doc.get("coordinator") or "")
-    return doc
+    return raw, doc
 
 
 def _identity(doc: dict[str, Any], coordinator: str) -> Identity:
@@ -155,8 +162,13 @@ LAST_USED_KEYS = ("coordinator", "nodeId", "token", "enrolledAt")
 def save(path: Path, ident: Identity, last_used: bool = True) -> None:
     """Write ``ident`` as its coordinator's enrolment (dropped when it has none), and, when
     ``last_used``, as the one used last; every other coordinator's enrolment is kept. Not
-    ``last_used``: the one used last stays as it was (none on a first run)."""
-    doc = _read(path) or {"enrolments": {}}
+    ``last_used``: the one used last stays as it was (none on a first run).
+
+    The file is written only when its content changes: ``for_coordinator`` saves at every
+    start, and rewriting the same content there failed on a full disk (``OSError``), which
+    stopped an enrolled node whose spooled results, once sent, would have freed space."""
+    raw, doc = _read_both(path)
+    doc = doc or {"enrolments": {}}
     key = normalise(ident.coordinator)
     if ident.enrolled:
         doc["enrolments"][key] = {"nodeId": ident.node_id, "token": ident.token, "enrolledAt": ident.enrolled_at}
@@ -167,7 +179,8 @@ def save(path: Path, ident: Identity, last_used: bool = True) -> None:
     else:
         last = {k: doc.get(k) for k in LAST_USED_KEYS} | {"coordinator": doc.get("coordinator") or ""}
     out = {"installId": ident.install_id, "name": ident.name, "enrolments": doc["enrolments"], **last}
-    write_json(path, out, mode=0o600)
+    if out != raw:
+        write_json(path, out, mode=0o600)
 
 
 def for_coordinator(path: Path, coordinator: str, name: str = "") -> Identity:

@@ -87,6 +87,9 @@ class Agent(Leasing, Running, Submitting):
         self.status = StatusFile(paths.status_file, on_update=self._changed)
         self._tick: asyncio.Event | None = None
         self.backoff = Backoff(config.backoff_base_s, config.backoff_max_s, rng)
+        # While the data folder refuses writes (a journal, a result): reset by one that succeeds,
+        # not by the coordinator answering, which ``backoff`` is, so a full disk backs off too.
+        self.disk_backoff = Backoff(config.backoff_base_s, config.backoff_max_s, rng)
         self.enrol_secret = enrol_secret
         self.update_check = update_check
         self.on_enrolled = on_enrolled    # once enrolled (``sis-node run`` keeps the URL then, not before)
@@ -298,6 +301,10 @@ class Agent(Leasing, Running, Submitting):
 
     def _stopped(self, code: int) -> int:
         self.status.update(state="stopped", job=None, spooled=len(self.spool))
+        self.contribution.flush()
+        if self.contribution.unwritten:
+            log.warning("%d acknowledged job(s) of this run are not counted in %s, which cannot be written: "
+                        "their results reached the coordinator", self.contribution.unwritten, self.contribution.path)
         others = sum(self.spool.elsewhere().values())
         log.info("stopped; %d results wait in the spool%s", len(self.spool),
                  f" (and {others} for other coordinators)" if others else "")
@@ -375,7 +382,10 @@ class Agent(Leasing, Running, Submitting):
         self._raise_if_build_refused(exc)
         if exc.status == 401:
             log.warning("%s: the coordinator no longer knows this node's token; enrolling again", what)
-            ident_mod.forget_token(self.paths.identity_file, self.identity)
+            try:
+                ident_mod.forget_token(self.paths.identity_file, self.identity)
+            except OSError as exc:      # forgotten in memory; the enrolment's own write says if it fails too
+                log.warning("%s", self._identity_unwritten(exc))
             self.client.token = None
             await self._enrol()
             return
@@ -429,6 +439,8 @@ class Agent(Leasing, Running, Submitting):
             self.identity = ident_mod.for_coordinator(p.identity_file, self.config.coordinator, self.config.name)
         except ident_mod.IdentityUnreadable as exc:
             raise Fatal(str(exc)) from None
+        except OSError as exc:      # it had to change (a first run, a new name, a new form): one line, status 2
+            raise Fatal(self._identity_unwritten(exc)) from None
         while not self.identity.enrolled:
             self.status.update(state="enrolling")
             facts = {"name": self.identity.name[:120], "platform": ident_mod.platform_text()[:200],
@@ -442,7 +454,10 @@ class Agent(Leasing, Running, Submitting):
                 continue
             except Refused as exc:
                 raise Fatal(refusals.enrolment_refused(self.config.coordinator, exc, bool(self.enrol_secret))) from None
-            self.identity = ident_mod.enrolled(p.identity_file, self.identity, node_id, token)
+            try:
+                self.identity = ident_mod.enrolled(p.identity_file, self.identity, node_id, token)
+            except OSError as exc:  # the token unkept: the next start would enrol again, as a new node
+                raise Fatal(self._identity_unwritten(exc)) from None
             self.backoff.reset()
             log.info("enrolled with %s as node %s", self.config.coordinator, node_id)
         self.client.token = self.identity.token
@@ -450,3 +465,6 @@ class Agent(Leasing, Running, Submitting):
             self.on_enrolled()
         self.status.update(nodeId=self.identity.node_id)
         return True
+
+    def _identity_unwritten(self, exc: OSError) -> str:
+        return f"cannot write {self.paths.identity_file}: {why_not_written(exc)}"

@@ -60,7 +60,7 @@ class Running:
             if job is None:
                 return
             lost, beats = self._keep_alive(lease)
-        outcome = "abandoned"
+        outcome, disk_pause = "abandoned", None
         try:
             self.status.update(state="working", job={"jobId": job.job_id, "leaseId": lease.lease_id,
                                                      "photos": len(job.photos)}, ahead=None)
@@ -68,12 +68,16 @@ class Running:
                 try:
                     self.journals.write(self.paths.current_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id,
                                                                       "job": lease.job, "heartbeatS": lease.heartbeat_s})
-                except OSError as exc:   # the journal only spares the job a restart; work it anyway
-                    log.warning("job %s cannot be journalled in %s (%s); a restart would lose it", job.job_id,
-                                self.paths.current_job_file, why_not_written(exc))
+                except OSError as exc:
+                    # The disk that refuses the journal refuses the result's spool file too: worked
+                    # anyway, the job's result was computed and dropped, and the next job leased.
+                    outcome, disk_pause = await self._give_back_unjournalled(job, lease, exc)
+                else:
+                    self.disk_backoff.reset()
             if ahead is not None:
-                self._forget_ahead()    # journalled as the current job now
-            outcome = await self._compute(job, lease, lost, ahead.photos if ahead else None)
+                self._forget_ahead()    # journalled as the current job now, or given back
+            if disk_pause is None:
+                outcome = await self._compute(job, lease, lost, ahead.photos if ahead else None)
         finally:
             if ahead is not None:
                 ahead.photos.cancel()    # done by now, unless the job ended before them
@@ -81,8 +85,11 @@ class Running:
             # Whatever the heartbeat task ended with (cancelled, or a fault of its own) must not
             # replace how the job ended; a cancel of this task still propagates from here.
             await asyncio.gather(beats, return_exceptions=True)
-            self.progress.finish(outcome)
+            if disk_pause is None:      # else said by ``_give_back_unjournalled``; no progress began
+                self.progress.finish(outcome)
             self.status.update(job=None, progress=None, spooled=len(self.spool))
+        if disk_pause is not None:      # its heartbeats ended: the lease given back is not "cancelled"
+            await self._sleep(disk_pause)
         if outcome == "spooled":
             self.jobs_finished += 1
             if self.max_jobs and self.jobs_finished >= self.max_jobs and not self.stopping:
@@ -165,18 +172,40 @@ class Running:
             self.spool.put(lease.lease_id, job.job_id, result.to_dict(), stats)
         except OSError as exc:
             # A full disk: the result cannot be kept, so it is not sent either (it is sent only
-            # from the spool). The job's journal stays: the next turn resumes the job on its
-            # lease, if it still holds, once the backoff has given the volunteer time to free space.
+            # from the spool). The job's journal stays (the engine runs no job unjournalled,
+            # ``_work``): the next turn resumes the job on its lease, which its heartbeats keep
+            # meanwhile, once the backoff has given the volunteer time to free space. The result
+            # is not held in memory to be sent from there: lost with the process, it would be
+            # lost silently, where the journal is on disk and the job computed again from it.
             why = f"cannot save the result of {job.job_id} in {self.spool.folder}: {why_not_written(exc)}"
             log.error("%s", why)
             self.status.update(lastError=why)
             self._recovered = False
             # A job held ahead would be worked next and take the journal's place: it goes back.
             await self._give_back_ahead("the node cannot save results (its disk refused a write)")
-            await self._sleep(self.backoff.next())
+            await self._sleep(self.disk_backoff.next())
             return "not spooled (the disk refused it)"
+        self.disk_backoff.reset()
         remove(self.paths.current_job_file)
         return "spooled"
+
+    async def _give_back_unjournalled(self, job: Job, lease: Lease, exc: OSError) -> tuple[str, float]:
+        """A job whose journal the disk refused (full, or the file refused), given back before the
+        engine runs it; (the outcome, how long the agent then waits, so the volunteer can free
+        space: ``disk_backoff``, which a lease taken does not reset). The refusal
+        that refuses a journal refuses the result's spool file too: run anyway, the job's
+        result was dropped, and the next job leased, one after another. Released, the job is
+        queued again at once with no failure counted; not released, its lease lapses."""
+        why = f"job {job.job_id} cannot be journalled in {self.paths.current_job_file}: {why_not_written(exc)}"
+        self.status.update(lastError=why)
+        try:
+            await self.client.release(lease.lease_id, "the node cannot write to its disk (its journal was refused)")
+            then = "given back"
+        except ProtocolError as err:
+            then = f"not given back ({err.message}): its lease lapses"
+        delay = self.disk_backoff.next()
+        log.error("%s; the job is %s, and no job is taken for %.0f s", why, then, delay)
+        return ("given back (its journal could not be written)" if then == "given back" else "not journalled"), delay
 
     async def _engine_failed(self, job: Job, why: str) -> None:
         """One more engine failure in a row: said in the status, and the agent pauses itself once

@@ -162,8 +162,14 @@ class Spool:
         return done
 
     def attempted(self, item: Spooled) -> None:
+        """One more submission of ``item``, counted in its file where it can be: the count only
+        informs, and a file that cannot be rewritten (a full disk) stopped the result from being
+        sent, which on a full disk is what frees space (it is deleted once acknowledged)."""
         item.attempts += 1
-        write_json(item.path, self._doc(item))
+        try:
+            write_json(item.path, self._doc(item))
+        except OSError as exc:
+            log.debug("the attempts of %s cannot be counted in %s (%s)", item.job_id, item.path, exc)
 
     def acknowledged(self, item: Spooled) -> None:
         remove(item.path)

@@ -83,10 +83,12 @@ class Submitting:
                 f"there now (it enrolled again): a lease of {spooled_as}'s can be submitted by {spooled_as} alone")
 
     def _acknowledged(self, item: Spooled, answer: dict[str, Any]) -> None:
-        # Counted before the spooled file is deleted: a count that cannot be written (a full
-        # disk; on Windows the file held by another process past the retries) raises with the
-        # result still spooled, sent again and counted then (the coordinator answers a resend
-        # as acknowledged). Deleted first, the result was gone and never counted.
+        # Counted before the spooled file is deleted. A count that cannot be written (a full
+        # disk, the file refused) is kept in memory, said once, and written with the next count
+        # or at the stop (``Contribution``): it raised here, and on a full disk the agent stopped
+        # with the result still spooled, taking space the deleted file frees. On Windows, the
+        # file held by another process past the retries raises still, with the result spooled,
+        # sent again and counted then (the coordinator answers a resend as acknowledged).
         s = item.stats
         total = self.contribution.acknowledged(int(s.get("photos", 0)), int(s.get("facts", 0)),
                                                float(s.get("seconds", 0.0)), bool(s.get("onGpu")))
