@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import errno
 import json
 import logging
@@ -20,6 +21,7 @@ from . import config as config_mod
 from . import gpu as gpu_mod
 from . import identity as ident_mod
 from .contribution import Contribution, summary
+from .files import why_not_written
 from .lock import AlreadyRunning, DataLock
 from .policy import Policy, clear_paused, manual_pause, set_paused
 from .progress import StatusFile, bar
@@ -44,13 +46,49 @@ class RotatingLog(logging.handlers.RotatingFileHandler):
     The standard handler then lost that record and every later one, each with a
     "--- Logging error ---" on stderr. Here a failed rollover is said once in the file, the
     records go on into the current file (past ``maxBytes``), and the rollover is tried again
-    ``retry_s`` later."""
+    ``retry_s`` later.
+
+    A record that cannot be written (a full disk, the file refused) printed a 14-line
+    "--- Logging error ---" on the console, each record again. Here the first is said in one
+    line on the console, the records are dropped from the file (they are on the console)
+    until a write succeeds, and that is said on the console and in the file."""
 
     retry_s = 60.0
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._retry_at = 0.0
+        self._unwritable = False    # a write failed, said once; records dropped from the file since
+        self._erred = False         # the record being emitted failed
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._erred = False
+        super().emit(record)
+        if self._unwritable and not self._erred:
+            self._unwritable = False
+            _console(f"sis-node: the log file {self.baseFilename} is written again")
+            self._note(logging.INFO, "the log file could not be written for a while: the records of that time "
+                                     "were on the console only")
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            super().handleError(record)
+            return
+        self._erred = True
+        if self.stream is not None:
+            # What the stream holds unwritten would be written later, part of a record perhaps:
+            # dropped with it. The next record opens the file again.
+            with contextlib.suppress(OSError, ValueError):
+                self.stream.close()
+            self.stream = None      # type: ignore[assignment]
+        if not self._unwritable:
+            self._unwritable = True
+            _console(f"sis-node: the log file {self.baseFilename} cannot be written ({why_not_written(exc)}); "
+                     f"logging to the console only until it can")
+
+    def _note(self, level: int, msg: str, *args: Any) -> None:
+        logging.FileHandler.emit(self, logging.LogRecord("sis.node", level, __file__, 0, msg, args, None))
 
     def shouldRollover(self, record: logging.LogRecord) -> bool:
         if time.monotonic() < self._retry_at:
@@ -64,20 +102,32 @@ class RotatingLog(logging.handlers.RotatingFileHandler):
             self._retry_at = time.monotonic() + self.retry_s
             if self.stream is None:
                 self.stream = self._open()      # appends to the file that could not be renamed
-            why = logging.LogRecord("sis.node", logging.WARNING, __file__, 0,
-                                    "the log file could not be rotated (%s); writing on in %s, trying again "
-                                    "in %.0f s", (exc, self.baseFilename, self.retry_s), None)
-            logging.FileHandler.emit(self, why)
+            self._note(logging.WARNING, "the log file could not be rotated (%s); writing on in %s, trying again "
+                                        "in %.0f s", exc, self.baseFilename, self.retry_s)
+
+
+def _console(line: str) -> None:
+    """A line about the log file itself, on the console (not a record: it would go to the file)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
 
 
 def setup_logging(paths: config_mod.Paths, cfg: config_mod.Config, console: bool = True) -> None:
-    """Log to a rotating file in the data folder and to the console."""
+    """Log to a rotating file in the data folder and to the console. A log file that cannot be
+    opened (another user's, a folder that refuses it) is said once, and the agent logs to the
+    console only: it stopped with a 28-line PermissionError traceback."""
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    paths.log_dir.mkdir(parents=True, exist_ok=True)
-    fh = RotatingLog(paths.log_dir / "sis-node.log", maxBytes=cfg.log_max_bytes, backupCount=cfg.log_backups,
-                     encoding="utf-8")
-    fh.setFormatter(fmt)
-    handlers: list[logging.Handler] = [fh]
+    log_file = paths.log_dir / "sis-node.log"
+    handlers: list[logging.Handler] = []
+    unopened: OSError | None = None
+    try:
+        paths.log_dir.mkdir(parents=True, exist_ok=True)
+        fh = RotatingLog(log_file, maxBytes=cfg.log_max_bytes, backupCount=cfg.log_backups, encoding="utf-8")
+    except OSError as exc:
+        unopened = exc
+    else:
+        fh.setFormatter(fmt)
+        handlers.append(fh)
     if console:
         ch = logging.StreamHandler(sys.stderr)
         ch.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
@@ -90,6 +140,9 @@ def setup_logging(paths: config_mod.Paths, cfg: config_mod.Config, console: bool
             h.close()
         for h in handlers:
             logger.addHandler(h)
+    if unopened is not None:
+        log.warning("the log file %s cannot be opened (%s); logging to the console only", log_file,
+                    why_not_written(unopened))
 
 
 def _ensured() -> config_mod.Paths | None:
@@ -151,6 +204,12 @@ def cmd_run(args: argparse.Namespace, engine_factory: Callable | None = None,
               f"data folder of its own (SIS_NODE_HOME).", file=sys.stderr)
         return EXIT_RUNNING
     except OSError as exc:      # agent.lock cannot be made: a read-only folder, another user's
+        if exc.errno in (errno.EACCES, errno.EPERM) and paths.lock_file.exists():
+            # The lock file itself refuses (another user's, made read-only), not the folder.
+            print(f"sis-node: the lock file {paths.lock_file} cannot be opened ({exc.strerror or exc}): it belongs "
+                  f"to another user or is read-only; run sis-node as the user it belongs to, or delete it if no "
+                  f"agent of theirs runs with this data folder", file=sys.stderr)
+            return EXIT_CONFIG
         return _unwritable(paths, exc)
     try:
         return _run_locked(args, paths, data_lock, engine_factory, detect)
