@@ -23,6 +23,7 @@ only an enrolment that succeeded sets), as an earlier agent's spooled result is.
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -31,12 +32,13 @@ from typing import Any
 
 from . import identity as ident_mod
 from .config import Paths
-from .files import read_json, remove, write_json
+from .files import read_json, remove, why_not_written, write_json
 
 log = logging.getLogger("sis.node.journal")
 
 CURRENT, AHEAD = "current-job.json", "ahead-job.json"
 KEPT_DIR = "journals"
+CORRUPT_DIR = "corrupt"     # in KEPT_DIR: journals that could not be read, kept aside as the spool's are
 
 
 @dataclass
@@ -84,6 +86,45 @@ class Journals:
     @property
     def ahead(self) -> Path:
         return self.paths.ahead_job_file
+
+    def read(self, path: Path) -> dict[str, Any] | None:
+        """The journal in ``path``, or None when there is none. One that cannot be read (cut short,
+        not an object, naming no lease, refused) is said and moved aside to ``journals/corrupt/``,
+        and answered None: it was dropped without a word, and the volunteer never learnt why the
+        job was not resumed."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:     # refused, a folder, bytes that are not UTF-8
+            why = f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}"
+        else:
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                why = "it is empty" if not text.strip() else "it is not JSON, or cut short"
+            else:
+                if isinstance(doc, dict) and str(doc.get("leaseId") or ""):
+                    return doc
+                why = "it names no lease" if isinstance(doc, dict) else "it does not hold a JSON object"
+        self._set_aside(path, why)
+        return None
+
+    def _set_aside(self, path: Path, why: str) -> None:
+        what = "of the job held ahead" if path.name == AHEAD else "of the job leased"
+        aside = self.kept_dir / CORRUPT_DIR / f"{path.stem}.{int(time.time() * 1000)}.json"
+        try:
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            path.replace(aside)
+            where = f"moved to {aside.parent}"
+        except OSError as exc:
+            try:
+                remove(path)
+                where = f"deleted, as it could not be moved aside ({why_not_written(exc)})"
+            except OSError as exc2:
+                where = f"left where it is ({why_not_written(exc2)})"
+        log.error("journal %s (%s before the restart) cannot be read (%s): its job's lease lapses, and the "
+                  "coordinator re-leases the job; %s", path, what, why, where)
 
     def write(self, path: Path, doc: dict[str, Any]) -> None:
         """Journal a job of this coordinator (``OSError`` when the disk refuses it)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sweep_engine.schema import Job
 
 from .aio import retrieve
-from .files import read_json, remove
+from .files import remove
 from .protocol import Lease, Refused, Unreachable
 from .refusals import Fatal
 
@@ -130,7 +130,7 @@ class Leasing:
         """After a restart: give back the job the last run held ahead and never started, if it
         journalled one, so the coordinator queues it again now with no failure counted; a lease
         already ended stays as it was. False when the coordinator is unreachable."""
-        doc = read_json(self.paths.ahead_job_file)
+        doc = self.journals.read(self.paths.ahead_job_file)
         lease_id = str(doc.get("leaseId") or "") if isinstance(doc, dict) else ""
         if lease_id:
             try:
@@ -152,7 +152,7 @@ class Leasing:
         lease still holds; False when the coordinator is unreachable."""
         if not await self._give_back_journalled_ahead():
             return False
-        doc = read_json(self.paths.current_job_file)
+        doc = self.journals.read(self.paths.current_job_file)   # one that cannot be read is said, and set aside
         if not doc:
             self._recovered = True
             return True
