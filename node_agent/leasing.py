@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sweep_engine.schema import Job
 
 from .aio import retrieve
-from .files import remove
+from .files import remove, why_not_written
 from .protocol import Lease, Refused, Unreachable
 from .refusals import Fatal
 
@@ -86,8 +86,8 @@ class Leasing:
         try:
             self.journals.write(self.paths.ahead_job_file, {"leaseId": lease.lease_id, "jobId": job.job_id})
         except OSError as exc:   # the journal only spares the job a failure after a crash; hold it anyway
-            log.warning("job %s, held ahead, could not be journalled (%s); after a crash its lease lapses",
-                        job.job_id, exc)
+            log.warning("job %s, held ahead, could not be journalled in %s (%s); after a crash its lease lapses",
+                        job.job_id, self.paths.ahead_job_file, why_not_written(exc))
         photos = asyncio.ensure_future(self._fetch(job))
         photos.add_done_callback(retrieve)  # awaited later, or dropped
         lost, beats = self._keep_alive(lease)
