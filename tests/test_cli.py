@@ -384,9 +384,9 @@ def test_a_server_that_accepts_and_never_answers_is_not_said_to_be_absent(comman
     running?": something does answer there, a connection at least. Both wait the service's
     connect timeout and say what happened; a port that never accepts is still nobody there."""
     from coordinator.cli import main
-    from coordinator.core import db
+    from coordinator.core.db import urls
 
-    monkeypatch.setattr(db, "PG_CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(urls, "PG_CONNECT_TIMEOUT_S", 1.0)
     extra = ["--port", str(free_port())] if command == ["serve"] else []
     for mode, said in (("hang", "cannot open database 'sis_x': a server at 127.0.0.1:{port} accepted the "
                                 "connection but did not answer within 1 s: is it PostgreSQL, and is it well?"),

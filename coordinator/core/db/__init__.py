@@ -37,6 +37,7 @@ from sqlalchemy.util import await_
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from .. import jsontext
+from . import urls
 from .urls import label as label_of, storage_trouble
 
 log = logging.getLogger("sis.db")
@@ -119,7 +120,8 @@ def _close_cursor_of_invalidated(ctx) -> None:  # noqa: ANN001
 # Bounds on a PostgreSQL that stops answering (a hung server, a network that drops packets):
 # without them a request, /healthz and the process's stop waited as long as it did. A statement
 # may take long (an ingest's batch), a connection or the checkout's check may not.
-PG_CONNECT_TIMEOUT_S = 10.0
+# PG_CONNECT_TIMEOUT_S lives in urls.py, which names it in its one-line errors (read there at
+# call time: the tests shorten it), so that urls.py never imports this module back.
 PG_PING_TIMEOUT_S = 5.0
 PG_COMMAND_TIMEOUT_S = 120.0
 CLOSE_TIMEOUT_S = 10.0
@@ -132,7 +134,7 @@ def _postgres_engine(url: str) -> AsyncEngine:
     every group-commit batch of the sweep queue starts with a checkout. A connection that
     fails the check is discarded and the pool opens a fresh one, as with the pre-ping."""
     engine = _engine(url, pool_size=10, max_overflow=20, pool_timeout=30,
-                     connect_args={"timeout": PG_CONNECT_TIMEOUT_S, "command_timeout": PG_COMMAND_TIMEOUT_S})
+                     connect_args={"timeout": urls.PG_CONNECT_TIMEOUT_S, "command_timeout": PG_COMMAND_TIMEOUT_S})
 
     @event.listens_for(engine.sync_engine, "checkout")
     def _ping(_dbapi_conn, record, _proxy):  # noqa: ANN001

@@ -99,9 +99,9 @@ def migration_engine(url: str) -> AsyncEngine:
     one-line error (``urls.connection_problem``) names the one wait."""
     from sqlalchemy.engine import make_url
 
-    from coordinator.core import db
+    from coordinator.core.db import urls
     if make_url(url).get_backend_name() == "postgresql":
-        return create_async_engine(url, connect_args={"timeout": db.PG_CONNECT_TIMEOUT_S})
+        return create_async_engine(url, connect_args={"timeout": urls.PG_CONNECT_TIMEOUT_S})
     return create_async_engine(url)
 
 

@@ -23,6 +23,10 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+# How long every engine the service makes waits to connect to PostgreSQL (asyncpg's own default
+# is 60 s); the one-line errors below name this wait.
+PG_CONNECT_TIMEOUT_S = 10.0
+
 SQLITE = "sqlite+aiosqlite"
 POSTGRES = "postgresql+asyncpg"
 
@@ -237,9 +241,8 @@ def connection_problem(exc: BaseException, url: str) -> str | None:
             return (f"cannot reach PostgreSQL at {host} (database {database!r}): nothing answers there; "
                     "is the server running?")
         if isinstance(e, TimeoutError) and _while_connecting(e):
-            from coordinator.core import db      # the connect timeout of every engine the service makes
-            waited = f"{db.PG_CONNECT_TIMEOUT_S:g} s"
-            if _accepts(parsed.host or "localhost", parsed.port or 5432, min(3.0, db.PG_CONNECT_TIMEOUT_S)):
+            waited = f"{PG_CONNECT_TIMEOUT_S:g} s"
+            if _accepts(parsed.host or "localhost", parsed.port or 5432, min(3.0, PG_CONNECT_TIMEOUT_S)):
                 return (f"cannot open database {database!r}: a server at {host} accepted the connection but "
                         f"did not answer within {waited}: is it PostgreSQL, and is it well?")
             return (f"cannot reach PostgreSQL at {host} (database {database!r}): nothing answered within "
