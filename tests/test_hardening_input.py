@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from sqlalchemy import select
 
 from coordinator.core.db.models import SweepLease, SweepResult
@@ -84,13 +85,20 @@ async def test_a_body_in_another_encoding_is_400_or_a_parse_error_on_every_face(
 
 
 async def test_a_result_in_another_encoding_is_recorded_invalid(sweeps_db, photos):
+    """An honest result sent in UTF-16 was accepted: what orjson refused went to json.loads, which
+    guesses the encoding (and reads the depth check's blind spot)."""
     photos.scatter(*CENTRE, radius_m=300, n=6, seed=1)
     await request_sweep(sweeps_db, radius=300)
     (node,) = await enrolled(sweeps_db)
-    lid = (await node.lease())["lease"]["leaseId"]
-    r = await node.submit(lid, HIDDEN_DEEP.encode("utf-16-le"))
+    doc = await node.lease()
+    lid = doc["lease"]["leaseId"]
+    r = await node.submit(lid, json.dumps(node.honest(doc)).encode("utf-16"))
     assert r.status == 422, r.body[:300]
     assert_error_shape(r.json(), "invalid_result")
+    assert any("not UTF-8" in x for x in r.json()["error"]["details"]["reasons"])
+    from coordinator.sweeps.validation import SchemaError, _parse
+    with pytest.raises(SchemaError):             # without a BOM, ASCII in UTF-16 is UTF-8 with NULs
+        _parse(json.dumps(node.honest(doc)).encode("utf-16-le"))
 
 
 async def test_a_deep_result_is_recorded_invalid_and_ends_its_lease(sweeps_db, photos):

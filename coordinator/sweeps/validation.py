@@ -123,8 +123,10 @@ def _parse(body: bytes) -> Result:
     reads is given the standard library's reason."""
     try:
         data = jsontext.loads(body)
-    except ValueError:
-        return Result.from_json(body)      # refused: json gives the verdict and its reasons
+    except UnicodeDecodeError as exc:      # UTF-16 or UTF-32, which Result.from_json's json.loads would read
+        raise SchemaError([f"the body is not UTF-8 (byte {exc.start}); a result is sent as UTF-8 JSON"]) from None
+    except ValueError:                     # refused: json gives the verdict and its reasons, read as UTF-8
+        return Result.from_json(body.decode("utf-8-sig"))
     return Result.from_dict(data)
 
 
