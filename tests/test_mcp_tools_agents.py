@@ -161,11 +161,12 @@ async def test_an_unknown_tool_carries_status_400_and_the_family_tools(coordinat
 
 
 async def test_hints_are_set_truthfully_per_tool(coordinator):
-    """sweep_request only adds or merges a queue entry (a repeat merges into the first): not destructive,
-    idempotent; tools that read only this service's own state are closed-world."""
+    """sweep_request only adds or merges a queue entry: not destructive; a repeat counts another ask and
+    goes on with the ground not yet listed: not idempotent. Tools that read only this service's own state
+    are closed-world."""
     _, tools = await listed(coordinator)
     a = tools["sweep_request"]["annotations"]
-    assert (a["readOnlyHint"], a["destructiveHint"], a["idempotentHint"], a["openWorldHint"]) == (False, False, True, True)
+    assert (a["readOnlyHint"], a["destructiveHint"], a["idempotentHint"], a["openWorldHint"]) == (False, False, False, True)
     for name in ("limits", "usage", "sweep_queue", "node_app", "widget_manifest", "seen_layer", "street_measure"):
         assert tools[name]["annotations"]["openWorldHint"] is False, name
     for name in ("hazard_events", "widget", "twin_earth", "site_scan", "places_bbox"):

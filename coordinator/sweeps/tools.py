@@ -35,9 +35,10 @@ REQUEST_CAVEATS = [
                   "query parameters or as a JSON object body.",
       params=(lat(), lon(), radius(200, 1000, 450)), routes={"earth": "/sweep-request"}, method="POST",
       http_max_age_s=0, tags=("sweeps",),
-      # It adds a queue entry or merges into the one covering that ground, and a repeat merges into the
-      # first: nothing is deleted or overwritten. Open world: it asks the photo provider what ground has photos.
-      destructive=False, idempotent=True,
+      # It adds a queue entry or merges into the one covering that ground: nothing is deleted or
+      # overwritten. Not idempotent: a repeat counts another ask and goes on with the ground not yet
+      # listed, which can queue more jobs. Open world: it asks the photo provider what ground has photos.
+      destructive=False,
       output_schema={"type": "object", "required": ["caveats", "queued", "merged", "request", "ground"],
                      "properties": {"caveats": {"type": "array", "items": {"type": "string"}},
                                     "queued": {"type": "boolean"}, "reason": {"type": "string"},
