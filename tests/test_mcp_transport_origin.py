@@ -128,3 +128,18 @@ async def test_the_setting_is_documented_in_the_mcp_page():
     from pathlib import Path
     doc = (Path(__file__).parent.parent / "docs" / "mcp.md").read_text()
     assert "SIS_MCP_ALLOWED_ORIGINS" in doc and "403" in doc
+
+
+def test_allowed_origins_are_read_as_browsers_send_them_and_a_non_origin_is_said(caplog):
+    """A Unicode host in the allow-list never matched the xn-- form browsers send, and an entry
+    that is no origin (no scheme) was dropped without a word."""
+    import logging
+
+    from coordinator.faces.mcp.endpoint import allowed_origins, origin_allowed
+    caplog.set_level(logging.WARNING)
+    allowed = allowed_origins("https://faß.de, example.net, https://Maps.Example.ORG:443", "")
+    assert allowed == frozenset({"https://xn--fa-hia.de", "https://maps.example.org"})
+    assert origin_allowed("https://xn--fa-hia.de", "svc.example:8080", allowed)
+    assert origin_allowed("https://faß.de", "svc.example:8080", allowed)
+    assert not origin_allowed("https://fass.de", "svc.example:8080", allowed)
+    assert any("'example.net' is no origin" in r.getMessage() for r in caplog.records)

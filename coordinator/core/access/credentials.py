@@ -130,7 +130,7 @@ def _bad_origin(message: str) -> BadParameter:
     return BadParameter(f"'origin' {message}", {"parameter": "origin"})
 
 
-def _origin_host(host: str) -> str:
+def origin_host(host: str) -> str:
     """The host of an origin as browsers send it, or BadParameter: a DNS name of letters,
     digits and hyphens (a Unicode name in its IDNA form), an IPv4 address, or an IPv6
     address in brackets. Nothing else may pass: the origin is written into
@@ -179,7 +179,7 @@ def normalise_origin(origin: str) -> str:
     if parts.path not in ("", "/") or parts.query or parts.fragment or "?" in text or "#" in text or "@" in parts.netloc:
         raise _bad_origin("must be scheme://host[:port] only, without a path, query, fragment or user")
     host_text = parts.netloc.rsplit(":", 1)[0] if not parts.netloc.endswith("]") else parts.netloc
-    host = _origin_host(host_text)
+    host = origin_host(host_text)
     if port == 0 or (port is None and parts.netloc.endswith(":")):
         raise _bad_origin("has an invalid port")
     if parts.scheme == "http" and host not in _LOOPBACK:

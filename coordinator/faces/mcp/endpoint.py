@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import tornado.web
 
 from coordinator import __version__
+from coordinator.core.access.credentials import origin_host
 from coordinator.core.errors import BadParameter, PayloadTooLarge
 from coordinator.core.pipeline import RequestFacts
 from coordinator.faces.http import MAX_JSON_BODY, BaseHandler, JsonRefused, dumps, parse_json
@@ -79,6 +80,10 @@ def _origin_of(url: str) -> str | None:
     host = parts.hostname.lower()
     if ":" in host:
         host = f"[{host}]"
+    try:                      # a Unicode name as browsers send it (xn--), as embed origins are read
+        host = origin_host(host)
+    except BadParameter:
+        return None
     if port is not None and str(port) != DEFAULT_PORTS[parts.scheme.lower()]:
         host = f"{host}:{port}"
     return f"{parts.scheme.lower()}://{host}"
@@ -91,7 +96,11 @@ def allowed_origins(setting: str, public_base_url: str) -> frozenset[str]:
     given = [o for o in (part.strip() for part in setting.split(",")) if o]
     if public_base_url:
         given.append(public_base_url)
-    return frozenset(o for o in map(_origin_of, given) if o is not None)
+    out = {o: _origin_of(o) for o in given}
+    for entry in (o for o, origin in out.items() if origin is None):     # once per setting (cached)
+        log.warning("SIS_MCP_ALLOWED_ORIGINS: %r is no origin (scheme://host[:port], http or https) and allows "
+                    "nothing", entry)
+    return frozenset(o for o in out.values() if o is not None)
 
 
 def origin_allowed(origin: str, host: str, allowed: frozenset[str]) -> bool:
