@@ -8,7 +8,6 @@ import os
 import pathlib
 import sys
 import time
-from types import SimpleNamespace
 
 import pytest
 
@@ -96,13 +95,38 @@ def test_a_count_that_cannot_be_written_keeps_the_result_spooled(windows, monkey
     spool = Spool(tmp_path / "spool", "http://c")
     item = spool.put("ls_1", "job-1", {"jobId": "job-1"}, {"photos": 3, "facts": 5, "seconds": 2.0, "onGpu": True})
     contrib = Contribution(tmp_path / "contribution.json")
-    agent = SimpleNamespace(spool=spool, contribution=contrib)
+    agent = _Submitter(spool, contrib)
     real = os.replace
     monkeypatch.setattr(os, "replace", _held(real, 10**9, "contribution.json"))
     with pytest.raises(PermissionError):
         Submitting._acknowledged(agent, item, {"resultState": "valid"})
     assert spool.get("ls_1") is not None and contrib.read()["jobs"] == 0
     monkeypatch.setattr(os, "replace", real)     # let go: the resend is acknowledged and counted
+    Submitting._acknowledged(agent, spool.get("ls_1"), {"resultState": "valid", "duplicate": True})
+    assert spool.get("ls_1") is None and contrib.read()["jobs"] == 1 and contrib.read()["photos"] == 3
+
+
+class _Submitter(Submitting):
+    """What of an agent ``Submitting._acknowledged`` reads."""
+
+    def __init__(self, spool: Spool, contribution: Contribution) -> None:
+        self.spool, self.contribution, self.counted = spool, contribution, set()
+
+
+def test_a_result_counted_and_not_deleted_is_not_counted_again_when_resent(windows, monkeypatch, tmp_path):
+    """Counted first, then its spooled file held past the retries: the result stays spooled, is sent
+    again and answered as a resend, and was counted a second time."""
+    monkeypatch.setattr(files, "BUSY_RETRY_S", 0.05)
+    spool = Spool(tmp_path / "spool", "http://c")
+    item = spool.put("ls_1", "job-1", {"jobId": "job-1"}, {"photos": 3, "facts": 5, "seconds": 2.0, "onGpu": True})
+    contrib = Contribution(tmp_path / "contribution.json")
+    agent = _Submitter(spool, contrib)
+    real = os.unlink
+    monkeypatch.setattr(os, "unlink", _held(real, 10**9, "ls_1.json"))
+    with pytest.raises(PermissionError):
+        Submitting._acknowledged(agent, item, {"resultState": "valid"})
+    assert spool.get("ls_1") is not None and contrib.read()["jobs"] == 1
+    monkeypatch.setattr(os, "unlink", real)
     Submitting._acknowledged(agent, spool.get("ls_1"), {"resultState": "valid", "duplicate": True})
     assert spool.get("ls_1") is None and contrib.read()["jobs"] == 1 and contrib.read()["photos"] == 3
 
