@@ -18,6 +18,11 @@ def aware(dt: datetime | None) -> datetime | None:
     return dt
 
 
+def iso_epoch(t: float) -> str:
+    """A ``time.time()`` instant as served."""
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def iso(dt: datetime | None) -> str | None:
     """An instant as served (``2026-06-01T08:13:32Z``); None stays None (unknown)."""
     dt = aware(dt)

@@ -7,6 +7,7 @@ import tornado.web
 from tornado.log import access_log
 
 from coordinator.core.access.credentials import redacted
+from coordinator.core.times import iso_epoch
 from coordinator.faces.mcp import mcp_routes, openapi_paths as mcp_openapi_paths
 from coordinator.faces.node_protocol import NODE_PATHS, node_routes
 from coordinator.faces.openapi import openapi_document
@@ -58,11 +59,6 @@ class IndexHandler(BaseHandler):
         }, cache_control="public, max-age=300")
 
 
-def _iso(t: float) -> str:
-    import datetime as dt
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class HealthzHandler(BaseHandler):
     """The operator's probe: 503 when the database does not answer a read, when its last write
     failed for the host (a full disk, a read-only file: said until a write succeeds; the probe
@@ -83,7 +79,7 @@ class HealthzHandler(BaseHandler):
             database = gone
         elif database == "ok" and failure is not None:
             database = f"cannot write: {failure.words}"
-            extra = {"databaseWriteFailedSince": _iso(failure.since), "databaseWriteFailedLast": _iso(failure.last)}
+            extra = {"databaseWriteFailedSince": iso_epoch(failure.since), "databaseWriteFailedLast": iso_epoch(failure.last)}
         ok = database == "ok"
         body = {"status": "ok" if ok else "degraded", "database": database, **extra,
                 "poller": "running" if svc.poller.running else "stopped", "demo": svc.settings.demo,

@@ -84,7 +84,7 @@ def storable_text(doc: Any, body: bytes) -> Any:
     every NUL dropped, so that one odd character costs at most its own text. ``body`` is
     searched first (in C) and the document walked only when it holds one: an escaped pair
     (a real character beyond the BMP) is walked and kept as it is."""
-    if not _ODD_ESCAPE.search(body):
+    if (b"\\u" not in body and b"\xed" not in body) or not _ODD_ESCAPE.search(body):     # two scans in C first
         return doc
     return _cleaned(doc)
 

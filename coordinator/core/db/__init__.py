@@ -37,6 +37,7 @@ from sqlalchemy.util import await_
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from .. import jsontext
+from ..times import iso_epoch
 from . import urls
 from .urls import label as label_of, storage_trouble
 
@@ -243,7 +244,7 @@ class Database:
         if self.write_failure is not None:
             if self.write_failure.said:
                 log.warning("the database takes writes again (%s), after %s since %s", label_of(self.url),
-                            self.write_failure.words, _iso(self.write_failure.since))
+                            self.write_failure.words, iso_epoch(self.write_failure.since))
             self.write_failure = None
         if self.path is not None:
             now = time.monotonic()
@@ -300,11 +301,6 @@ class Database:
 
     async def __aexit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
         await self.close(after_error=exc_type is not None)
-
-
-def _iso(t: float) -> str:
-    import datetime as dt
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 SQLITE_THREADS_WAIT_S = 0.5
