@@ -400,6 +400,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         db_path = make_url(settings.database_url).database
         if db_path and db_path != ":memory:":
             Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+            lost = migrate.lost_database(Path(db_path))       # as sis serve says it: it migrates the same file
+            if lost:
+                print(f"sis migrate: warning: {lost}", file=sys.stderr)
     from alembic.util import CommandError
     # What the migrations themselves report (jobs they drew again, rows they changed) goes to the
     # operator: on PostgreSQL this command is the only way an upgrade runs, and those lines were lost.

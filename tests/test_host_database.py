@@ -282,3 +282,14 @@ async def test_healthz_says_a_read_only_postgresql_cannot_write(pg_database, tmp
         assert (await c.get("/healthz")).status == 200
     finally:
         await stop_coordinator(c)
+
+
+def test_sis_migrate_warns_of_an_empty_database_file_as_sis_serve_does(tmp_path, capsys):
+    """sis migrate made a new database in a 0-byte file without a word, where sis serve warns."""
+    from coordinator.cli import main
+    db = tmp_path / "sis.db"
+    db.write_bytes(b"")
+    assert main(["migrate", "--database", f"sqlite:///{db}"]) == 0
+    assert f"sis migrate: warning: {db} is empty (0 bytes)" in capsys.readouterr().err
+    assert main(["migrate", "--database", f"sqlite:///{db}"]) == 0          # migrated now: nothing said
+    assert "warning" not in capsys.readouterr().err
