@@ -618,10 +618,8 @@ def _printable_output() -> None:
     (cp1252), strictly: text from the coordinator outside it (an operator's reason, a node's
     name) ended the command with UnicodeEncodeError. Such a character is written escaped
     (``\\u2713``) instead; output that can encode everything is unchanged."""
-    try:
+    with contextlib.suppress(AttributeError, ValueError, OSError):    # not a text stream (replaced, detached, closed)
         sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
-    except (AttributeError, ValueError, OSError):   # not a text stream (replaced, detached, closed)
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:

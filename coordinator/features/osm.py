@@ -60,7 +60,11 @@ def _tags(obj) -> tuple[dict[str, str], str | None]:  # noqa: ANN001
     try:
         return {t.k: t.v for t in obj.tags}, None
     except UnicodeDecodeError:
-        pass
+        return _kept_tags(obj)
+
+
+def _kept_tags(obj) -> tuple[dict[str, str], str | None]:  # noqa: ANN001
+    """The kept tags read one by one, and why the first of them that is not UTF-8 is not."""
     tags: dict[str, str] = {}
     why = None
     for key in KEPT_TAGS:

@@ -88,14 +88,26 @@ def test_other_permission_errors_and_other_systems_are_not_retried(monkeypatch, 
     assert len(held.calls) == 1
 
 
-def test_a_count_that_cannot_be_written_keeps_the_result_spooled(windows, monkeypatch, tmp_path):
-    """The coordinator acknowledged the result; its count cannot be written (the file held past the retries):
-    the result stays spooled, so it is sent again and counted then, instead of being deleted uncounted."""
+class _Submitter(Submitting):
+    """What of an agent ``Submitting._acknowledged`` reads."""
+
+    def __init__(self, spool: Spool, contribution: Contribution) -> None:
+        self.spool, self.contribution, self.counted = spool, contribution, set()
+
+
+def _acknowledging(monkeypatch, tmp_path):  # noqa: ANN001, ANN202
+    """A spooled result of 3 photos acknowledged by the coordinator, and what counts it."""
     monkeypatch.setattr(files, "BUSY_RETRY_S", 0.05)
     spool = Spool(tmp_path / "spool", "http://c")
     item = spool.put("ls_1", "job-1", {"jobId": "job-1"}, {"photos": 3, "facts": 5, "seconds": 2.0, "onGpu": True})
     contrib = Contribution(tmp_path / "contribution.json")
-    agent = _Submitter(spool, contrib)
+    return spool, item, contrib, _Submitter(spool, contrib)
+
+
+def test_a_count_that_cannot_be_written_keeps_the_result_spooled(windows, monkeypatch, tmp_path):
+    """The coordinator acknowledged the result; its count cannot be written (the file held past the retries):
+    the result stays spooled, so it is sent again and counted then, instead of being deleted uncounted."""
+    spool, item, contrib, agent = _acknowledging(monkeypatch, tmp_path)
     real = os.replace
     monkeypatch.setattr(os, "replace", _held(real, 10**9, "contribution.json"))
     with pytest.raises(PermissionError):
@@ -106,21 +118,10 @@ def test_a_count_that_cannot_be_written_keeps_the_result_spooled(windows, monkey
     assert spool.get("ls_1") is None and contrib.read()["jobs"] == 1 and contrib.read()["photos"] == 3
 
 
-class _Submitter(Submitting):
-    """What of an agent ``Submitting._acknowledged`` reads."""
-
-    def __init__(self, spool: Spool, contribution: Contribution) -> None:
-        self.spool, self.contribution, self.counted = spool, contribution, set()
-
-
 def test_a_result_counted_and_not_deleted_is_not_counted_again_when_resent(windows, monkeypatch, tmp_path):
     """Counted first, then its spooled file held past the retries: the result stays spooled, is sent
     again and answered as a resend, and was counted a second time."""
-    monkeypatch.setattr(files, "BUSY_RETRY_S", 0.05)
-    spool = Spool(tmp_path / "spool", "http://c")
-    item = spool.put("ls_1", "job-1", {"jobId": "job-1"}, {"photos": 3, "facts": 5, "seconds": 2.0, "onGpu": True})
-    contrib = Contribution(tmp_path / "contribution.json")
-    agent = _Submitter(spool, contrib)
+    spool, item, contrib, agent = _acknowledging(monkeypatch, tmp_path)
     real = os.unlink
     monkeypatch.setattr(os, "unlink", _held(real, 10**9, "ls_1.json"))
     with pytest.raises(PermissionError):

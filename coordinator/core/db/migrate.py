@@ -182,14 +182,16 @@ def lost_database(path: Path) -> str | None:
     earlier one leaves beside it is (``sis.db.serving``, ``sis.db-wal``: deleted, moved, a
     mount missing). A new installation has neither, and is started without a word."""
     try:
-        if path.stat().st_size == 0:
-            return (f"{path} is empty (0 bytes): a new database is made in it; if it held one (a copy or "
-                    "restore cut short, a disk that filled), stop now and restore it from a backup")
-        return None
+        size = path.stat().st_size
     except FileNotFoundError:
-        pass
+        size = None
     except OSError:
         return None          # opening it says what is wrong
+    if size == 0:
+        return (f"{path} is empty (0 bytes): a new database is made in it; if it held one (a copy or "
+                "restore cut short, a disk that filled), stop now and restore it from a backup")
+    if size is not None:
+        return None
     left = [path.with_name(path.name + suffix) for suffix in LEFT_BESIDE]
     left = [p.name for p in left if p.exists()]
     if not left:

@@ -15,6 +15,7 @@ SQLite file, that it is full, read-only, damaged (cut short) or failing, and wha
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sqlite3
@@ -171,11 +172,9 @@ def storage_trouble(exc: BaseException | None) -> tuple[str, str] | None:
 def _why_read_only(path: Path) -> str:
     """Which of the file, its folder or the file system SQLite could not write, where it can be told."""
     folder = path.parent
-    try:
+    with contextlib.suppress(OSError):          # no statvfs answer: the permissions below tell
         if os.statvfs(folder).f_flag & os.ST_RDONLY:
             return f"the file system holding {folder} is mounted read-only"
-    except OSError:
-        pass
     if path.exists() and not os.access(path, os.W_OK):
         return "the file is read-only to this user"
     if not os.access(folder, os.W_OK):
