@@ -35,7 +35,7 @@ from tests.support import make_settings, start_coordinator, stop_coordinator
 
 SIS = [sys.executable, "-m", "coordinator.cli"]
 ENROL = {"platform": "x", "gpu": "g", "engineVersion": "0.1.0", "engineBuild": DEV_ENGINE_BUILD}
-WRITES = ("INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "DROP")
+WRITES = ("INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "DROP", "PRAGMA USER_VERSION =")
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -78,7 +78,7 @@ async def test_healthz_says_the_database_cannot_write_until_a_write_succeeds(coo
     body = r.json()
     assert r.status == 503 and body["status"] == "degraded" and body["database"] == f"cannot write: {words}"
     assert body["databaseWriteFailedSince"].endswith("Z") and body["databaseWriteFailedLast"].endswith("Z")
-    assert (await c.get("/healthz")).status == 503           # the probe itself writes nothing, mends nothing
+    assert (await c.get("/healthz")).status == 503           # a failure this recent: the probe tries no write
     assert [r.getMessage() for r in caplog.records if r.name == "sis.db" and r.levelno == logging.ERROR] == [
         f"the database cannot write (SQLite file {c.services.db.path}): {words}; /healthz says so until a "
         "write succeeds"]
@@ -87,6 +87,26 @@ async def test_healthz_says_the_database_cannot_write_until_a_write_succeeds(coo
     r = await c.get("/healthz")
     assert r.status == 200 and r.json()["database"] == "ok" and "databaseWriteFailedSince" not in r.json()
     assert any("takes writes again" in r.getMessage() for r in caplog.records if r.name == "sis.db")
+
+
+async def test_healthz_tries_a_write_of_its_own_while_a_failure_is_on_record(coordinator, monkeypatch):
+    """A process that no write reaches (taken out of a load balancer's rotation on its 503)
+    stayed 503 after the disk had room again: the probe tries a write that changes nothing,
+    at most every WRITE_RETRY_S after the last failure, and leaves the database as it was."""
+    c, host = coordinator, Host()
+    host.attach(c.services.db.write_engine)
+    host.trouble = "database or disk is full"
+    assert (await c.post("/node/v1/enrol", ENROL)).status == 503
+    first = c.services.db.write_failure
+    monkeypatch.setattr(dbmod, "WRITE_RETRY_S", 0.0)
+    r = await c.get("/healthz")                               # the host still refuses: still on record
+    assert r.status == 503 and c.services.db.write_failure is first and first.last > first.since
+    host.trouble = None
+    r = await c.get("/healthz")
+    assert r.status == 200 and r.json()["database"] == "ok" and c.services.db.write_failure is None
+    with sqlite3.connect(c.services.db.path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (0,)
+    assert (await c.post("/node/v1/enrol", ENROL)).status == 201
 
 
 async def test_a_failure_that_is_not_the_hosts_is_not_reported_as_one(coordinator):
@@ -277,9 +297,13 @@ async def test_healthz_says_a_read_only_postgresql_cannot_write(pg_database, tmp
         assert refused.status == 503 and "cannot write" in refused.json()["error"]["message"], refused.body
         r = await c.get("/healthz")
         assert r.status == 503 and r.json()["database"].startswith("cannot write: cannot execute INSERT in a read-only")
+        c.services.db.write_failure.last -= dbmod.WRITE_RETRY_S  # the probe's own write is due: refused too
+        r = await c.get("/healthz")
+        assert r.status == 503 and r.json()["database"].startswith("cannot write: cannot execute CREATE TABLE in a ")
         read_only.clear()
+        c.services.db.write_failure.last -= dbmod.WRITE_RETRY_S
+        assert (await c.get("/healthz")).status == 200           # mended by the probe's own write
         assert (await c.post("/node/v1/enrol", ENROL)).status == 201
-        assert (await c.get("/healthz")).status == 200
     finally:
         await stop_coordinator(c)
 

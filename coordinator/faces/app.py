@@ -61,8 +61,9 @@ class IndexHandler(BaseHandler):
 
 class HealthzHandler(BaseHandler):
     """The operator's probe: 503 when the database does not answer a read, when its last write
-    failed for the host (a full disk, a read-only file: said until a write succeeds; the probe
-    itself writes nothing), or when the SQLite file it opened is gone or replaced."""
+    failed for the host (a full disk, a read-only file: said until a write succeeds: while
+    such a failure is on record the probe tries a write that changes nothing, at most every
+    ``db.WRITE_RETRY_S``), or when the SQLite file it opened is gone or replaced."""
 
     async def get(self) -> None:
         svc: Services = self.application.services  # type: ignore[attr-defined]
@@ -74,6 +75,8 @@ class HealthzHandler(BaseHandler):
         except Exception:  # report, do not raise: this is the operator's probe
             database = "unreachable"
         extra = {}
+        if database == "ok":
+            await svc.db.retry_write()
         failure, gone = svc.db.write_failure, svc.db.file_problem()
         if gone is not None:
             database = gone

@@ -9,7 +9,10 @@ the same engine; row claims there use ``FOR UPDATE SKIP LOCKED``.
 A write that fails for the host (a full disk, a read-only file or file system, a damaged
 file, an I/O error: ``urls.storage_trouble``) is remembered with its time until a write
 succeeds (``write_failure``), so that ``/healthz`` reports it: its read-only probe answered
-"ok" while every write failed. The SQLite file's identity (device, inode) is taken at the
+"ok" while every write failed. While one is on record ``/healthz`` tries a write of its own
+now and then (``retry_write``): a process that no write reached stayed 503 for good, and a
+load balancer that had taken it out of rotation on that 503 never sent it the write that
+would have mended it. The SQLite file's identity (device, inode) is taken at the
 first connection, and ``file_problem`` says when the file is gone or another one is in its
 place (deleted, or a copy moved over it, while the service runs): writes went on into the
 unlinked file, answered 201, and were lost at the next start without a word. It is looked
@@ -149,6 +152,13 @@ def _postgres_engine(url: str) -> AsyncEngine:
 
 FILE_CHECK_S = 5.0      # how often, at most, a write looks at the SQLite file's identity (one stat)
 FAILURE_SAID_S = 60.0   # how often, at most, a failing write is logged
+WRITE_RETRY_S = 15.0    # how long after the last failed write /healthz tries one of its own
+# A write that leaves nothing behind. SQLite: the header's user version set to what it is,
+# which writes a page as any commit does (Alembic keeps its version in a table of its own);
+# PostgreSQL: a temporary table, which a read-only server or transaction refuses (SQLSTATE
+# 25006), as it refuses the service's writes.
+SQLITE_PROBE = ("PRAGMA user_version", "PRAGMA user_version = {}")
+POSTGRES_PROBE = "CREATE TEMPORARY TABLE sis_write_probe (x int) ON COMMIT DROP"
 
 
 @dataclass
@@ -251,6 +261,23 @@ class Database:
             if now - self._file_checked >= FILE_CHECK_S:
                 self._file_checked = now
                 self.file_problem()
+
+    async def retry_write(self) -> None:
+        """When the last write failed for the host at least ``WRITE_RETRY_S`` ago, try a write
+        that changes nothing (``SQLITE_PROBE``, ``POSTGRES_PROBE``), through ``write_core`` so
+        that its outcome is recorded as any write's is: the failure mended, or still on record
+        with a later ``last``. A failure of another kind (a locked database) leaves the record
+        as it is."""
+        failure = self.write_failure
+        if failure is None or time.time() - failure.last < WRITE_RETRY_S:
+            return
+        with contextlib.suppress(Exception):
+            async with self.write_core() as conn:
+                if self.is_sqlite:
+                    version = (await conn.exec_driver_sql(SQLITE_PROBE[0])).scalar()
+                    await conn.exec_driver_sql(SQLITE_PROBE[1].format(int(version or 0)))
+                else:
+                    await conn.exec_driver_sql(POSTGRES_PROBE)
 
     # -- sessions -------------------------------------------------------------------
     @contextlib.asynccontextmanager
