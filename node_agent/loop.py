@@ -109,7 +109,6 @@ class Agent(Leasing, Running, Submitting):
         self._next_update_check = 0.0
         self.jobs_finished = 0
         self.results_rejected = 0         # results the coordinator refused for good in this run
-        self.counted: set[str] = set()    # leases whose result this run counted (Submitting._count_once)
         self._recovered = False
         self.engine_failures = EngineFailures(config.engine_failure_limit, paths.pause_file)
         self._last_unreachable = Unreachable("the coordinator cannot be reached")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from typing import Any
 
 from .protocol import Lease, Refused, Unreachable
 from .refusals import BuildRefused
@@ -89,23 +89,14 @@ class Submitting:
         # with the result still spooled, taking space the deleted file frees. On Windows, the
         # file held by another process past the retries raises still, with the result spooled,
         # sent again and counted then (the coordinator answers a resend as acknowledged).
+        # A lease's result is counted once, however often it is acknowledged (``Contribution``).
         s = item.stats
-        total = self._count_once(item, lambda: self.contribution.acknowledged(
-            int(s.get("photos", 0)), int(s.get("facts", 0)), float(s.get("seconds", 0.0)), bool(s.get("onGpu"))))
+        total = self.contribution.acknowledged(item.lease_id, int(s.get("photos", 0)), int(s.get("facts", 0)),
+                                               float(s.get("seconds", 0.0)), bool(s.get("onGpu")))
         self.spool.acknowledged(item)
         log.info("result of %s acknowledged (result %s, job %s%s); contribution: %d jobs",
                  item.job_id, answer.get("resultState"), answer.get("jobState"),
                  ", a resend" if answer.get("duplicate") else "", total["jobs"])
-
-    def _count_once(self, item: Spooled, count: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """``count()`` unless this run counted this lease's result already: a result counted and
-        then not deleted (a file held past the retries on Windows, a disk refusing the delete)
-        stays spooled, is sent again and answered as a resend, and was counted a second time."""
-        if item.lease_id in self.counted:
-            return self.contribution.read()
-        out = count()
-        self.counted.add(item.lease_id)
-        return out
 
     def _rejected(self, item: Spooled, exc: Refused) -> None:
         reasons = exc.details.get("reasons") or []
@@ -113,5 +104,5 @@ class Submitting:
         log.error("result of %s refused for good (kept in %s): %s", item.job_id, self.spool.rejected_dir, why)
         self.spool.rejected(item, why)
         self.results_rejected += 1
-        self._count_once(item, self.contribution.rejected)
+        self.contribution.rejected(item.lease_id)
         self.status.update(lastRejected={"jobId": item.job_id, "reason": why, "at": time.time()})

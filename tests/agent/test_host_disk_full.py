@@ -101,12 +101,13 @@ async def test_an_enrolled_node_on_a_full_disk_sends_its_spool_and_counts_in_mem
 
 def test_a_count_the_disk_refuses_is_kept_until_it_can_be_written(tmp_path, monkeypatch, caplog):
     c = Contribution(tmp_path / "contribution.json")
-    c.acknowledged(3, 2, 10.0, True)
+    c.acknowledged("ls_0", 3, 2, 10.0, True)
     full = _switchable(monkeypatch)
     full["on"] = True
-    for _ in range(3):
-        total = c.acknowledged(1, 1, 5.0, True)                 # raised OSError ENOSPC
-        c.rejected()
+    for i in range(3):
+        total = c.acknowledged(f"ls_a{i}", 1, 1, 5.0, True)      # raised OSError ENOSPC
+        c.rejected(f"ls_r{i}")
+        assert c.acknowledged(f"ls_a{i}", 1, 1, 5.0, True)["jobs"] == total["jobs"]   # kept: counted once
     assert total["jobs"] == 4 and c.read()["jobs"] == 1 and c.unwritten == 3
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1

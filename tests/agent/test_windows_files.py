@@ -4,6 +4,7 @@ elsewhere, or open without FILE_SHARE_DELETE, as Python's own open() leaves it) 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pathlib
 import sys
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from node_agent import files
+from node_agent import contribution, files
 from node_agent.contribution import Contribution
 from node_agent.spool import Spool
 from node_agent.submitting import Submitting
@@ -92,7 +93,7 @@ class _Submitter(Submitting):
     """What of an agent ``Submitting._acknowledged`` reads."""
 
     def __init__(self, spool: Spool, contribution: Contribution) -> None:
-        self.spool, self.contribution, self.counted = spool, contribution, set()
+        self.spool, self.contribution = spool, contribution
 
 
 def _acknowledging(monkeypatch, tmp_path):  # noqa: ANN001, ANN202
@@ -130,6 +131,26 @@ def test_a_result_counted_and_not_deleted_is_not_counted_again_when_resent(windo
     monkeypatch.setattr(os, "unlink", real)
     Submitting._acknowledged(agent, spool.get("ls_1"), {"resultState": "valid", "duplicate": True})
     assert spool.get("ls_1") is None and contrib.read()["jobs"] == 1 and contrib.read()["photos"] == 3
+
+
+def test_a_result_counted_and_not_deleted_is_not_counted_again_after_a_restart(windows, monkeypatch, tmp_path):
+    """The run remembered the leases it counted, in memory: the agent restarted between the count
+    and the resend counted the result a second time. The file keeps the latest leases counted."""
+    spool, item, contrib, agent = _acknowledging(monkeypatch, tmp_path)
+    real = os.unlink
+    monkeypatch.setattr(os, "unlink", _held(real, 10**9, "ls_1.json"))
+    with pytest.raises(PermissionError):
+        Submitting._acknowledged(agent, item, {"resultState": "valid"})
+    monkeypatch.setattr(os, "unlink", real)
+    restarted = _Submitter(Spool(tmp_path / "spool", "http://c"), Contribution(tmp_path / "contribution.json"))
+    Submitting._acknowledged(restarted, restarted.spool.get("ls_1"), {"resultState": "valid", "duplicate": True})
+    doc = restarted.contribution.read()
+    assert restarted.spool.get("ls_1") is None and doc["jobs"] == 1 and doc["photos"] == 3
+    assert "countedLeases" not in doc                                    # the counts alone, as status shows them
+    for i in range(contribution.COUNTED_LEASES + 5):                     # the file keeps the latest only
+        restarted.contribution.acknowledged(f"ls_x{i}", 1, 0, 0.0, False)
+    kept = json.loads((tmp_path / "contribution.json").read_text())["countedLeases"]
+    assert len(kept) == contribution.COUNTED_LEASES and kept[-1] == f"ls_x{contribution.COUNTED_LEASES + 4}"
 
 
 def test_a_spooled_result_held_by_another_process_is_not_taken_for_corrupt(windows, monkeypatch, tmp_path, caplog):
