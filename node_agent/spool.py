@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import identity as ident_mod
-from .files import busy_retried, remove, windows_busy, write_json
+from .files import busy_retried, remove, why_not_written, windows_busy, write_json
 
 log = logging.getLogger("sis.node.spool")
 
@@ -175,11 +176,23 @@ class Spool:
         remove(item.path)
 
     def rejected(self, item: Spooled, reason: str) -> None:
-        """The coordinator refused the result for good: keep it, with why, and never resend it."""
+        """The coordinator refused the result for good: keep it, with why, and never resend it.
+        A copy with its reason that cannot be written (a full disk) is the spooled file itself
+        moved there, which takes no room, its reason in the log alone: left in the spool, it
+        was sent again and refused again at every turn, and the results spooled after it
+        were never sent."""
+        target = self.rejected_dir / item.path.name
         self.rejected_dir.mkdir(exist_ok=True)
-        write_json(self.rejected_dir / item.path.name,
-                   {"leaseId": item.lease_id, "jobId": item.job_id, "result": item.result, "reason": reason,
-                    "coordinator": item.coordinator, "rejectedAt": time.time()})
+        try:
+            write_json(target, {"leaseId": item.lease_id, "jobId": item.job_id, "result": item.result,
+                                "reason": reason, "coordinator": item.coordinator, "rejectedAt": time.time()})
+        except OSError as exc:
+            if windows_busy(exc):
+                raise
+            busy_retried(os.replace, item.path, target)
+            log.warning("the refused result of %s is kept in %s as it was spooled, without its reason (%s): "
+                        "it could not be written (%s)", item.job_id, target, reason, why_not_written(exc))
+            return
         remove(item.path)
 
     def __len__(self) -> int:

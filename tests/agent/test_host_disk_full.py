@@ -1,11 +1,13 @@
 """The agent on a host whose disk is full (audit h17, N1-N3): an enrolled node starts and sends
 its spooled results, which frees space; an acknowledged result whose count cannot be written
 costs the agent nothing; a job whose journal cannot be written is given back before the engine
-runs it. ENOSPC is faked at os.write, as in test_disk_full.py (CI may run as root)."""
+runs it; a refused result that cannot be copied aside with its reason is moved aside as it
+was. ENOSPC is faked at os.write, as in test_disk_full.py (CI may run as root)."""
 from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import logging
 import os
 
@@ -13,6 +15,7 @@ import node_agent.files as files
 from node_agent import identity as ident_mod
 from node_agent.contribution import Contribution
 from node_agent.protocol import Unreachable
+from node_agent.spool import Spool
 
 from .support import FakeEngine, db_counts, make_agent, request_sweep
 
@@ -153,3 +156,22 @@ async def test_a_job_whose_journal_the_disk_refuses_is_given_back_before_the_eng
     said = [r.getMessage() for r in caplog.records if "cannot be journalled" in r.getMessage()]
     assert said and all("No space left on device; free some space" in s and "given back" in s for s in said)
     _no_traceback(caplog)
+
+
+def test_a_refused_result_the_disk_has_no_room_to_copy_is_moved_aside_as_it_was(tmp_path, monkeypatch, caplog):
+    """Its copy with the reason raised ENOSPC and it stayed in the spool: sent again and refused again
+    at every turn, and the results spooled after it were never sent."""
+    spool = Spool(tmp_path / "spool", "http://c")
+    refused = spool.put("ls_1", "job-1", {"jobId": "job-1"})
+    spool.put("ls_2", "job-2", {"jobId": "job-2"})
+    spool.rejected_dir.mkdir()
+    full = _switchable(monkeypatch)
+    full["on"] = True
+    spool.rejected(refused, "photo 3: outside the job's cell")
+    assert [i.lease_id for i in spool.pending()] == ["ls_2"]
+    kept = json.loads((spool.rejected_dir / "ls_1.json").read_text())
+    assert kept["leaseId"] == "ls_1" and kept["result"] == {"jobId": "job-1"}
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert said == [f"the refused result of job-1 is kept in {spool.rejected_dir / 'ls_1.json'} as it was spooled, "
+                    "without its reason (photo 3: outside the job's cell): it could not be written (No space left "
+                    "on device; free some space)"]
