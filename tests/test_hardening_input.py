@@ -168,8 +168,7 @@ async def test_a_50_mb_body_is_answered_413_before_it_is_sent(sweeps_sqlite):
                                ("/node/v1/enrol", "", 16 * 1024),
                                ("/node/v1/lease", f"Authorization: {node.auth['Authorization']}\r\n", 16 * 1024),
                                ("/review/v1/jobs/1/approve", f"X-Api-Key: {key}\r\n", 16 * 1024),
-                               ("/mcp", "Accept: application/json\r\n", 64 * 1024),
-                               ("/healthz", "", 64 * 1024)):
+                               ("/mcp", "Accept: application/json\r\n", 64 * 1024)):
         status, headers, body = await raw_exchange(sweeps_sqlite.base_url, _post_head(path, 50_000_000, extra))
         if path == "/mcp":
             doc = json.loads(body)          # 413, as the SDK's own server answers, with a JSON-RPC error
@@ -178,6 +177,9 @@ async def test_a_50_mb_body_is_answered_413_before_it_is_sent(sweeps_sqlite):
         assert status == 413, (path, status, body[:200])
         assert_error_shape(json.loads(body), "payload_too_large")
         assert json.loads(body)["error"]["details"]["maxBytes"] == limit
+    # A method the route does not answer is refused as such first, whatever the body's size, as on every route.
+    status, headers, body = await raw_exchange(sweeps_sqlite.base_url, _post_head("/healthz", 50_000_000, ""))
+    assert status == 405 and headers["connection"] == "close", (status, headers)
 
 
 async def test_a_review_route_answers_401_before_reading_a_body(sweeps_sqlite):

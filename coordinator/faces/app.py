@@ -45,6 +45,8 @@ class IndexHandler(BaseHandler):
     """``GET /``: a client that starts at the root is told where the documents are, rather
     than given a bare 404."""
 
+    readable_anywhere = True
+
     def get(self) -> None:
         from coordinator import __version__
         from coordinator.core.families import MCP_FAMILIES
@@ -91,6 +93,8 @@ class HealthzHandler(BaseHandler):
 
 
 class OpenApiHandler(BaseHandler):
+    readable_anywhere = True
+
     def get(self) -> None:
         svc: Services = self.application.services  # type: ignore[attr-defined]
         self.send_json(openapi_document(svc.registry, {**OPERATOR_PATHS, **mcp_openapi_paths(), **NODE_PATHS,

@@ -222,10 +222,27 @@ class BaseHandler(tornado.web.RequestHandler):
 
     Bodies stream (``stream_request_body``): ``prepare`` runs when the headers are in,
     before any of the body is read, so a declared ``Content-Length`` over the route's
-    ``body_limit`` is answered 413 at once, and a subclass's ``prepare`` (a reviewer's key,
+    ``body_limit`` is answered 413 at once, and a subclass's ``admit`` (a reviewer's key,
     say) answers before a byte of the body is taken. A body sent without a length is kept
     only up to the limit and dropped as it arrives beyond it; ``body_bytes`` then refuses
-    it with 413. Nothing is ever buffered whole past the limit."""
+    it with 413. Nothing is ever buffered whole past the limit.
+
+    A refusal of a request that has no body (a GET's 404, 401 or 429) is answered once that
+    empty body is read, from the request's method, not from ``prepare``: Tornado closes the
+    connection on an answer finished before the body is read, and answered from ``prepare``
+    every such refusal closed the client's keep-alive connection without a word, so that the
+    request it sent next on it was reset (48 of 50 times, straight after a 404). One that has
+    a body still answers at once, and says ``Connection: close``."""
+
+    # The methods a route answers, where its handler narrows them (``allowed_methods``). Tornado's
+    # own check of ``SUPPORTED_METHODS`` runs before ``prepare`` and its 405 closes the connection,
+    # so routes declare theirs here and ``prepare`` refuses the others.
+    methods: tuple[str, ...] | None = None
+    # Answers a page on any origin may read (public documents, the 404 of a path no route serves):
+    # the tool routes sent Access-Control-Allow-Origin and these did not, so Swagger UI or an agent
+    # in a browser elsewhere could not read the OpenAPI document, and a page calling a path missing
+    # from a family saw an opaque CORS failure instead of the 404.
+    readable_anywhere = False
 
     def set_default_headers(self) -> None:
         # Drawn once a request: send_error clears the headers and calls this again, after the failure
@@ -234,6 +251,10 @@ class BaseHandler(tornado.web.RequestHandler):
             self.request_id = new_request_id()
         self.set_header("X-Request-Id", self.request_id)
         self.set_header("X-Content-Type-Options", "nosniff")
+        if getattr(self, "_closing", False):        # answered before its body is read: Tornado closes
+            self.set_header("Connection", "close")
+        if self.readable_anywhere:
+            self.set_header("Access-Control-Allow-Origin", "*")
 
     def body_limit(self) -> int:
         """The largest body this route reads, in bytes."""
@@ -247,8 +268,38 @@ class BaseHandler(tornado.web.RequestHandler):
         return value.decode("utf-8", errors="replace")
 
     async def prepare(self) -> None:
-        """Every route's first step (subclasses call it first)."""
-        self.check_head()
+        """Every route's first steps, the route's own (``admit``) last. Subclasses override
+        ``admit`` and ``take_body``, not this."""
+        try:
+            if self.request.method not in self.allowed_methods():
+                raise tornado.web.HTTPError(405)
+            self.check_head()
+            self.take_body()
+            await self.admit()
+        except Exception as exc:
+            if self._finished or self.body_coming():
+                self._closing = True
+                self.set_header("Connection", "close")      # and again after send_error's clear()
+                raise
+            self._refusal = exc
+            # Tornado calls the request's method once the (empty) body is read: it raises the refusal.
+            setattr(self, self.request.method.lower(), self._refuse)
+
+    def _refuse(self, *args: str) -> None:
+        raise self._refusal
+
+    def body_coming(self) -> bool:
+        """Whether the request has a body still to read (a length over 0, or chunks)."""
+        headers = self.request.headers
+        return "Transfer-Encoding" in headers or headers.get("Content-Length", "0").strip() not in ("", "0")
+
+    async def admit(self) -> None:
+        """The route's own checks before its body is read (its caller, its limits, its path and
+        query): a refusal is raised from here."""
+        return None
+
+    def take_body(self) -> None:
+        """Get ready for the body: a declared length over ``body_limit`` refused (413)."""
         limit = self.body_limit()
         self._chunks: list[bytes] = []
         self._size = 0
@@ -263,14 +314,19 @@ class BaseHandler(tornado.web.RequestHandler):
         size = sum(len(k) + len(v) + 4 for k, v in self.request.headers.get_all())
         if size > MAX_HEADERS:
             raise HeadersTooLarge(f"the request headers are over {MAX_HEADERS} bytes", {"maxBytes": MAX_HEADERS})
+        # A gzipped body was read as its bytes ("not UTF-8 (byte 1)"), and one labelled br but sent plain was served.
+        encoding = self.request.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity") and self.body_coming():
+            raise UnsupportedMediaType(f"the request body is {encoding[:40]}-encoded: send it unencoded",
+                                       {"contentEncoding": encoding[:40]})
 
     def allowed_methods(self) -> list[str]:
         """The methods this route answers (for ``Allow``): those its handler implements, and
         HEAD wherever GET is."""
-        base = tornado.web.RequestHandler
-        out = [m for m in self.SUPPORTED_METHODS if m != "HEAD"
+        base, declared = tornado.web.RequestHandler, self.methods or self.SUPPORTED_METHODS
+        out = [m for m in declared if m != "HEAD"
                and getattr(type(self), m.lower(), None) is not getattr(base, m.lower(), None)]
-        if "GET" in out and "HEAD" in self.SUPPORTED_METHODS:
+        if "GET" in out and "HEAD" in declared:
             out.insert(out.index("GET") + 1, "HEAD")
         return out
 
@@ -391,8 +447,15 @@ class BaseHandler(tornado.web.RequestHandler):
 
 
 class NotFoundHandler(BaseHandler):
-    async def prepare(self) -> None:
-        await super().prepare()
+    """Any path no route serves: 404 whatever the method, readable from any origin (a browser
+    page calling a path missing from a family sees the answer, not an opaque CORS failure)."""
+
+    readable_anywhere = True
+
+    def allowed_methods(self) -> list[str]:
+        return list(self.SUPPORTED_METHODS)
+
+    async def admit(self) -> None:
         raise tornado.web.HTTPError(404)
 
 

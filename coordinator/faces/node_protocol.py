@@ -263,14 +263,16 @@ class ResultHandler(NodeHandler):
     def body_limit(self) -> int:
         return self.sweeps.settings.result_max_bytes
 
-    async def prepare(self) -> None:
-        self.check_head()       # 414, 431: as every route (the body's rule here is its own, below)
+    def take_body(self) -> None:
+        """The body's rule here is its own: over the limit it is recorded, not refused at once."""
         self.limit = self.body_limit()
         self._chunks: list[bytes] = []
         self._size = 0
         # Past this, Tornado stops reading and closes the connection.
         self.request.connection.set_max_body_size(max(4 * self.limit, STREAM_CEILING))
-        await OperationHandler.prepare_request(self)
+
+    async def admit(self) -> None:
+        await self.prepare_request()
         # ?next=1: the node also asks for its next job, as a BOINC scheduler request
         # reports work and asks for more in one; one request per job instead of two.
         self.wants_next = NEXT_VALUES[self.args["next"]]

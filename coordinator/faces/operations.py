@@ -221,7 +221,7 @@ class OperationHandler(BaseHandler):
 
     def initialize(self, operation: Operation) -> None:
         self.operation = operation
-        self.SUPPORTED_METHODS = (operation.method, "HEAD") if operation.method == "GET" else (operation.method,)
+        self.methods = (operation.method, "HEAD") if operation.method == "GET" else (operation.method,)
 
     def check_xsrf_cookie(self) -> None:  # credentials travel in headers, never cookies
         return None
@@ -233,8 +233,7 @@ class OperationHandler(BaseHandler):
         """Check the caller as the operation's ``auth`` says (401/403); None for open routes."""
         return None
 
-    async def prepare(self) -> None:
-        await super().prepare()
+    async def admit(self) -> None:
         await self.prepare_request()
 
     async def prepare_request(self) -> None:

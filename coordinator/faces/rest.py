@@ -20,7 +20,7 @@ class ToolHandler(BaseHandler):
         self.tool = tool
         self.family = family
         heads = tool.method == "GET" and tool.safe
-        self.SUPPORTED_METHODS = (tool.method, "HEAD", "OPTIONS") if heads else (tool.method, "OPTIONS")
+        self.methods = (tool.method, "HEAD", "OPTIONS") if heads else (tool.method, "OPTIONS")
 
     def set_default_headers(self) -> None:
         # Binds browsers only (SPEC.md, Authentication 9): an embed token's answers narrow it to the

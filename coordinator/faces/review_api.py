@@ -13,9 +13,9 @@ from typing import Any
 
 import tornado.web
 
-from coordinator.core.errors import BadParameter, NotFound
+from coordinator.core.errors import CODE_BY_STATUS, BadParameter, NotFound, error_body
 from coordinator.core.registry import BBOX, BOOLEAN, INTEGER, STRING, Param
-from coordinator.faces.http import BaseHandler
+from coordinator.faces.http import BaseHandler, dumps_bytes
 from coordinator.faces.operations import AUTH_REVIEWER, Body, Operation, OperationHandler, openapi_paths
 from coordinator.sweeps import jobs
 from coordinator.sweeps.service import sweeps_of
@@ -161,6 +161,26 @@ class AssetHandler(tornado.web.StaticFileHandler):
 
     def set_extra_headers(self, path: str) -> None:
         self.set_header("X-Content-Type-Options", "nosniff")
+
+    set_default_headers = BaseHandler.set_default_headers    # X-Request-Id, nosniff: as every route
+    readable_anywhere = False                                # what that reads of a handler
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """The one error shape, as every route answers (Tornado's HTML page was this route's alone),
+        and the methods a 405 names (RFC 9110: a 405 lists them)."""
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if status_code == 404:
+            message = f"no such path: {self.request.path}"
+        elif status_code == 405:
+            self.set_header("Allow", "GET, HEAD")
+            message = f"method {self.request.method} is not allowed on {self.request.path}"
+        else:
+            message = (exc.log_message % exc.args if isinstance(exc, tornado.web.HTTPError) and exc.log_message
+                       else self._reason)
+        code = CODE_BY_STATUS.get(status_code, "bad_request" if status_code < 500 else "internal_error")
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(dumps_bytes(error_body(code, message)))
 
 
 HANDLERS = ((ME, WhoAmIHandler), (PENDING, PendingHandler), (JOB, JobHandler), (APPROVE, VerdictHandler),

@@ -93,17 +93,23 @@ async def _revocation_reason(db, key_id: str) -> str | None:
         return (await s.execute(q)).scalar_one_or_none()
 
 
+# A 401 names its scheme (RFC 9110 section 11.6.1), as the node protocol's does.
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="review"'}
+CHALLENGE_INVALID = {"WWW-Authenticate": 'Bearer realm="review", error="invalid_token"'}
+
+
 async def authenticate(db, token: str | None) -> ReviewerKey:
     """The reviewer a presented key belongs to, read through the access system's lookup on
     every request: 401 for no key or one that is not known, 403 for a revoked key (with
     its reason) or a key without the ``review`` scope."""
     if not token:
-        raise Unauthorized("a reviewer key is needed (Authorization: Bearer <key> or X-Api-Key)")
+        raise Unauthorized("a reviewer key is needed (Authorization: Bearer <key> or X-Api-Key)",
+                           headers=CHALLENGE)
     rec = None
     if creds.KEY_RE.fullmatch(token) or LEGACY_RE.fullmatch(token):
         rec = await creds.find_key(db, token)
     if rec is None:
-        raise Unauthorized("this reviewer key is not known")
+        raise Unauthorized("this reviewer key is not known", headers=CHALLENGE_INVALID)
     if rec.revoked_at is not None:
         raise Forbidden("this reviewer key was revoked", {"reason": await _revocation_reason(db, rec.id)})
     if SCOPE not in rec.scopes:

@@ -67,6 +67,8 @@ def tool_contract(registry: ToolRegistry, family: str, settings: Any = None) -> 
 
 
 class ToolContractHandler(BaseHandler):
+    readable_anywhere = True
+
     def initialize(self, family: str) -> None:
         self.family = family
 

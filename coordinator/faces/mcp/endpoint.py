@@ -140,18 +140,43 @@ class McpHandler(BaseHandler):
         self.era = "handshake"
 
     async def prepare(self) -> None:
-        if self.request.method != "POST":
-            raise tornado.web.HTTPError(405)
         try:
             await super().prepare()
         except PayloadTooLarge:
             # Answered before the body is read: 413, as the SDK's server answers a body over its limit,
             # with a JSON-RPC error (the JSON may be valid: it is no parse error).
             self.send_rpc(None, error=body_too_large())
-            return
+
+    def set_default_headers(self) -> None:
+        super().set_default_headers()
+        origin = self.cors_origin()
+        if origin is not None:
+            self.set_header("Access-Control-Allow-Origin", origin)
+            self.set_header("Vary", "Origin")
+
+    async def admit(self) -> None:
         refusal = self.origin_refusal()
         if refusal is not None:
-            self.send_rpc(None, error=refusal)
+            raise refusal
+
+    def cors_origin(self) -> str | None:
+        """The request's ``Origin`` where a page there may call the endpoint and read its answers
+        (``origin_refusal`` lets it): without ``Access-Control-Allow-Origin`` a page at an origin the
+        operator allows (SIS_MCP_ALLOWED_ORIGINS) could send a message and never read the answer."""
+        origins = self.request.headers.get_list("Origin")
+        return origins[0] if len(origins) == 1 and self.origin_refusal() is None else None
+
+    def options(self) -> None:
+        """The CORS preflight of a page at an allowed origin (``application/json`` and the MCP headers
+        need one); a preflight from any other origin is refused in ``admit``, one with no Origin is 405."""
+        if self.cors_origin() is None:
+            raise tornado.web.HTTPError(405)
+        self.set_header("Access-Control-Allow-Methods", "POST")
+        self.set_header("Access-Control-Allow-Headers", ", ".join(("Content-Type", "Accept", "X-Api-Key",
+                                                                   *ROUTING_HEADERS)))
+        self.set_header("Access-Control-Max-Age", "600")
+        self.set_status(204)
+        self.finish()
 
     def origin_refusal(self) -> RpcError | None:
         """403 for a request whose Origin is present and neither the service's own nor allowed by the
@@ -169,9 +194,17 @@ class McpHandler(BaseHandler):
                                          "(SIS_MCP_ALLOWED_ORIGINS)", {"origin": shown}, status=403)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, RpcError):             # refused before the message was read (``admit``)
+            self.send_rpc(None, error=exc)
+            return
         if status_code == 405:
             self.set_header("Allow", "POST")
         super().write_error(status_code, **kwargs)
+
+    def log_exception(self, typ, value, tb) -> None:  # noqa: ANN001
+        if not isinstance(value, RpcError):       # a refusal answered in-band
+            super().log_exception(typ, value, tb)
 
     # ---- writing back ---------------------------------------------------------
 
