@@ -290,3 +290,18 @@ async def test_embed_list_says_an_expired_token_is_expired(coordinator):
     assert code == 0, err
     state = {line.split("\t")[0]: line.split("\t")[-1] for line in out.splitlines()}
     assert state[old["id"]] == "expired" and state[new["id"]] == "live", out
+
+
+async def test_concurrent_mints_keep_to_the_plans_live_tokens_per_key(coordinator_db):
+    """Each mint counted the key's live chains before any of the others had committed (READ
+    COMMITTED on PostgreSQL): 50 concurrent mints of a Free key, which allows 2, gave 10-11."""
+    from coordinator.core.access import plans
+    from coordinator.core.errors import Conflict
+    c = coordinator_db
+    _, record = await key(c, "Free")
+    allowed = plans.PLANS["Free"].max_embed_keys
+    got = await asyncio.gather(*(creds.mint_embed(c.services.db, record, "https://a.example", 10, 3600)
+                                 for _ in range(30)), return_exceptions=True)
+    assert sum(1 for g in got if isinstance(g, tuple)) == allowed
+    assert all(isinstance(g, (tuple, Conflict)) for g in got), [g for g in got if not isinstance(g, tuple)][:2]
+    assert len({r.chain_id for r in await creds.list_embeds(c.services.db) if r.key_id == record.id}) == allowed

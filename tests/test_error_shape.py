@@ -123,6 +123,21 @@ async def test_the_logs_never_hold_a_usable_key(sqlite_url, upstream, caplog):
         assert boom.json()["error"]["details"]["requestId"] == rid and f"request {rid} failed" in text
         assert secret not in text and secret[5:] not in text
         assert f"GET /public/v1/{secret[:9]}…/limits" in text and f"/earth/boom?key={secret[:9]}…" in text
+        # Served all the same, and written whole before the log read the URI by its structure: a key
+        # percent-encoded, one cut short or run on, a node token, a password where a credential goes.
+        caplog.clear()
+        spelled = secret[:5] + "%" + secret[5].encode().hex().upper() + secret[6:]
+        assert (await c.get(f"/public/v1/{spelled}/limits")).status == 200
+        assert (await c.get(f"/earth/limits?key={spelled.replace('_', '%5F', 1)}")).status == 200
+        for uri in (f"/public/v1/{secret[:-1]}/limits", f"/public/v1/{secret}AAAA/limits",
+                    "/node/v1/lease?token=sisn_ZAsVpZS1I_a6A5lSL7yY2qE9oyj9_9OTcSz7DyDWN7w",
+                    "/public/v1/mysecretpassword123/limits", f"/earth/limits?note={secret}%0Aforged"):
+            await c.get(uri)
+        text = "\n".join(r.getMessage() for r in caplog.records)
+        for leaked in (secret[9:], secret[9:-1], "ZAsVpZS1I_a6A5lSL7yY2qE9oyj9_9OTcSz7DyDWN7w"[4:], "mysecretpassword"):
+            assert leaked not in text, leaked
+        assert "\nforged" not in text and f"/public/v1/{secret[:9]}…/limits" in text
+        assert "/public/v1/…/limits" in text and "?token=sisn_ZAsV…" in text
     finally:
         await stop_coordinator(c)
 

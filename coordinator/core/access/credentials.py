@@ -15,13 +15,14 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, unquote_plus, urlsplit
 
 import idna
 from sqlalchemy import func, select, update
 
 from coordinator.core.db import Database
 from coordinator.core.db.models import AccessKey, EmbedToken
+from coordinator.core.db.transactions import for_update
 from coordinator.core.errors import BadParameter, Conflict, Forbidden, NotFound, Unauthorized
 from coordinator.core.access import plans
 from coordinator.core.times import aware, iso
@@ -31,7 +32,12 @@ EMBED_PREFIX = "sise_"
 _BODY = r"[A-Za-z0-9_-]{32}"
 KEY_RE = re.compile(re.escape(KEY_PREFIX) + _BODY)
 EMBED_RE = re.compile(re.escape(EMBED_PREFIX) + _BODY)
-_IN_TEXT = re.compile(r"(sis[ke]_[A-Za-z0-9_-]{4})[A-Za-z0-9_-]{28}")
+# A credential of this service anywhere in a text (a key, an embed token, a node token, a legacy
+# reviewer key), of any length past its prefix and four characters: what the logs may show of it.
+_IN_TEXT = re.compile(r"(sis[kenr]_[A-Za-z0-9_-]{4})[A-Za-z0-9_-]+")
+_SHOWN = re.compile(r"sis[kenr]_[A-Za-z0-9_-]{4}")
+_CREDENTIAL_PARAMETERS = ("key", "token")
+URI_SAFE = "/_-.~:@!$'()*,;+="     # what a redacted part keeps as it is: the URI's own characters
 
 # The review API's scope (docs/review.md): held by reviewers' keys (``sis reviewers create``),
 # never by a key made without asking for it, nor by the anonymous credential, and not a scope
@@ -53,11 +59,47 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def redacted(text: str) -> str:
-    """``text`` (a request's URI, as the logs write it) with every key and embed token in it
-    cut to the prefix that ``sis keys list`` shows (``sisk_2vTk…``): the database keeps only
-    digests so that a leak of it gives nothing usable, and a log must not undo that."""
-    return _IN_TEXT.sub(r"\1…", text)
+def redacted(uri: str) -> str:
+    """``uri`` (a request's, as the logs write it) with every credential in it cut to the
+    prefix that ``sis keys list`` shows (``sisk_2vTk…``): the database keeps only digests so
+    that a leak of it gives nothing usable, and a log must not undo that. Read by the URI's
+    structure, not only by the credential's look: the path's credential (``/public/v1/CRED/``)
+    and ``?key=`` and ``?token=`` whatever they hold (a mistyped secret, a password), and a
+    credential anywhere else percent-encoded or not. Matched on the look alone, one spelled
+    ``sisk_%66…`` (served: Tornado decodes it) or one character short was written whole."""
+    path, sep, query = uri.partition("?")
+    segments = path.split("/")
+    if len(segments) > 3 and segments[1:3] == ["public", "v1"] and unquote(segments[3]) != "anon":
+        segments[3] = _cut(unquote(segments[3]))
+    path = "/".join(_redacted_part(seg, unquote) for seg in segments)
+    pairs = []
+    for pair in query.split("&") if sep else ():
+        name, eq, value = pair.partition("=")
+        if unquote_plus(name).strip().lower() in _CREDENTIAL_PARAMETERS:
+            value = _cut(unquote_plus(value))
+        pairs.append(_redacted_part(name, unquote_plus) + eq + _redacted_part(value, unquote_plus))
+    return path + sep + "&".join(pairs)
+
+
+def _cut(secret: str) -> str:
+    """What a log shows of a credential: its prefix and four characters where it looks like one
+    of this service's, else nothing of it."""
+    shown = _SHOWN.match(secret)
+    return (shown.group(0) if shown else "") + "…" if secret else ""
+
+
+def _redacted_part(raw: str, decode) -> str:  # noqa: ANN001
+    """A path segment or query part as written, or where a credential is in it once decoded, the
+    decoded text with the credential cut, written back percent-encoded (a decoded text may hold a
+    line break, which the log must not)."""
+    text = decode(raw)
+    if not _IN_TEXT.search(text):
+        return raw
+    out, last = [], 0
+    for found in _IN_TEXT.finditer(text):
+        out += [quote(text[last:found.start()], safe=URI_SAFE), found.group(1), "…"]
+        last = found.end()
+    return "".join([*out, quote(text[last:], safe=URI_SAFE)])
 
 
 def digest(secret: str) -> str:
@@ -290,7 +332,10 @@ async def mint_embed(db: Database, key: KeyRecord, origin: str, budget: int, ttl
     plan = plans.PLANS[key.plan]
     t = now()
     async with db.write() as s:
-        krow = await s.get(AccessKey, key.id)
+        # The key's row locked (PostgreSQL; a SQLite write transaction holds the database), so the
+        # mints of one key count its live chains one after another: counted side by side under READ
+        # COMMITTED, 50 concurrent mints of a Free key (2 live chains) gave 10-11 chains.
+        krow = await s.get(AccessKey, key.id, with_for_update=for_update(db))
         if krow is None or krow.revoked_at is not None:
             raise NotFound(f"no live key with id {key.id}", {"keyId": key.id})
         if plan.max_embed_keys is not None:
