@@ -94,7 +94,7 @@ async def test_a_500_kB_invalid_header_name_adds_a_short_line_and_ordinary_lines
         assert (await send(port, b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n")).startswith(b"HTTP/1.1 400")
         await asyncio.sleep(0.2)
         lines = log.getvalue()[before:].splitlines()
-        assert any(re.fullmatch(r"\S+ \S+ INFO tornado\.access: 200 GET /healthz \(127\.0\.0\.1\) \d+\.\d\dms", x)
+        assert any(re.fullmatch(r"\S+ \S+ INFO tornado\.access: 200 GET /healthz \(127\.0\.0\.1\) \d+\.\d\dms [0-9a-f]{16}", x)
                    for x in lines), lines
         assert any(x.endswith("INFO tornado.general: Malformed HTTP message from 127.0.0.1: "
                               "Invalid header name 'Bad Name'") for x in lines), lines

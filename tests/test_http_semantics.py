@@ -8,12 +8,14 @@
 - The 404 of a path no route serves and the public documents had no
   ``Access-Control-Allow-Origin``; POST /mcp had no CORS for the origins an operator allows.
 - The review page's files answered errors as Tornado's HTML, and a 405 without ``Allow``.
-- The review API's 401 named no scheme (``WWW-Authenticate``)."""
+- The review API's 401 named no scheme (``WWW-Authenticate``).
+- The access line named a trusted proxy, not the client it forwarded, and no request id."""
 from __future__ import annotations
 
 import asyncio
 import gzip
 import json
+import logging
 
 import pytest
 
@@ -151,3 +153,20 @@ async def test_the_review_apis_401_names_its_scheme(served):
     assert r.status == 401 and r.headers["WWW-Authenticate"] == 'Bearer realm="review"'
     r = await served.get("/review/v1/me", headers={"Authorization": "Bearer sisk_" + "A" * 32})
     assert r.status == 401 and 'error="invalid_token"' in r.headers["WWW-Authenticate"]
+
+
+async def test_the_access_line_names_the_forwarded_client_and_the_request_id(sqlite_url, upstream, caplog):
+    """Behind a trusted proxy the line named the proxy alone, so an operator could not tell whom the
+    limits refused; and no line named the id a client's 4xx carries."""
+    caplog.set_level(logging.INFO, logger="tornado.access")
+    c = await start_coordinator(make_settings(sqlite_url, upstream, trusted_proxies="127.0.0.1/32"))
+    try:
+        r = await c.get("/earth/no-such-tool", headers={"X-Forwarded-For": "203.0.113.9"})
+        direct = await c.get("/healthz")
+    finally:
+        await stop_coordinator(c)
+    lines = [x.getMessage() for x in caplog.records if x.name == "tornado.access"]
+    assert any(line.startswith("404 GET /earth/no-such-tool (203.0.113.9 via 127.0.0.1) ")
+               and line.endswith(" " + r.headers["X-Request-Id"]) for line in lines), lines
+    assert any(line.startswith("200 GET /healthz (127.0.0.1) ") and line.endswith(direct.headers["X-Request-Id"])
+               for line in lines), lines

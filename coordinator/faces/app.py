@@ -118,11 +118,16 @@ class Application(tornado.web.Application):
 
     def log_request(self, handler: tornado.web.RequestHandler) -> None:
         """Tornado's access log line, with the credential in the path or ``?key=`` cut to its
-        prefix (``credentials.redacted``)."""
+        prefix (``credentials.redacted``); the client as the limits count it (behind a trusted
+        proxy, the address it forwarded, "via" the proxy's: the line named the proxy alone, so an
+        operator could not tell who was throttled), and the request's id, which its answer
+        carries (``X-Request-Id``), so that a client's 4xx can be found in the log."""
         status, req = handler.get_status(), handler.request
         write = access_log.info if status < 400 else access_log.warning if status < 500 else access_log.error
-        write("%d %s %s (%s) %.2fms", status, req.method, redacted(req.uri or ""), req.remote_ip,
-              1000.0 * req.request_time())
+        client = self.services.access.client_ip.resolve(req.remote_ip, req.headers)
+        seen = client if client == req.remote_ip else f"{client} via {req.remote_ip}"
+        write("%d %s %s (%s) %.2fms %s", status, req.method, redacted(req.uri or ""), seen,
+              1000.0 * req.request_time(), getattr(handler, "request_id", None) or "-")
 
     def start_request(self, server_conn: Any, request_conn: Any) -> Any:
         """Read request heads up to ``HEADER_READ_CEILING`` (Tornado's 64 KB default closes
