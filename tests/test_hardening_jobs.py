@@ -165,3 +165,24 @@ async def test_an_operator_lists_jobs_and_requeues_a_parked_one(db_url, photos):
         assert rc == 2 and "invalid choice" in err
     finally:
         await stop_coordinator(c)
+
+
+async def test_jobs_list_past_its_limit_shows_the_latest_jobs(sqlite_url, photos):
+    """Oldest first with a limit of 500, so after a year it showed the first jobs ever run and
+    nothing of today's."""
+    c = await start(sqlite_url, photos)
+    try:
+        first = await job_row(c, await one_job(c, photos))
+        async with c.services.db.write() as s:
+            for _ in range(2):
+                s.add(SweepJob(**{col.name: getattr(first, col.name) for col in SweepJob.__table__.columns
+                                  if col.name != "id"}))
+        async with c.services.db.read() as s:
+            ids = list((await s.execute(select(SweepJob.id).order_by(SweepJob.id))).scalars())
+        rc, out, err = await sis("jobs", "list", "--limit", "2", "--database", sqlite_url)
+        assert rc == 0, err
+        lines = out.splitlines()
+        assert [line.split()[0] for line in lines[1:-1]] == [jobs.wire_id(i) for i in ids[1:]]
+        assert lines[-1] == "3 jobs (the latest 2 shown: --limit)"
+    finally:
+        await stop_coordinator(c)

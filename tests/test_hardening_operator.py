@@ -436,3 +436,39 @@ def test_demo_mode_runs_in_one_process(tmp_path, clean_env):
     line = one_line(run("serve", "--demo", "--workers", "2", "--port", str(free_port()),
                         "--database", "postgresql+asyncpg://nobody@127.0.0.1:1/x"), code=2)
     assert "--demo runs in one process" in line
+
+
+async def test_sis_nodes_list_shows_the_latest_seen_first_with_counts_a_state_and_a_limit(tmp_path, capsys):
+    """It printed every node ever enrolled, oldest first ("1 nodes"), with last-seen times cut
+    mid-microsecond and no zone; after a year of open enrolment the list only grew."""
+    import asyncio
+    from datetime import timedelta
+
+    from coordinator.cli import main
+    from coordinator.core.db import Database
+    from coordinator.sweeps import nodes as registry, transitions as tr
+
+    url = f"sqlite+aiosqlite:///{tmp_path}/n.db"
+    assert await asyncio.to_thread(main, ["migrate", "--database", url]) == 0
+    db = Database(url)
+    made = []
+    for i in range(3):
+        node, _ = await registry.enrol(db, name=f"n{i}", platform="linux", gpu="g", engine_version="0.1.0",
+                                       engine_build="b")
+        made.append(node.id)
+    async with db.write() as s:
+        for i, nid in enumerate(made):                       # n0 seen last, n2 first
+            (await s.get(registry.Node, nid)).last_seen_at = tr.utcnow() - timedelta(hours=i)
+    await registry.revoke(db, made[1], "junk", "test", 3)
+    await db.close()
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, ["nodes", "list", "--database", url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:-1]] == made
+    assert re.search(r" \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ", lines[1]) and lines[2].split()[1] == "revoked"
+    assert lines[-1] == "3 nodes (0 trusted, 2 untrusted, 1 revoked)"
+    assert await asyncio.to_thread(main, ["nodes", "list", "--state", "untrusted", "--limit", "1",
+                                          "--database", url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:-1]] == [made[0]]
+    assert lines[-1] == "3 nodes (0 trusted, 2 untrusted, 1 revoked); the 1 seen last shown (--limit)"

@@ -62,4 +62,4 @@ async def test_a_nodes_platform_line_prints_as_one_row_of_sis_nodes_list(sqlite_
     await with_database(settings_of(sqlite_url, upstream), enrol, create=True)
     assert await asyncio.to_thread(main, ["nodes", "list", "--database", sqlite_url]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 3 and out[2] == "1 nodes" and "\x1b" not in out[1] and "\\x0and_000" in out[1], out
+    assert len(out) == 3 and out[2] == "1 node (0 trusted, 1 untrusted, 0 revoked)" and "\x1b" not in out[1] and "\\x0and_000" in out[1], out

@@ -25,7 +25,8 @@ LIST_LIMIT = 500
 def add_parser(sub, db_arg: Callable[[argparse.ArgumentParser], None], settings_of) -> None:  # noqa: ANN001
     jb = sub.add_parser("jobs", help="list sweep jobs or requeue a parked one")
     jsub = jb.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
-    ls = jsub.add_parser("list", help="sweep jobs, oldest first, with their state, failures and reason")
+    ls = jsub.add_parser("list", help="sweep jobs, oldest first, with their state, failures and reason (past "
+                                      "--limit, the latest)")
     ls.add_argument("--state", choices=tr.JOB_STATES, help="only jobs in this state (default: every state)")
     ls.add_argument("--limit", type=positive, default=LIST_LIMIT, help=f"most jobs listed (default {LIST_LIMIT})")
     db_arg(ls)
@@ -84,11 +85,13 @@ async def _list(db, state: str | None, limit: int) -> int:  # noqa: ANN001
     from .jobs import wire_id
 
     async with db.read() as s:
-        q = select(SweepJob).order_by(SweepJob.id).limit(limit)
+        # The latest past the limit, listed oldest first: the oldest were the first jobs a deployment
+        # ever ran, and after a year the list showed nothing of today.
+        q = select(SweepJob).order_by(SweepJob.id.desc()).limit(limit)
         count = select(func.count()).select_from(SweepJob)
         if state:
             q, count = q.where(SweepJob.state == state), count.where(SweepJob.state == state)
-        rows = list((await s.execute(q)).scalars())
+        rows = list((await s.execute(q)).scalars())[::-1]
         total = (await s.execute(count)).scalar_one()
         ids = [j.id for j in rows]
         links = list((await s.execute(select(SweepReissue).where(
@@ -107,6 +110,6 @@ async def _list(db, state: str | None, limit: int) -> int:  # noqa: ANN001
         print(f"{wire_id(j.id):14} {j.state:9} {j.sweep_id:26} {len(j.photos):6d} {j.valid_results:5d} "
               f"{j.quorum:6d} {j.failures:8d}  {tr.iso(j.updated_at):26} {'; '.join(line) or '-':34} "
               f"{one_line(j.reason or '')}")
-    shown = f" ({len(rows)} shown)" if len(rows) < total else ""
+    shown = f" (the latest {len(rows)} shown: --limit)" if len(rows) < total else ""
     print(f"{total} job{'s' if total != 1 else ''}{shown}")
     return 0
