@@ -93,7 +93,8 @@ class Overpass(Source[dict]):
         except SourceError as exc:
             return self._failed(str(exc))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            return self._failed(f"unparseable answer ({type(exc).__name__})")
+            return self._failed(f"unparseable answer ({type(exc).__name__})", exc=exc, detail=repr(exc))
+        self._answered()              # it answered (a remark is Overpass's, said in the report): the log is told
         ok = remark is None
         error = None if ok else f"partial answer (Overpass remark: {remark.strip()[:200]})"
         return SourceRead(rows, SourceReport(self.report_name, self.license, ok=ok, error=error,

@@ -20,6 +20,8 @@ from typing import Any
 from sqlalchemy import delete, func, select
 
 from coordinator.core.db import Database
+from coordinator.core.honesty import Health
+from coordinator.core.text import one_line
 from coordinator.core.times import aware, iso, utcnow
 from coordinator.core.db.leader import LeaderLoop
 from coordinator.core.db.models import EventChange, EventPoll, HazardEvent
@@ -154,6 +156,14 @@ async def history_status(db: Database, interval_s: float, running: bool) -> tupl
     return status, polls[0].health
 
 
+def usable_line(health: Health) -> str:
+    """How many sources a poll read answered, and why each other did not: ``sources usable
+    0/2 (GDACS: HTTP 500; USGS: unreachable: Connection refused)``. A poll that no source
+    answered records no events and no changes, which alone would read as a quiet day."""
+    down = "; ".join(f"{s.name}: {one_line(s.error or 'no answer', 120)}" for s in health.sources if not s.ok)
+    return f"sources usable {health.usable}/{health.queried}" + (f" ({down})" if down else "")
+
+
 class Poller(LeaderLoop):
     """Polls the event sources every ``interval_s`` seconds in the background, in one
     process at a time among coordinators sharing a PostgreSQL database (``LeaderLoop``).
@@ -172,4 +182,5 @@ class Poller(LeaderLoop):
     async def pass_once(self) -> None:
         out = await poll_once(self.db, self.sources, keep=self.keep)
         self.polls += 1
-        log.info("event poll %s: %d events, %d changes", out.poll_id, len(out.feed.events), len(out.changes))
+        log.info("event poll %s: %d events, %d changes, %s", out.poll_id, len(out.feed.events), len(out.changes),
+                 usable_line(out.feed.health))

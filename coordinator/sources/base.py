@@ -31,18 +31,33 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, ClassVar, Generic, Mapping, Sequence, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HTTPResponse
 
 from coordinator.core.honesty import SourceReport
 from coordinator.core.text import one_line
+from coordinator.sources.outages import Outages
 from coordinator.sources.values import storable_text
 
 log = logging.getLogger("sis.sources")
 T = TypeVar("T")
 
 USER_AGENT = "SpatialIntelligenceService/0.1 (+https://github.com/)"
+
+
+def env_name(source: str, key: str) -> str:
+    """The environment variable of a source's setting: ``SIS_SOURCES__GDACS__BASE_URL``."""
+    return f"SIS_SOURCES__{source.upper()}__{key.upper()}"
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a log line names it: without a user and password, a query or a fragment."""
+    try:
+        p = urlsplit(url)
+    except ValueError:
+        return one_line(url, 200)
+    return one_line(urlunsplit((p.scheme, p.netloc.rpartition("@")[2], p.path, "", "")), 200)
 
 
 class SourceError(Exception):
@@ -334,7 +349,7 @@ class Source(abc.ABC, Generic[T]):
 
     async def read(self, query: Query | None = None) -> SourceRead[T]:
         if self.needs_key and not self.api_key:
-            return self._failed(f"needs an API key: set {self.config.key_setting} or {self.config.key_setting}_FILE")
+            return self._unkeyed()
         try:
             records = await self.fetch(query or Query())
         except SourceError as exc:
@@ -343,15 +358,15 @@ class Source(abc.ABC, Generic[T]):
             # What an upstream's odd answer raises in a parser (a missing key, a text where a
             # number was, a time past what datetime holds: OverflowError, or OSError from the
             # platform's clock functions). The source is degraded, named; the traceback is
-            # logged so a parser's own bug is still found.
-            log.warning("%s: unparseable answer: %r", self.report_name, exc, exc_info=True)
-            return self._failed(f"unparseable answer ({type(exc).__name__})")
+            # logged (with the outage's first failure of the kind) so a parser's own bug is still found.
+            return self._failed(f"unparseable answer ({type(exc).__name__})", exc=exc, detail=repr(exc))
         except Exception as exc:  # noqa: BLE001
             # Anything else is a bug of the adapter, not the upstream's fault; it still must not
             # turn every answer that reads this source (the whole twin) into a 500. Logged as
             # an error with its traceback; the source is degraded, named.
-            log.exception("%s: adapter failed reading its answer", self.report_name)
-            return self._failed(f"adapter failed reading the answer ({type(exc).__name__})")
+            return self._failed(f"adapter failed reading the answer ({type(exc).__name__})", exc=exc,
+                                detail=repr(exc), level=logging.ERROR)
+        self._answered()
         report = SourceReport(self.report_name, self.license, ok=True, records=len(records), demo=self.demo)
         parts = [SourceReport(f"{self.report_name} {part}", self.license, ok=error is None, error=error,
                               records=n, demo=self.demo) for part, n, error in getattr(records, "outcomes", ())]
@@ -365,22 +380,62 @@ class Source(abc.ABC, Generic[T]):
         outs = await asyncio.gather(*(one(p) for p in parts), return_exceptions=True)
         records: list[T] = []
         outcomes: list[tuple[str, int | None, str | None]] = []
+        outages = self._outages()
         for part, out in zip(parts, outs):
+            named = f"{self.report_name} {part}"
             if isinstance(out, SourceError):
                 outcomes.append((part, None, str(out)))
+                outages.failed(named, str(out), check=self._check(str(out)))
             elif isinstance(out, PARSE_ERRORS):
-                log.warning("%s %s: unparseable answer: %r", self.report_name, part, out, exc_info=out)
-                outcomes.append((part, None, f"unparseable answer ({type(out).__name__})"))
+                error = f"unparseable answer ({type(out).__name__})"
+                outcomes.append((part, None, error))
+                outages.failed(named, error, check=self._check(error), detail=repr(out), exc=out)
             elif isinstance(out, BaseException):
                 raise out
             else:
                 records.extend(out)
                 outcomes.append((part, len(out), None))
+                outages.answered(named)
         if all(error for _, _, error in outcomes):
             raise SourceError("; ".join(f"{part}: {error}" for part, _, error in outcomes))
         return Parts(records, outcomes)
 
-    def _failed(self, error: str) -> SourceRead[T]:
+    def _outages(self) -> Outages:
+        """What the log has been told of this source's failures (``sources.outages``)."""
+        held = getattr(self, "_outages_of", None)
+        if held is None:
+            held = self._outages_of = Outages(log)
+        return held
+
+    def _check(self, error: str) -> str:
+        """What an operator looks at when this source fails: the setting of its base URL and where
+        it points (its timeout's too, for a timeout); in demo mode, the demo upstream."""
+        if self.demo:
+            return f"the demo upstream at {shown_url(self.base_url)}"
+        out = f"{env_name(self.name, 'base_url')} (now {shown_url(self.base_url) or 'empty'})"
+        if "timeout" in error.lower() or "timed out" in error.lower():
+            out += f" and {env_name(self.name, 'timeout_s')} (now {self.timeout_s:g} s)"
+        return out
+
+    def _failed(self, error: str, *, exc: BaseException | None = None, detail: str = "",
+                level: int = logging.WARNING) -> SourceRead[T]:
+        """An unusable read, said to the log as ``sources.outages`` says a failure: the first with
+        what to check and its traceback (``exc``), the repeats counted."""
         error = one_line(error)
-        log.info("source %s unusable: %s", self.report_name, error)
+        self._outages().failed(self.report_name, error, check=self._check(error), detail=detail, exc=exc,
+                               level=level)
+        return SourceRead([], SourceReport(self.report_name, self.license, ok=False, error=error, demo=self.demo))
+
+    def _answered(self) -> None:
+        """A read answered: the log is told, where it was told that the source failed. (A subclass
+        that writes its own ``read`` calls this on an answer, as it calls ``_failed`` on a failure.)"""
+        self._outages().answered(self.report_name)
+
+    def _unkeyed(self) -> SourceRead[T]:
+        """A keyed source with no key: unusable until the key is set and the service restarted, so
+        said once (not an outage: nothing to count, no answer to wait for)."""
+        error = one_line(f"needs an API key: set {self.config.key_setting} or {self.config.key_setting}_FILE")
+        if not getattr(self, "_unkeyed_said", False):
+            self._unkeyed_said = True
+            log.info("source %s unusable: %s", self.report_name, error)
         return SourceRead([], SourceReport(self.report_name, self.license, ok=False, error=error, demo=self.demo))

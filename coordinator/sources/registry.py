@@ -14,7 +14,7 @@ import importlib
 import pkgutil
 from typing import TYPE_CHECKING, Iterable
 
-from .base import Source, SourceConfig
+from .base import Source, SourceConfig, env_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from coordinator.core.settings import Settings, SourceSettings
@@ -46,10 +46,6 @@ def load_adapters(packages: Iterable[str] = _PACKAGES) -> dict[str, type[Source]
                 importlib.import_module(f"{package}.{mod.name}")
     return {name: cls for name, cls in REGISTRY.items()
             if any(cls.__module__ == p or cls.__module__.startswith(p + ".") for p in packages)}
-
-
-def env_name(source: str, key: str) -> str:
-    return f"SIS_SOURCES__{source.upper()}__{key.upper()}"
 
 
 def config_for(cls: type[Source], settings: "Settings", *, base_url: str | None = None) -> SourceConfig:

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import time
 from typing import Awaitable, Callable
 
 from sqlalchemy import text
@@ -29,9 +30,28 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from coordinator.core.db.urls import connection_problem, label
+from coordinator.core.text import one_line
+
 log = logging.getLogger("sis.leader")
 
 RETRY_S = 5.0
+
+
+def unreachable_reason(exc: BaseException, url: str) -> str:
+    """Why the database could not be asked, in one line: what ``connection_problem`` says of a
+    start-up mistake (nothing listening, an unknown host or database, refused credentials), else
+    the driver's own exception, never SQLAlchemy's text (it adds the statement, its parameters and
+    a link, on lines of their own)."""
+    try:
+        said = connection_problem(exc, url)
+    except Exception:  # noqa: BLE001 - a reason it cannot read must not end the role's tries
+        said = None
+    if said:
+        return one_line(said)
+    driver = getattr(exc, "orig", None) or exc
+    words = next((ln.strip() for ln in str(driver).splitlines() if ln.strip()), "")
+    return one_line(f"{type(driver).__name__}: {words}" if words else type(driver).__name__, 300)
 
 
 def lock_key(role: str) -> int:
@@ -54,6 +74,8 @@ class Leadership:
         self.terms = 0                      # how many times this process became the leader
         self._engine: AsyncEngine | None = None
         self._conn: AsyncConnection | None = None
+        self.unreachable_since: float | None = None   # when its tries began failing (monotonic); None: they reach it
+        self.failed_tries = 0                          # tries failed since
 
     async def run(self, work: Callable[[], Awaitable[None]]) -> None:
         """Forever (until cancelled): wait to lead, then run ``work`` for as long as the lock
@@ -68,17 +90,48 @@ class Leadership:
             return
         try:
             while True:
-                try:
-                    won = await self._try_lock()
-                except Exception as exc:   # the database is unreachable: stand by, try again
-                    log.warning("%s: could not try for leadership: %s", self.role, exc)
-                    await self._drop()
-                    won = False
+                won = await self._try()
                 if won:
                     await self._lead(work)
                 await asyncio.sleep(self.retry_s)
         finally:                           # a standby keeps its connection between tries
             await self._drop()
+
+    async def _try(self) -> bool:
+        """One try for the lock. A database that cannot be reached is said once, in one line, when
+        a try first fails (per role: each tries on a connection of its own), then not again until a
+        try reaches it, which is said too: tried every ``retry_s`` in every worker, it wrote a
+        warning per role and worker every 5 s, the first of them SQLAlchemy's lines of SQL."""
+        kept = self._conn is not None
+        try:
+            won = await self._try_lock()
+        except Exception as exc:   # noqa: BLE001 - the database is unreachable: stand by, try again
+            await self._drop()
+            if not kept:
+                return await self._unreachable(exc)
+            # A standby's kept connection can go stale (a server restarted, an idle connection cut)
+            # while the database is well: tried again at once on a fresh one before it is said.
+            try:
+                won = await self._try_lock()
+            except Exception as again:  # noqa: BLE001
+                await self._drop()
+                return await self._unreachable(again)
+        if self.unreachable_since is not None:
+            log.warning("%s: reaches the database again (%s), after %d failed tries in %.0f s",
+                        self.role, label(self.url), self.failed_tries, time.monotonic() - self.unreachable_since)
+            self.unreachable_since, self.failed_tries = None, 0
+        return won
+
+    async def _unreachable(self, exc: BaseException) -> bool:
+        self.failed_tries += 1
+        if self.unreachable_since is None:
+            self.unreachable_since = time.monotonic()
+            # connection_problem may connect once more to tell a silent host from a silent server
+            # (a blocking socket, up to a few seconds): off the event loop.
+            reason = await asyncio.to_thread(unreachable_reason, exc, self.url)
+            log.warning("%s: cannot reach the database to try for leadership: %s; standing by, trying again "
+                        "every %g s (said again when it reaches it)", self.role, reason, self.retry_s)
+        return False
 
     async def _lead(self, work: Callable[[], Awaitable[None]]) -> None:
         self.leading = True
