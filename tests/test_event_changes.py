@@ -119,3 +119,16 @@ async def test_an_odd_character_in_one_title_costs_that_character_not_the_histor
     assert len(changes) == 9
     titles = [c["title"] for c in (await coordinator_db.get("/earth/event-changes")).json()["changes"]]
     assert "M 6.1 - near \ufffd somewhere" in titles and "M 4.7 - offshore\n" in titles
+
+
+async def test_concurrent_polls_record_each_event_and_change_once(coordinator_db, upstream):
+    """`sis poll` from cron runs beside the leader's poller: on PostgreSQL, polls reading the known
+    events side by side both inserted the new ones (3 of 4 failed on a unique violation) or both
+    recorded each change (every escalation 4 times)."""
+    import asyncio
+    c = coordinator_db
+    outs = await asyncio.gather(*(poll_once(c.services.db, c.services.sources) for _ in range(4)))
+    assert sum(len(o.changes) for o in outs) == 9
+    upstream.set_json(GDACS, gdacs_doc(TC1001214="Red"))
+    outs = await asyncio.gather(*(poll_once(c.services.db, c.services.sources) for _ in range(4)))
+    assert sorted(ch for o in outs for ch in o.changes) == [("gdacs:TC:1001214", "escalated")]

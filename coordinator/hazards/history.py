@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 
 from coordinator.core.db import Database
 from coordinator.core.honesty import Health
 from coordinator.core.text import one_line
 from coordinator.core.times import aware, iso, utcnow
-from coordinator.core.db.leader import LeaderLoop
+from coordinator.core.db.leader import LeaderLoop, lock_key
 from coordinator.core.db.models import EventChange, EventPoll, HazardEvent
 from ..sources import Sources
 from ..sources.registry import load_adapters
@@ -47,6 +47,12 @@ async def record_poll(db: Database, feed: Feed, *, started: datetime, keep: int)
     answered = {s.name for s in feed.health.sources if s.ok}
     changes: list[tuple[str, str]] = []
     async with db.write() as s:
+        if not db.is_sqlite:
+            # One poll's record at a time (a SQLite write transaction holds the database already):
+            # `sis poll` from cron runs beside the leader's poller, and two polls that read the known
+            # events side by side both inserted the new ones (a unique violation) or both recorded
+            # each change (4 polls at once: every escalation 4 times in /earth/event-changes).
+            await s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("hazard-history")})
         poll = EventPoll(started_at=started, finished_at=now, sources_queried=feed.health.queried,
                          sources_usable=feed.health.usable, events_seen=len(feed.events),
                          health=feed.health.as_json())
