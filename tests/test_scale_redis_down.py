@@ -224,3 +224,35 @@ async def test_a_lock_taken_by_a_command_sent_twice_is_the_callers_own():
         assert outcome.data == {"n": 1} and computed == [1]
     finally:
         await cache.close()
+
+
+@needs_redis
+async def test_healthz_says_when_redis_is_unreachable_and_asks_it_again_itself(sqlite_url, upstream):
+    """/healthz said "ok" with Redis down while limits were counted per process (each process
+    giving a client the whole limit): it says so now, without failing the probe, and a process
+    that no request reaches learns from the probe that Redis answers again."""
+    proxy = await RedisProxy(REDIS_URL).start()
+    c = await start_coordinator(make_settings(sqlite_url, upstream, redis_url=proxy.url,
+                                              rate_limit_prefix=unique_prefix()))
+    try:
+        c.services.access.limiter.RETRY_S = 0.2
+        body = (await c.get("/healthz")).json()
+        assert body["redis"] == "ok" and "redisUnreachableSince" not in body
+        await proxy.stop()
+        assert (await c.get("/earth/limits")).status == 200              # served, counted in the process
+        r = await c.get("/healthz")
+        assert r.status == 200 and r.json()["status"] == "ok" and r.json()["redis"] == "unreachable"
+        assert r.json()["redisUnreachableSince"].endswith("Z")
+        await proxy.start()
+        await asyncio.sleep(0.3)
+        body = (await c.get("/healthz")).json()                           # no other request in between
+        assert body["redis"] == "ok" and "redisUnreachableSince" not in body
+    finally:
+        await stop_coordinator(c)
+        if proxy.server is not None and proxy.server.is_serving():
+            await proxy.stop()
+    plain = await start_coordinator(make_settings(sqlite_url, upstream))
+    try:
+        assert (await plain.get("/healthz")).json()["redis"] == "not configured"
+    finally:
+        await stop_coordinator(plain)

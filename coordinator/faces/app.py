@@ -1,6 +1,8 @@
 """The Tornado application: routes from the registry plus a few operator routes."""
 from __future__ import annotations
 
+import time
+
 from typing import Any
 
 import tornado.web
@@ -86,7 +88,13 @@ class HealthzHandler(BaseHandler):
             database = f"cannot write: {failure.words}"
             extra = {"databaseWriteFailedSince": iso_epoch(failure.since), "databaseWriteFailedLast": iso_epoch(failure.last)}
         ok = database == "ok"
-        body = {"status": "ok" if ok else "degraded", "database": database, **extra,
+        # Said, not failed on: with Redis down each process counts the limits itself (a client gets the
+        # limit from each), which serves everyone; a monitor sees it here.
+        limiter = svc.access.limiter
+        redis = await limiter.state()
+        if redis == "unreachable":
+            extra["redisUnreachableSince"] = iso_epoch(limiter.down_since or time.time())
+        body = {"status": "ok" if ok else "degraded", "database": database, "redis": redis, **extra,
                 "poller": "running" if svc.poller.running else "stopped", "demo": svc.settings.demo,
                 "tools": tool_counts(svc.registry)}
         self.send_json(body, 200 if ok else 503)

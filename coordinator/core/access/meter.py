@@ -112,6 +112,7 @@ class RateLimiter:
         self.fallbacks = 0            # outages seen, for operators and tests
         self._clock = clock
         self._down_until = -math.inf  # while the clock is short of it, Redis is not asked
+        self.down_since: float | None = None   # time.time() of this outage's first failure
         self._pool = None
         if redis_url:
             from redis.asyncio import BlockingConnectionPool
@@ -129,6 +130,16 @@ class RateLimiter:
     def degraded(self) -> bool:
         """Shared storage configured but not answering: windows are this process's own."""
         return self.shared and self._down_until != -math.inf
+
+    async def state(self) -> str:
+        """For ``/healthz``: ``not configured``, ``ok``, or ``unreachable`` (limits counted per
+        process). During an outage Redis is asked again first (when its retry is due), so that a
+        process no request reaches says when it answers again."""
+        if not self.shared:
+            return "not configured"
+        if self.degraded:
+            await self.peek(1, "healthz")
+        return "unreachable" if self.degraded else "ok"
 
     async def hit(self, per_minute: int, *ident: str) -> Window:
         if self.shared and self._clock() >= self._down_until:
@@ -158,6 +169,7 @@ class RateLimiter:
     def _fell_back(self, exc: Exception) -> None:
         if not self.degraded:
             self.fallbacks += 1
+            self.down_since = time.time()
             log.warning("rate-limit storage (Redis) unreachable: %s; per-minute limits are counted per "
                         "process until it answers again (tried every %.0f s)", exc or type(exc).__name__,
                         self.RETRY_S)
@@ -166,7 +178,7 @@ class RateLimiter:
     async def _window(self, item: RateLimitItemPerMinute, allowed: bool, ident: tuple[str, ...]) -> Window:
         stats = await self.strategy.get_window_stats(item, *ident)
         if self.degraded:
-            self._down_until = -math.inf
+            self._down_until, self.down_since = -math.inf, None
             log.warning("rate-limit storage (Redis) answers again: per-minute limits are shared again")
         reset = max(0, math.ceil(stats.reset_time - time.time()))
         return Window(allowed or not self.enforce, item.amount, max(0, stats.remaining), reset if stats.remaining < item.amount else 0)
