@@ -96,6 +96,30 @@ def settle_gc() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
+# Every line names its process: the supervisor and the workers of ``--workers`` share one log.
+LOG_FORMAT = "%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s"
+# The loggers SIS_LOG_LEVEL sets: the coordinator's own and Tornado's (its access log among them).
+OWN_LOGGERS = ("sis", "coordinator", "tornado")
+# Others' loggers, held at WARNING whatever SIS_LOG_LEVEL says (as every logger not named here
+# is): at DEBUG aiosqlite logged every statement, its parameters with them (API key digests).
+QUIET_LOGGERS = ("aiosqlite", "sqlalchemy", "asyncio", "asyncpg", "urllib3", "httpx", "httpcore", "alembic",
+                 "redis")
+
+
+def setup_logging(level: str) -> None:
+    """The log of ``sis serve``: one handler on stderr, ``LOG_FORMAT``; ``level``
+    (SIS_LOG_LEVEL) on ``OWN_LOGGERS``, and WARNING or above on everything else."""
+    own = logging.getLevelName(level.upper())
+    if not isinstance(own, int):
+        own = logging.INFO
+    others = max(own, logging.WARNING)
+    logging.basicConfig(level=others, format=LOG_FORMAT)
+    for name in OWN_LOGGERS:
+        logging.getLogger(name).setLevel(own)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(others)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """One coordinator process, or with ``--workers N`` a supervisor and N worker
     processes sharing the listening socket (the kernel hands each connection to one)."""
@@ -103,7 +127,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from . import services  # noqa: F401         what they log while importing (alembic's plugins) is noise
 
     settings = _settings(args)
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(settings.log_level)
     workers = args.workers
     if workers < 1:
         raise StartupError("--workers must be at least 1")
@@ -170,7 +194,7 @@ def _serve_sqlite_alone(settings) -> None:  # noqa: ANN001
 
 
 async def _serve(settings, sockets: list, worker: tuple[int, int] | None = None) -> int:  # noqa: ANN001
-    """Serve on ``sockets`` until SIGINT or SIGTERM. ``worker`` (index, count) is set in a
+    """Serve on ``sockets`` until SIGINT, SIGTERM or SIGHUP (``_stop``). ``worker`` (index, count) is set in a
     worker of ``--workers``: the schema step was taken once by the supervisor."""
     from coordinator.faces.app import make_app
     from coordinator.faces.server import make_server
@@ -198,14 +222,59 @@ async def _serve(settings, sockets: list, worker: tuple[int, int] | None = None)
     else:
         say(f"sis {__version__}: worker {worker[0] + 1} of {worker[1]} (pid {os.getpid()}) serving on "
             f"http://{settings.host}:{port}")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    server.stop()
-    await services.close()
+    said: list[str] = []                   # the first stop signal's name; a later one changes nothing
+
+    def stop(name: str) -> None:
+        if not said:
+            said.append(name)
+            stopped.set()
+
+    stopped = asyncio.Event()
+    _on_stop_signals(asyncio.get_running_loop(), stop)
+    await stopped.wait()
+    await _stop(server, services, said[0])
     return 0
+
+
+DRAIN_S = 15            # how long a stop waits for the requests in flight; below STOP_GRACE_S, with room
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")      # Windows has no SIGHUP
+
+
+def _on_stop_signals(loop: asyncio.AbstractEventLoop, stop) -> None:  # noqa: ANN001
+    """``stop(name)`` on each of ``STOP_SIGNALS`` this platform has. SIGHUP (the terminal or
+    the ssh session closed) stops as SIGTERM does: by default it killed the process on the
+    spot, its requests with it. Where SIGHUP was ignored when ``sis serve`` started
+    (``nohup sis serve``) it stays ignored: that was asked for."""
+    for name in STOP_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is None:
+            continue
+        if name == "SIGHUP" and signal.getsignal(sig) == signal.SIG_IGN:
+            continue
+        try:
+            loop.add_signal_handler(sig, stop, name)
+        except NotImplementedError:        # Windows' event loops: a plain handler, handing over to the loop
+            signal.signal(sig, lambda signum, frame, name=name: loop.call_soon_threadsafe(stop, name))
+
+
+async def _stop(server, services, signame: str) -> None:  # noqa: ANN001
+    """A stop that lets the requests in flight finish: listening stops, the connections with
+    none in flight close, and the requests in flight get up to ``DRAIN_S`` seconds (their
+    connections closing as they are answered); those still running then are cut off (their
+    handlers cancelled, answered where their connection is still open). Then the services
+    close. Said in a line at the start and one at the end: a stop used to turn every request
+    in flight into a 500, said nowhere."""
+    log = logging.getLogger("sis")
+    log.info("stopping (%s): %d requests in flight, waiting up to %d s", signame, server.in_flight(), DRAIN_S)
+    server.begin_stop()
+    left = await server.drain(DRAIN_S)
+    if left:
+        running = server.running()
+        shown = ", ".join(running[:5]) + (f" and {len(running) - 5} more" if len(running) > 5 else "")
+        log.warning("stopping: %d requests still running after %d s are cut off: %s", left, DRAIN_S, shown)
+    await server.cut_off()                 # and every connection closed, those closing still too
+    await services.close()
+    log.info("stopped")
 
 
 def say(line: str) -> None:
@@ -284,7 +353,8 @@ def _stop_with_supervisor(supervisor: int) -> None:
 
 def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
     """The supervisor of ``sis serve --workers N``: take the schema step once, fork N
-    workers, restart one that dies, and on SIGINT or SIGTERM stop them all and wait.
+    workers, restart one that dies, and on SIGINT, SIGTERM or SIGHUP stop them all and wait
+    (each lets its requests in flight finish, up to ``DRAIN_S``, as a lone ``sis serve`` does).
 
     Nothing that holds a connection or a thread is made before the fork: the schema step
     runs in an event loop of its own whose database pool is closed before any worker is
@@ -311,6 +381,10 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
         print(f"sis serve: {exc}", file=sys.stderr)
         return 2
     log = logging.getLogger("sis")
+    if not settings.requester_hash_key:
+        # One key for all workers: each one's own random key (requests.requester_hash) gave an address a
+        # hash, and so a count of queued requests, per worker: N times SIS_SWEEP_MAX_QUEUED_PER_REQUESTER.
+        settings = settings.model_copy(update={"requester_hash_key": os.urandom(32).hex()})
     if not settings.redis_url:
         log.warning("--workers %d without SIS_REDIS_URL: each worker keeps its own per-minute windows and "
                     "answer cache, so a client may get %d times its per-minute ceiling", n, n)
@@ -320,15 +394,21 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
     stop_deadline = float("inf")            # when the workers still there after SIGTERM are killed
     supervisor = os.getpid()
 
+    hangup = getattr(signal, "SIGHUP", None)
+    own_signals = [sig for sig in (signal.SIGINT, signal.SIGTERM, hangup) if sig is not None
+                   and not (sig == hangup and signal.getsignal(sig) == signal.SIG_IGN)]     # nohup: left ignored
+    stop_signal: list[str] = []             # the first stop's cause, said by the loop below (not in the handler)
+
     def spawn(i: int) -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _flush_quietly()
         pid = os.fork()
         if pid == 0:                        # the worker: never returns into the supervisor's code
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             code = 1
             try:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                for sig in own_signals:         # SIGTERM, SIGHUP: the worker's own stop (_serve) takes them
+                    if sig != signal.SIGINT:
+                        signal.signal(sig, signal.SIG_DFL)
                 _stop_with_supervisor(supervisor)
                 code = asyncio.run(_serve(settings, sockets, worker=(i, n)))
             except KeyboardInterrupt:
@@ -336,8 +416,7 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
             except BaseException:
                 log.exception("worker %d failed", i + 1)
             finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
+                _flush_quietly()            # a closed terminal (EIO) must not send the worker on into the loop below
                 os._exit(code)
         children[pid] = i
 
@@ -345,19 +424,25 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
         nonlocal stopping, stop_deadline
         if not stopping:                    # the grace counts from the first signal, not a second Ctrl-C
             stop_deadline = time.monotonic() + STOP_GRACE_S
+            if signum is not None:
+                stop_signal.append(signal.Signals(signum).name)
         stopping = True
         for pid in list(children):
             with contextlib.suppress(ProcessLookupError):     # that worker has already gone
                 os.kill(pid, signal.SIGTERM)
 
-    signal.signal(signal.SIGINT, stop_all)      # before the forks: no worker outlives a supervisor stopped early
-    signal.signal(signal.SIGTERM, stop_all)
+    for sig in own_signals:                 # before the forks: no worker outlives a supervisor stopped early
+        signal.signal(sig, stop_all)
     for i in range(n):
         spawn(i)
     port = sockets[0].getsockname()[1]
     say(f"sis {__version__}: {n} workers serving on http://{settings.host}:{port} (PostgreSQL); Ctrl-C stops")
     failed = False
     while children:
+        if stop_signal and stop_signal[0]:
+            log.info("stopping (%s): %d workers, each waiting up to %d s for its requests in flight",
+                     stop_signal[0], len(children), DRAIN_S)
+            stop_signal[0] = ""             # said once
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
@@ -387,7 +472,16 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
             stop_all()
     for sock in sockets:
         sock.close()
+    if stopping:
+        log.info("stopped")
     return 1 if failed else 0
+
+
+def _flush_quietly() -> None:
+    """Flushes stdout and stderr, whatever they are now (a terminal that closed answers EIO)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -447,11 +541,15 @@ async def _poll(args: argparse.Namespace) -> int:
 
     services = await create_services(_settings(args), start_background=False, upgrade=False)
     try:
-        from .hazards.history import poll_once
+        from .hazards.history import poll_once, usable_line
         out = await poll_once(services.db, services.sources, keep=services.settings.polls_kept)
         h = out.feed.health
-        print(f"poll {out.poll_id}: {len(out.feed.events)} events, {len(out.changes)} changes, "
-              f"sources usable {h.usable}/{h.queried}")
+        print(f"poll {out.poll_id}: {len(out.feed.events)} events, {len(out.changes)} changes, {usable_line(h)}")
+        if h.queried and not h.usable:
+            # Recorded (the history shows the gap), but it says nothing of current events: a cron
+            # job or a script reading only the exit status must not take it for a quiet day.
+            print("sis poll: no source answered", file=sys.stderr)
+            return 1
     finally:
         await services.close()
     return 0

@@ -472,3 +472,18 @@ async def test_sis_nodes_list_shows_the_latest_seen_first_with_counts_a_state_an
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines[1:-1]] == [made[0]]
     assert lines[-1] == "3 nodes (0 trusted, 2 untrusted, 1 revoked); the 1 seen last shown (--limit)"
+
+
+def test_sis_poll_exits_1_when_no_source_answered(tmp_path):
+    """A poll no source answered is recorded (the history shows the gap) but read 'poll 1: 0 events,
+    0 changes' with status 0: a cron job took it for a quiet day."""
+    db = f"sqlite:///{tmp_path}/p.db"
+    assert run("migrate", "--database", db).returncode == 0
+    nowhere = {"SIS_SOURCES__GDACS__BASE_URL": "http://127.0.0.1:9", "SIS_SOURCES__USGS__BASE_URL": "http://127.0.0.1:9",
+               "SIS_SOURCE_TIMEOUT_S": "2"}
+    out = run("poll", "--database", db, env=nowhere)
+    assert out.returncode == 1, out
+    assert out.stdout.startswith("poll 1: 0 events, 0 changes, sources usable 0/2 (GDACS: unreachable")
+    assert "sis poll: no source answered" in out.stderr
+    demo = run("poll", "--demo", "--database", f"sqlite:///{tmp_path}/d.db")
+    assert demo.returncode == 0 and "sources usable 2/2" in demo.stdout, demo

@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     public_base_url: str = Field("", description="Base URL the service is reached at, for links in documents; empty means derived from each request.")
     database_url: str = Field(DEFAULT_DB, description="SQLAlchemy URL: sqlite+aiosqlite:///path (embedded default) or postgresql+asyncpg://user@host/db. In demo mode, when no database is named (--database, SIS_DATABASE_URL or the SIS_CONFIG file), sqlite+aiosqlite:///var/demo.db.")
     demo: bool = Field(False, description="Answer sources from bundled recorded samples served by an in-process fake upstream (offline; labelled demo in every answer).")
-    log_level: str = Field("INFO", description="Log level of the coordinator: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case).")
+    log_level: str = Field("INFO", description="Log level of the coordinator's own and Tornado's loggers: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case); other libraries' stay at WARNING (or this level where it is higher).")
 
     source_timeout_s: float = Field(8.0, gt=0, le=120, description="Timeout of one request to an upstream source, where its adapter declares none of its own and SIS_SOURCES__<NAME>__TIMEOUT_S does not set one.")
     sources: dict[str, SourceSettings] = Field(default_factory=dict, description="Per-source settings by adapter name: SIS_SOURCES__<NAME>__BASE_URL, __TIMEOUT_S, __API_KEY or __API_KEY_FILE, and the adapter's options (`sis settings` lists every source's, with defaults).")
@@ -112,7 +112,7 @@ class Settings(BaseSettings):
     object_margin_m: float = Field(150.0, ge=0, le=1000, description="How far outside a job's area a measured object may lie (seen from a photo inside it).")
     result_max_bytes: int = Field(2_000_000, ge=1024, description="Largest result body a node may submit; larger ones are refused (413) and not kept.")
     engine_builds: str = Field("", description="Comma-separated engine build hashes accepted from nodes, besides those of published node-app manifests (a development hash in tests and demo).")
-    requester_hash_key: str = Field("", description="Key of the keyed hash (HMAC-SHA-256) kept of a sweep requester's address, for abuse handling (by env or file, never in the repository); empty means a random key per process start, so hashes compare only within one run and no address can be recovered from them.")
+    requester_hash_key: str = Field("", description="Key of the keyed hash (HMAC-SHA-256) kept of a sweep requester's address, for abuse handling (by env or file, never in the repository); empty means a random key per start of sis serve (shared by its --workers), so hashes compare only within one run and no address can be recovered from them.")
     node_enrol_secret: str = Field("", description="When set, enrolment needs this shared secret in the X-Enrol-Secret header (by env or file, never in the repository); empty means open enrolment, as volunteer projects run.")
     node_enrol_per_minute: int = Field(10, ge=1, description="Enrolments one client IP (an IPv6 /64) may make per minute; more are refused 429 with Retry-After. Nodes are free to make, so this bounds how fast one address can add them.")
     node_ip_per_minute: int = Field(6000, ge=1, description="Requests one client IP (an IPv6 /64) may make per minute to the node protocol's routes, all its nodes together; more are refused 429 with Retry-After.")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 
 from typing import Any
 
@@ -112,6 +113,10 @@ class OpenApiHandler(BaseHandler):
 class Application(tornado.web.Application):
     def __init__(self, services: Services, **settings: Any) -> None:
         self.services = services
+        # The handlers answering now (``BaseHandler.prepare`` to ``on_finish``), for a stop that cuts
+        # off those still running at its deadline (``server.cut_off``); weak: a handler whose client
+        # left is never finished.
+        self.running: weakref.WeakSet = weakref.WeakSet()
         routes: list[Any] = [
             (r"/", IndexHandler),
             (r"/healthz", HealthzHandler),

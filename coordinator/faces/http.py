@@ -2,6 +2,7 @@
 one error shape (``write_error``), so no route can answer an error in another shape."""
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -59,6 +60,7 @@ def new_request_id() -> str:
 
 DATABASE_RETRY_AFTER_S = 5
 STORAGE_RETRY_AFTER_S = 60    # a full disk or a read-only file is mended by an operator, not in seconds
+STOPPING_RETRY_AFTER_S = 5    # a request cut off by the service's stop: another process, or this one restarted
 
 
 def database_unreachable(exc: BaseException | None) -> bool:
@@ -270,6 +272,12 @@ class BaseHandler(tornado.web.RequestHandler):
     async def prepare(self) -> None:
         """Every route's first steps, the route's own (``admit``) last. Subclasses override
         ``admit`` and ``take_body``, not this."""
+        # The handler's task, for a stop that cuts off what is still running at its deadline
+        # (``server.cut_off``): Tornado runs each request's handler in a task of its own.
+        self.task = asyncio.current_task()
+        running = getattr(self.application, "running", None)
+        if running is not None:
+            running.add(self)
         try:
             if self.request.method not in self.allowed_methods():
                 raise tornado.web.HTTPError(405)
@@ -287,6 +295,17 @@ class BaseHandler(tornado.web.RequestHandler):
 
     def _refuse(self, *args: str) -> None:
         raise self._refusal
+
+    @property
+    def cut_off(self) -> bool:
+        """Whether this handler's task is being cancelled: cut off by the service's stop."""
+        task = getattr(self, "task", None)
+        return task is not None and task.cancelling() > 0
+
+    def on_finish(self) -> None:
+        running = getattr(self.application, "running", None)
+        if running is not None:
+            running.discard(self)
 
     def body_coming(self) -> bool:
         """Whether the request has a body still to read (a length over 0, or chunks)."""
@@ -418,6 +437,16 @@ class BaseHandler(tornado.web.RequestHandler):
                        f"the service's database cannot be read or written ({words}): try again later")
             status, body = 503, error_body("unavailable", message, {"requestId": self.request_id})
             self.set_header("Retry-After", str(STORAGE_RETRY_AFTER_S))
+        elif exc is None and status_code == 500 and self.cut_off:
+            # Tornado answers 500, with no exception, a handler whose own task was cancelled: the stop's
+            # deadline (cli._stop, server.cut_off). Said here, since Tornado logs nothing, and the client
+            # is told to try again, not that the service failed.
+            log.warning("request %s: cut off as the service stopped: %s %s; answered 503", self.request_id,
+                        self.request.method, redacted(self.request.uri or ""))
+            status, body = 503, error_body("unavailable", "the service stopped before this request was answered: "
+                                           "try again shortly", {"requestId": self.request_id})
+            self.set_header("Retry-After", str(STOPPING_RETRY_AFTER_S))
+            self.set_header("Connection", "close")
         elif database_unreachable(exc):
             status, body = 503, error_body("unavailable", "the service's database is not answering; try again "
                                                           "shortly", {"requestId": self.request_id})

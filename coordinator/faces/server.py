@@ -37,6 +37,7 @@ timeout, and the head timeout is kept here, by a sweep every second or less.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import resource
 import time
@@ -57,6 +58,8 @@ FD_RESERVE = 256          # descriptors kept for the database pool, upstream req
 MAX_CONNECTIONS_CEILING = 10_000
 LOG_EVERY_S = 60.0
 SWEEP_EVERY_S = 1.0       # at most; a quarter of the head timeout where that is shorter
+DRAIN_POLL_S = 0.05       # how often a stop looks whether the requests in flight have finished
+CUT_OFF_GRACE_S = 1.0     # how long requests cancelled at the stop's deadline get to write their answer
 
 # What a connection is doing. The first three may be closed to make room at the cap, in this order.
 HEAD = "head"             # sending a request head (for a first request, from its opening)
@@ -76,11 +79,23 @@ def default_max_connections() -> int:
 class _Conn:
     """One open connection: its stream, what it is doing, since when, how many requests it began,
     and how far its answer's writing had got when the sweep last looked (``_stalled``)."""
-    __slots__ = ("stream", "state", "since", "requests", "closing", "written", "written_at")
+    __slots__ = ("stream", "state", "since", "requests", "closing", "written", "written_at", "request", "start_line")
 
     def __init__(self, stream: Any) -> None:
         self.stream, self.state, self.since, self.requests, self.closing = stream, BUSY, 0.0, 0, False
         self.written, self.written_at = -1, 0.0
+        self.request: Any = None            # the request's HTTP1Connection (``close_after_answer``)
+        self.start_line: Any = None         # the request's first line, for the log of a stop (``running``)
+
+
+def close_after_answer(conn: _Conn) -> None:
+    """Has the connection closed once the answer being written on it is: Tornado decides it
+    from the request's head, read before the stop, and says ``Connection: close`` in the answer
+    when it is set. The flag is private (Tornado has no public way); without it the connection
+    is closed when its next request begins (``start_request``), the client told nothing."""
+    request = conn.request
+    if request is not None and hasattr(request, "_disconnect_on_finish"):
+        request._disconnect_on_finish = True
 
 
 def _stalled(conn: _Conn, now: float, limit: float) -> bool:
@@ -109,6 +124,7 @@ class _Watch(HTTPMessageDelegate):
         # A request with a body is still sending until finish(); one without is being answered now.
         has_body = headers.get("Content-Length", "0").strip() not in ("", "0") or "Transfer-Encoding" in headers
         self.server._enter(self.conn, BODY if has_body else BUSY)
+        self.conn.start_line = start_line
         return self.delegate.headers_received(start_line, headers)
 
     def data_received(self, chunk: bytes) -> Any:
@@ -162,6 +178,7 @@ class BoundedHTTPServer(HTTPServer):
         self._counts_logged = (0, 0, 0)   # refused, evicted, head_timeouts at the last report
         self._logged_at = -LOG_EVERY_S
         self._internals_checked = False
+        self.stopping = False      # begin_stop was called: no request is begun any more
 
     # -- accepting ------------------------------------------------------------------------
 
@@ -207,7 +224,10 @@ class BoundedHTTPServer(HTTPServer):
             return delegate
         if conn.requests:                        # a keep-alive connection: idle until its next head begins
             self._enter(conn, IDLE)
+            if self.stopping:                    # its answer was the last: no next request is read
+                self._close(conn)
         conn.requests += 1
+        conn.request = request_conn
         return _Watch(delegate, self, conn)
 
     def on_close(self, server_conn: Any) -> None:
@@ -236,6 +256,59 @@ class BoundedHTTPServer(HTTPServer):
         if self._sweeper is not None:
             self._sweeper.stop()
             self._sweeper = None
+
+    # -- stopping: the requests in flight are let finish ------------------------------------
+
+    def in_flight(self) -> int:
+        """The requests begun and not yet answered: sending their body, or being answered
+        (until their answer is written and the connection closed or waiting for the next)."""
+        return len(self._waiting[BODY]) + len(self._waiting[BUSY])
+
+    def begin_stop(self) -> None:
+        """Stops listening and begins no request any more: the connections with none in flight
+        (idle keep-alive ones, those still sending a head) are closed now, those being answered
+        once their answer is written."""
+        self.stopping = True
+        self.stop()
+        for state in (HEAD, IDLE):
+            for conn in list(self._waiting[state]):
+                self._close(conn)
+        for conn in (*self._waiting[BODY], *self._waiting[BUSY]):
+            close_after_answer(conn)
+
+    async def drain(self, timeout: float) -> int:
+        """Waits until no request is in flight, or ``timeout`` seconds; how many still are."""
+        deadline = time.monotonic() + timeout
+        while self.in_flight() and time.monotonic() < deadline:
+            await asyncio.sleep(DRAIN_POLL_S)
+        return self.in_flight()
+
+    def running(self) -> list[str]:
+        """The method and path of each request in flight (not its query: it may hold a key)."""
+        return [f"{getattr(conn.start_line, 'method', '?')} {str(getattr(conn.start_line, 'path', '?')).split('?')[0]}"
+                for state in (BODY, BUSY) for conn in self._waiting[state]]
+
+    async def cut_off(self, grace: float = CUT_OFF_GRACE_S) -> None:
+        """Ends what is left once the stop's wait is over: the handlers of the requests still in
+        flight are cancelled (Tornado then answers each whose connection is still open, through
+        ``BaseHandler.write_error``) and given ``grace`` seconds to write that answer; then every
+        connection is closed. A handler that has answered and goes on working is not cancelled
+        here (its task ends with the event loop, as before)."""
+        requests = {conn.request for state in (BODY, BUSY) for conn in self._waiting[state]
+                    if conn.request is not None}
+        handlers = [h.task for h in list(getattr(self.request_callback, "running", ()))
+                    if h.request.connection in requests and getattr(h, "task", None) is not None]
+        for task in handlers:
+            task.cancel("the service is stopping")
+        if handlers:
+            await asyncio.wait(handlers, timeout=grace)
+            await self.drain(grace)
+        for conn in [*self._waiting[BODY], *self._waiting[BUSY]]:
+            self._close(conn)
+        try:
+            await asyncio.wait_for(self.close_all_connections(), grace)
+        except asyncio.TimeoutError:
+            log.warning("%d connections were still open %.0f s after the stop's wait", len(self._connections), grace)
 
     # -- what each connection is doing -------------------------------------------------------
 
