@@ -268,6 +268,14 @@ class RedisAnswerCache(AnswerCache):
     POLL_S = 0.02
     RETRY_S = 5.0
     TIMEOUT_S = 0.5
+    POOL_SIZE = 32
+    POOL_WAIT_S = 10.0
+    """The Redis connections a process opens at most, and how long a command waits for one of them
+    when all are in use (a blocking pool, as the rate limiter's in ``access.meter``). redis-py's
+    default pool opened up to 100 and then failed the command at once ("Too many connections"):
+    300 concurrent requests to a cached tool put the process on its own cache for ``RETRY_S``,
+    each worker then computing the key on its own. A command takes well under a millisecond;
+    waiting past ``POOL_WAIT_S`` for a connection is taken for Redis not answering."""
     LEASE_S = 10.0
     """The single-flight lock's lease. The holder renews it every third of it for as long
     as it computes, so the lease bounds how long a holder that died mid-computation
@@ -281,9 +289,11 @@ class RedisAnswerCache(AnswerCache):
     def __init__(self, url: str, prefix: str = "sis", *, handover_s: float = 300.0, lease_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         super().__init__(clock=clock, handover_s=handover_s, max_bytes=max_bytes)
-        from redis.asyncio import Redis
+        from redis.asyncio import BlockingConnectionPool, Redis
 
-        self.redis = Redis.from_url(url, **redis_link(self.TIMEOUT_S))
+        pool = BlockingConnectionPool.from_url(url, max_connections=self.POOL_SIZE, timeout=self.POOL_WAIT_S,
+                                               **redis_link(self.TIMEOUT_S))
+        self.redis = Redis.from_pool(pool)     # the client owns the pool: closed with it (``close``)
         self.prefix = f"{prefix}:cache"
         self.lease_s = self.LEASE_S if lease_s is None else lease_s
         self.local = AnswerCache(clock=clock, handover_s=handover_s, max_bytes=max_bytes)   # while Redis is down
@@ -386,6 +396,16 @@ class RedisAnswerCache(AnswerCache):
     async def _compute_locked(self, key: str, ttl_s: float, compute: Compute, accepted: bool,
                               token: str) -> Answer:
         lock = self._k("lock", key)
+        # Read again under the lock: a request whose read (``run``) came just before the last holder
+        # stored the answer, and whose lock came just after that holder let it go, computed it again.
+        try:
+            hit = await self.get(key)
+        except BaseException:
+            await self._release_quietly(lock, token)
+            raise
+        if hit is not None:
+            await self._release_quietly(lock, token)
+            return hit
         renewer = asyncio.create_task(self._renew(lock, token))
         try:
             answer = await compute()
@@ -408,10 +428,13 @@ class RedisAnswerCache(AnswerCache):
             return answer
         finally:
             renewer.cancel()
-            try:
-                await self._release(lock, token)
-            except _REDIS_DOWN as exc:   # the lock's lease lapses by itself
-                self._fell_back(exc)
+            await self._release_quietly(lock, token)
+
+    async def _release_quietly(self, lock: str, token: str) -> None:
+        try:
+            await self._release(lock, token)
+        except _REDIS_DOWN as exc:   # the lock's lease lapses by itself
+            self._fell_back(exc)
 
     def _lease_ms(self) -> int:
         return max(1, int(self.lease_s * 1000))

@@ -10,26 +10,36 @@ its listing is cut, ground already known skipped (``search``), and jobs are made
 the cells that hold photos and are neither covered nor queued, at most
 ``SIS_SWEEP_MAX_PHOTOS`` photos of them nearest the centre; the same circle asked
 again goes on with its ground not yet listed. Two requests racing for the same
-ground both try to claim its cells in ``coverage_cells`` (primary key): one
-wins, the other retries and merges. Parked ground (rejected past the reissue
+ground claim its cells in ``coverage_cells`` (primary key) one after the other: on
+PostgreSQL each takes transaction advisory locks on the ground (``_lock_ground``)
+before it reads the cells' states, so the second waits for the first to commit and
+then merges into it, or queues only the rest (SQLite's write transaction holds the
+whole database). A claim that still fails on the key is tried again, and answered 503
+with Retry-After when it fails every time. Parked ground (rejected past the reissue
 limit, or rejected without reissue) is held like queued ground: a request over
 it merges into the request that parked it, whose state and reason say so, so
 asking again is no way around a reviewer's verdict.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import logging
 import os
+import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, insert, select, update
-from sqlalchemy.exc import IntegrityError
+import h3
+from sqlalchemy import bindparam, func, insert, select, text, update
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.types import BigInteger
 
 from coordinator.core.db.models import CoverageCell, SweepJob, SweepRequest, SweepRequestCell
-from coordinator.core.errors import RateLimited
+from coordinator.core.errors import RateLimited, Unavailable
 from coordinator.core.honesty import Health, SourceReport
 from ..sources.base import SourceError
 from . import coverage, jobs, search
@@ -37,6 +47,17 @@ from . import transitions as tr
 
 ACTOR_API = "api:sweep_request"
 PHOTO_LICENSE = "per photo (each reference carries its own)"
+QUEUE_ATTEMPTS = 3
+RETRY_AFTER_S = 2
+LOCK_RESOLUTION = 7
+"""The H3 resolution of the ground's advisory locks (``_lock_ground``): the cells' parents, a
+few a circle (about 5 km2 each; a circle of the largest radius, 1 km, touches 1 to 7, mostly 3 or 4), where
+one lock a cell took over 200 a request out of PostgreSQL's shared lock table
+(``max_locks_per_transaction`` times the connections: 6,400 by default) and a burst of
+requests filled it. Two requests sharing a cell share its parent; requests a few km apart
+queue one after the other, each transaction a few milliseconds long."""
+
+log = logging.getLogger("sis.sweeps")
 
 
 @dataclass
@@ -277,26 +298,83 @@ async def submit(sweeps, lat: float, lon: float, radius_m: float, requester_ip: 
     if found.skipped:
         caveats.append("Photos the engine cannot measure were left out: " +
                        ", ".join(f"{n} {why}" for why, n in sorted(found.skipped.items())) + ".")
-    for attempt in range(3):
+    for attempt in range(QUEUE_ATTEMPTS):
         try:
-            out = await _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, caveats, found.known_empty,
-                               found.truncated)
-            out.health = health
-            out.caveats[:0] = _cut_caveats(found, out, settings.sweep_max_photos, settings.sweep_max_searches)
-            return out
-        except IntegrityError:
-            if attempt == 2:
+            out = await _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, list(caveats),
+                               found.known_empty, found.truncated)
+        except DBAPIError as exc:
+            # A cell claimed by a writer the ground's locks do not order (an approval marking ground with no
+            # row covered), or a deadlock with one: tried again after a pause, the cells' states read again.
+            if not _claim_failed(exc):
                 raise
+            if attempt == QUEUE_ATTEMPTS - 1:
+                log.warning("a sweep request at %.5f, %.5f could not claim its cells in %d attempts: %s", lat, lon,
+                            QUEUE_ATTEMPTS, str(exc).splitlines()[0])
+                raise Unavailable(f"other requests were claiming the same ground at the same time; nothing was "
+                                  f"queued: ask again in {RETRY_AFTER_S} s, and this request merges into theirs "
+                                  "or queues the rest", {"retryAfterS": RETRY_AFTER_S},
+                                  headers={"Retry-After": str(RETRY_AFTER_S)}) from exc
+            await asyncio.sleep(random.uniform(0.02, 0.1) * (attempt + 1))
+            continue
+        out.health = health
+        out.caveats[:0] = _cut_caveats(found, out, settings.sweep_max_photos, settings.sweep_max_searches)
+        return out
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def _within_requester_bound(s, settings, hashed: str | None) -> None:
+def _claim_failed(exc: DBAPIError) -> bool:
+    """A cell's key taken by another transaction first, or a deadlock or serialisation failure
+    PostgreSQL broke: the claim is worth another try. Not SQLite's busy database, which has
+    already waited its 30 s."""
+    code = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    return isinstance(exc, IntegrityError) or code in ("40P01", "40001")
+
+
+def _signed(key: int) -> int:
+    """A 64-bit key as PostgreSQL's bigint holds it (two's complement). An H3 index keeps its top
+    bit clear, so a cell's is itself; a hash's may not."""
+    return key - (1 << 64) if key >= 1 << 63 else key
+
+
+def _ground_keys(cells: set[int]) -> list[int]:
+    """The advisory lock keys of this ground, sorted: its cells' parents at ``LOCK_RESOLUTION``."""
+    return sorted({_signed(h3.str_to_int(h3.cell_to_parent(coverage.cell_text(c), LOCK_RESOLUTION)))
+                   for c in cells})
+
+
+def _requester_key(hashed: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"sis:sweep-requester:{hashed}".encode()).digest()[:8], "big", signed=True)
+
+
+_LOCK_KEYS = text("SELECT pg_advisory_xact_lock(k) FROM unnest(:keys) AS k").bindparams(
+    bindparam("keys", type_=ARRAY(BigInteger)))
+
+
+async def _lock_ground(s, db, cells: set[int]) -> None:
+    """On PostgreSQL, wait for the ground's advisory locks (``_ground_keys``) in this write
+    transaction, in sorted order (two requests over the same ground never hold each a part the
+    other waits for), before its cells' states are read: under READ COMMITTED two requests
+    each read the other's cells free, and both claimed them (the second failed on the key, and
+    one that lost three times answered 500), or both queued again a cell swept before with no
+    imagery, making its jobs twice. Held until commit; SQLite's write transaction (``BEGIN
+    IMMEDIATE``) already holds the whole database."""
+    if db.is_sqlite or not cells:
+        return
+    (await s.execute(_LOCK_KEYS, {"keys": _ground_keys(cells)})).all()
+
+
+async def _within_requester_bound(s, db, settings, hashed: str | None) -> None:
     """One requester's queued requests are bounded: each is work the volunteers' GPUs do, and
     the rate limit alone let one address queue tens of thousands a day over ground nobody
     else asked for. Checked in the write that would queue new ground: a merge into queued
-    ground adds no work and is never refused."""
+    ground adds no work and is never refused. On PostgreSQL the requester's advisory lock is
+    taken first, held until commit: under READ COMMITTED concurrent requests from one address
+    each counted the others' uncommitted requests out, and 40 at once with a limit of 5 queued
+    15 (26 over two workers). Taken after the ground's locks (``_lock_ground``), always."""
     if hashed is None:
         return
+    if not db.is_sqlite:
+        await s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _requester_key(hashed)})
     limit = settings.sweep_max_queued_per_requester
     held = (await s.execute(select(func.count()).select_from(SweepRequest).where(
         SweepRequest.state == tr.REQUEST_QUEUED, SweepRequest.requester_hash == hashed))).scalar_one()
@@ -317,6 +395,7 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
     photo_cells = set(by_cell)
     cells = cells | photo_cells
     async with db.write() as s:
+        await _lock_ground(s, db, cells)
         states = await coverage.cell_states(s, cells)
         covered = {c for c, st in states.items() if st.state == tr.CELL_COVERED}
         pending = {c for c, st in states.items() if st.state in tr.HELD}
@@ -345,7 +424,7 @@ async def _queue(sweeps, lat, lon, radius_m, requester_ip, cells, by_cell, cavea
             caveats.extend(_parked_caveat(merged))
             return Outcome(True, merged=True, request=merged, **base)
         hashed = requester_hash(requester_ip, settings.requester_hash_key)
-        await _within_requester_bound(s, settings, hashed)
+        await _within_requester_bound(s, db, settings, hashed)
         new_cells = photo_cells - covered - pending
         plans = jobs.split({c: by_cell[c] for c in new_cells}, settings.job_max_photos)
         req = SweepRequest(id=tr.new_id("sr"), lat=lat, lon=lon, radius_m=radius_m, state=tr.REQUEST_QUEUED,
