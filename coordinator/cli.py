@@ -561,8 +561,10 @@ async def _with_db(args: argparse.Namespace, work, create: bool = False) -> int:
     return await with_database(_settings(args), work, create=create)
 
 
-def _fail(exc: Exception) -> int:
-    print(f"sis: {getattr(exc, 'message', exc)}", file=sys.stderr)
+def _fail(exc: Exception, command: str) -> int:
+    """One line on stderr, named by its command as every other command's refusals are (``sis
+    nodes: ...``), and status 1."""
+    print(f"{command}: {getattr(exc, 'message', exc)}", file=sys.stderr)
     return 1
 
 
@@ -591,7 +593,7 @@ async def _keys(args: argparse.Namespace) -> int:
                 rec = await creds.revoke_key(db, args.key_id)
                 print(f"{rec.id} revoked at {rec.revoked_at.isoformat()} (and every embed token minted from it)")
         except ServiceError as exc:
-            return _fail(exc)
+            return _fail(exc, "sis keys")
         return 0
 
     return await _with_db(args, work, create=args.keys_command == "create")
@@ -608,7 +610,7 @@ async def _embed(args: argparse.Namespace) -> int:
             if args.embed_command == "mint":
                 key = await creds.find_key_by_id(db, args.key_id)
                 if key is None or key.revoked_at is not None:
-                    return _fail(ValueError(f"no live key with id {args.key_id}"))
+                    return _fail(ValueError(f"no live key with id {args.key_id}"), "sis embed")
                 secret, rec = await creds.mint_embed(
                     db, key, args.origin, settings.embed_budget if args.budget is None else args.budget,
                     settings.embed_ttl_s if args.ttl is None else args.ttl)
@@ -624,7 +626,7 @@ async def _embed(args: argparse.Namespace) -> int:
                 n = await creds.revoke_embed_chain(db, args.chain_id)
                 print(f"chain {args.chain_id}: {n} live token(s) revoked")
         except ServiceError as exc:
-            return _fail(exc)
+            return _fail(exc, "sis embed")
         return 0
 
     return await _with_db(args, work)

@@ -241,7 +241,7 @@ def test_keys_create_refuses_an_empty_scope_list_naming_the_scopes(tmp_path, cap
     assert main(["keys", "create", "--name", "none", "--scopes", scopes, "--database", url]) != 0
     out = capsys.readouterr()
     err = out.err.strip().splitlines()
-    assert out.out == "" and len(err) == 1 and err[0].startswith("sis: a key needs at least one scope"), err
+    assert out.out == "" and len(err) == 1 and err[0].startswith("sis keys: a key needs at least one scope"), err
     assert all(s in err[0] for s in ALL_SCOPES)
     assert main(["keys", "list", "--database", url]) == 0
     assert capsys.readouterr().out.splitlines() == ["id\tprefix\tplan\tstate\tname\tscopes"]   # no key was made

@@ -69,6 +69,6 @@ async def test_sis_embed_mint_refuses_a_hostile_origin_in_one_line(sqlite_url):
     for bad in ["https://maps.example.org; script-src *", 'https://maps.example.org"', "https://a b.example"]:
         rc, out, err = await sis("embed", "mint", key_id, "--origin", bad, "--database", sqlite_url)
         assert rc == 1 and out == "", (bad, out)
-        assert err.count("\n") == 1 and err.startswith("sis: ") and "origin" in err, err
+        assert err.count("\n") == 1 and err.startswith("sis embed: ") and "origin" in err, err
     rc, out, err = await sis("embed", "list", "--key", key_id, "--database", sqlite_url)
     assert rc == 0 and out == ""
