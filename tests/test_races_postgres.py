@@ -32,6 +32,7 @@ from coordinator.sweeps.service import sweeps_of
 from tests.conftest import fresh_postgres
 from tests.support import Coordinator, stop_coordinator
 from tests.test_access_support import REDIS_URL, unique_prefix
+from tests.test_scale_redis_cache_lock import counting
 from tests.test_sweeps_kit import CENTRE, photos, start  # noqa: F401
 
 IP = "192.0.2.7"
@@ -268,14 +269,6 @@ def test_the_ground_lock_keys_are_few_signed_and_shared_by_requests_sharing_a_ce
 redis_only = pytest.mark.skipif(not REDIS_URL, reason="Redis tests: set SIS_TEST_REDIS_URL")
 
 
-def counting(computed: list[str], name: str, seconds: float = 0.05):
-    async def compute() -> Answer:
-        computed.append(name)
-        await asyncio.sleep(seconds)
-        return Answer({"by": name})
-    return compute
-
-
 async def forget(prefix: str) -> None:
     from redis.asyncio import Redis
 
@@ -288,15 +281,18 @@ async def forget(prefix: str) -> None:
 
 
 @redis_only
-async def test_a_burst_of_requests_for_one_cold_key_waits_for_redis_connections_and_computes_once():
+async def test_a_burst_of_requests_for_one_cold_key_waits_for_redis_connections_and_computes_once(monkeypatch):
     """300 requests at once over two processes' caches (150 each): redis-py's default pool
     failed the 101st concurrent command ("Too many connections"), each process fell back to
     its own cache for ``RETRY_S`` and computed the key on its own."""
+    # The reply timeout (0.5 s) set aside: 300 requests on one event loop of a loaded machine can
+    # stall it past that while Redis is up, a fallback this test would take for the pool's.
+    monkeypatch.setattr(RedisAnswerCache, "TIMEOUT_S", 30.0)
     prefix = unique_prefix()
     a, b = RedisAnswerCache(REDIS_URL, prefix), RedisAnswerCache(REDIS_URL, prefix)
     computed: list[str] = []
     try:
-        outs = await asyncio.gather(*(cache.run("k", 60, counting(computed, name), bound_s=10)
+        outs = await asyncio.gather(*(cache.run("k", 60, counting(computed, name, 0.05), bound_s=10)
                                       for _ in range(150) for cache, name in ((a, "a"), (b, "b"))))
         assert (a.fallbacks, b.fallbacks) == (0, 0)
         assert len(computed) == 1, computed
@@ -324,8 +320,8 @@ async def test_a_request_that_missed_just_before_the_answer_was_stored_reads_it_
             return None if len(reads) == 1 else await real_get(key)   # the first read: before "a" stored
 
         b.get = get
-        assert (await a.run("k", 60, counting(computed, "a"))).data == {"by": "a"}
-        assert (await b.run("k", 60, counting(computed, "b"))).data == {"by": "a"}
+        assert (await a.run("k", 60, counting(computed, "a", 0.05))).data == {"by": "a"}
+        assert (await b.run("k", 60, counting(computed, "b", 0.05))).data == {"by": "a"}
         assert computed == ["a"]
         assert await b.redis.get(b._k("lock", "k")) is None       # the lock it took is let go
     finally:
