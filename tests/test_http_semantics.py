@@ -170,3 +170,10 @@ async def test_the_access_line_names_the_forwarded_client_and_the_request_id(sql
                and line.endswith(" " + r.headers["X-Request-Id"]) for line in lines), lines
     assert any(line.startswith("200 GET /healthz (127.0.0.1) ") and line.endswith(direct.headers["X-Request-Id"])
                for line in lines), lines
+
+
+async def test_options_on_a_tool_route_says_its_methods_and_browsers_may_read_the_etag(served):
+    r = await served.request("OPTIONS", "/earth/events")
+    assert r.status == 204 and r.headers["Allow"] == "GET, HEAD, OPTIONS"
+    r = await served.get("/earth/events", headers={"Origin": "https://elsewhere.example"})
+    assert "ETag" in [h.strip() for h in r.headers["Access-Control-Expose-Headers"].split(",")]

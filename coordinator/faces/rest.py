@@ -28,10 +28,12 @@ class ToolHandler(BaseHandler):
         super().set_default_headers()
         self.set_header("Access-Control-Allow-Origin", "*")
         self.set_header("Access-Control-Expose-Headers",
-                        "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, X-Request-Id")
+                        "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, X-Request-Id, ETag")
 
     def options(self, *args: str) -> None:
-        """CORS preflight (a browser sending X-Api-Key asks first)."""
+        """CORS preflight (a browser sending X-Api-Key asks first), and a plain OPTIONS's answer
+        (``Allow``, RFC 9110 section 9.3.7)."""
+        self.set_header("Allow", ", ".join(self.allowed_methods()))
         self.set_header("Access-Control-Allow-Methods", f"{self.tool.method}, OPTIONS")
         self.set_header("Access-Control-Allow-Headers", "X-Api-Key, Content-Type")
         self.set_header("Access-Control-Max-Age", "600")
