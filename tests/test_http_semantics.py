@@ -177,3 +177,26 @@ async def test_options_on_a_tool_route_says_its_methods_and_browsers_may_read_th
     assert r.status == 204 and r.headers["Allow"] == "GET, HEAD, OPTIONS"
     r = await served.get("/earth/events", headers={"Origin": "https://elsewhere.example"})
     assert "ETag" in [h.strip() for h in r.headers["Access-Control-Expose-Headers"].split(",")]
+
+
+async def test_the_access_line_says_when_the_client_left_before_its_answer(served, upstream, caplog):
+    """A request whose client gave up after a moment read as a 200 served in full."""
+    from coordinator.demo.upstream import sample
+    caplog.set_level(logging.INFO, logger="tornado.access")
+    upstream.set_json("/gdacs/events/geteventlist/EVENTS4APP", sample("gdacs", "events/geteventlist/EVENTS4APP"),
+                      delay_s=1.0)
+    conn = await Conn.open(served.base_url)
+    conn.writer.write(b"GET /earth/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    await conn.writer.drain()
+    await asyncio.sleep(0.2)
+    conn.close()                                                   # gone before the answer
+    for _ in range(60):
+        lines = [x.getMessage() for x in caplog.records if x.name == "tornado.access" and "/earth/events" in
+                 x.getMessage()]
+        if lines:
+            break
+        await asyncio.sleep(0.1)
+    assert lines and lines[0].endswith(" (the client left before the answer)"), lines
+    r = await served.get("/earth/events")
+    line = [x.getMessage() for x in caplog.records if x.name == "tornado.access"][-1]
+    assert r.status == 200 and line.endswith(r.headers["X-Request-Id"]), line

@@ -139,8 +139,9 @@ class Application(tornado.web.Application):
         write = access_log.info if status < 400 else access_log.warning if status < 500 else access_log.error
         client = self.services.access.client_ip.resolve(req.remote_ip, req.headers)
         seen = client if client == req.remote_ip else f"{client} via {req.remote_ip}"
-        write("%d %s %s (%s) %.2fms %s", status, req.method, redacted(req.uri or ""), seen,
-              1000.0 * req.request_time(), getattr(handler, "request_id", None) or "-")
+        gone = " (the client left before the answer)" if getattr(handler, "client_gone", False) else ""
+        write("%d %s %s (%s) %.2fms %s%s", status, req.method, redacted(req.uri or ""), seen,
+              1000.0 * req.request_time(), getattr(handler, "request_id", None) or "-", gone)
 
     def start_request(self, server_conn: Any, request_conn: Any) -> Any:
         """Read request heads up to ``HEADER_READ_CEILING`` (Tornado's 64 KB default closes

@@ -307,6 +307,12 @@ class BaseHandler(tornado.web.RequestHandler):
         if running is not None:
             running.discard(self)
 
+    def on_connection_close(self) -> None:
+        """The client left before its answer was written: the access line says so (it read as a
+        200 served in 5 s when the client had given up after 1)."""
+        self.client_gone = True
+        super().on_connection_close()
+
     def body_coming(self) -> bool:
         """Whether the request has a body still to read (a length over 0, or chunks)."""
         headers = self.request.headers
