@@ -89,12 +89,12 @@ async def test_a_500_kB_invalid_header_name_adds_a_short_line_and_ordinary_lines
         assert re.search(r"\[cut: \d{6,} characters in all\]$", line)
 
         before = len(log.getvalue())
-        assert (await send(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert (await send(port, b"GET /openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                 ).startswith(b"HTTP/1.1 200")
         assert (await send(port, b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n")).startswith(b"HTTP/1.1 400")
         await asyncio.sleep(0.2)
         lines = log.getvalue()[before:].splitlines()
-        assert any(re.fullmatch(r"\S+ \S+ INFO tornado\.access: 200 GET /healthz \(127\.0\.0\.1\) \d+\.\d\dms [0-9a-f]{16}", x)
+        assert any(re.fullmatch(r"\S+ \S+ INFO tornado\.access: 200 GET /openapi\.json \(127\.0\.0\.1\) \d+\.\d\dms [0-9a-f]{16}", x)
                    for x in lines), lines
         assert any(x.endswith("INFO tornado.general: Malformed HTTP message from 127.0.0.1: "
                               "Invalid header name 'Bad Name'") for x in lines), lines
@@ -118,7 +118,7 @@ async def test_an_over_long_uri_adds_a_short_access_line_and_a_long_one_served_i
         line = next(x for x in added.splitlines() if "tornado.access" in x)
         assert "414 GET /healthz?x=aaaa" in line and re.search(r"\[cut: \d{6,} characters in all\]$", line)
 
-        uri = "/healthz?x=" + "b" * 8000                     # under MAX_URI: served, and logged whole
+        uri = "/openapi.json?x=" + "b" * 8000                # under MAX_URI: served, and logged whole
         before = len(log.getvalue())
         assert (await send(port, f"GET {uri} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
                 ).startswith(b"HTTP/1.1 200")

@@ -157,19 +157,22 @@ async def test_the_review_apis_401_names_its_scheme(served):
 
 async def test_the_access_line_names_the_forwarded_client_and_the_request_id(sqlite_url, upstream, caplog):
     """Behind a trusted proxy the line named the proxy alone, so an operator could not tell whom the
-    limits refused; and no line named the id a client's 4xx carries."""
+    limits refused; and no line named the id a client's 4xx carries. A /healthz answered well, a
+    balancer's probe every few seconds, is logged at DEBUG."""
     caplog.set_level(logging.INFO, logger="tornado.access")
     c = await start_coordinator(make_settings(sqlite_url, upstream, trusted_proxies="127.0.0.1/32"))
     try:
         r = await c.get("/earth/no-such-tool", headers={"X-Forwarded-For": "203.0.113.9"})
-        direct = await c.get("/healthz")
+        direct = await c.get("/openapi.json")
+        assert (await c.get("/healthz")).status == 200
     finally:
         await stop_coordinator(c)
     lines = [x.getMessage() for x in caplog.records if x.name == "tornado.access"]
     assert any(line.startswith("404 GET /earth/no-such-tool (203.0.113.9 via 127.0.0.1) ")
                and line.endswith(" " + r.headers["X-Request-Id"]) for line in lines), lines
-    assert any(line.startswith("200 GET /healthz (127.0.0.1) ") and line.endswith(direct.headers["X-Request-Id"])
+    assert any(line.startswith("200 GET /openapi.json (127.0.0.1) ") and line.endswith(direct.headers["X-Request-Id"])
                for line in lines), lines
+    assert not any("GET /healthz" in line for line in lines)         # a balancer's probe: at DEBUG
 
 
 async def test_options_on_a_tool_route_says_its_methods_and_browsers_may_read_the_etag(served):

@@ -134,9 +134,12 @@ class Application(tornado.web.Application):
         prefix (``credentials.redacted``); the client as the limits count it (behind a trusted
         proxy, the address it forwarded, "via" the proxy's: the line named the proxy alone, so an
         operator could not tell who was throttled), and the request's id, which its answer
-        carries (``X-Request-Id``), so that a client's 4xx can be found in the log."""
+        carries (``X-Request-Id``), so that a client's 4xx can be found in the log. A ``/healthz``
+        that answers well is logged at DEBUG."""
         status, req = handler.get_status(), handler.request
         write = access_log.info if status < 400 else access_log.warning if status < 500 else access_log.error
+        if status < 400 and req.path == "/healthz":
+            write = access_log.debug     # a balancer's probe every few seconds: tens of thousands of lines a day
         client = self.services.access.client_ip.resolve(req.remote_ip, req.headers)
         seen = client if client == req.remote_ip else f"{client} via {req.remote_ip}"
         gone = " (the client left before the answer)" if getattr(handler, "client_gone", False) else ""
