@@ -218,6 +218,9 @@ def read_json_object(body: bytes, what: str = "the request body") -> dict[str, A
     return doc
 
 
+_ALLOWED: dict[tuple[type, tuple[str, ...]], list[str]] = {}     # BaseHandler.allowed_methods, worked out
+
+
 @tornado.web.stream_request_body
 class BaseHandler(tornado.web.RequestHandler):
     """Owns the error shape, JSON writing and request bodies for every route.
@@ -346,14 +349,19 @@ class BaseHandler(tornado.web.RequestHandler):
                                        {"contentEncoding": encoding[:40]})
 
     def allowed_methods(self) -> list[str]:
-        """The methods this route answers (for ``Allow``): those its handler implements, and
-        HEAD wherever GET is."""
-        base, declared = tornado.web.RequestHandler, self.methods or self.SUPPORTED_METHODS
-        out = [m for m in declared if m != "HEAD"
-               and getattr(type(self), m.lower(), None) is not getattr(base, m.lower(), None)]
-        if "GET" in out and "HEAD" in declared:
-            out.insert(out.index("GET") + 1, "HEAD")
-        return out
+        """The methods this route answers (for ``Allow``, and refused otherwise in ``prepare``):
+        those its handler implements, and HEAD wherever GET is. Worked out once a handler class
+        and declaration: ``prepare`` asks on every request."""
+        declared = self.methods or self.SUPPORTED_METHODS
+        known = _ALLOWED.get((type(self), declared))
+        if known is None:
+            base = tornado.web.RequestHandler
+            known = [m for m in declared if m != "HEAD"
+                     and getattr(type(self), m.lower(), None) is not getattr(base, m.lower(), None)]
+            if "GET" in known and "HEAD" in declared:
+                known.insert(known.index("GET") + 1, "HEAD")
+            _ALLOWED[(type(self), declared)] = known
+        return list(known)
 
     async def head(self, *args: str) -> None:
         """HEAD answers wherever GET does (RFC 9110 section 9.3.2: load balancers' health checks
