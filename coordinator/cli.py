@@ -222,17 +222,20 @@ async def _serve(settings, sockets: list, worker: tuple[int, int] | None = None)
     else:
         say(f"sis {__version__}: worker {worker[0] + 1} of {worker[1]} (pid {os.getpid()}) serving on "
             f"http://{settings.host}:{port}")
-    said: list[str] = []                   # the first stop signal's name; a later one changes nothing
+    said: list[str] = []                   # the first stop signal's name; a second one hurries the stop
 
     def stop(name: str) -> None:
         if not said:
             said.append(name)
             stopped.set()
+        elif not hurry.is_set():
+            logging.getLogger("sis").warning("%s again: the requests in flight are cut off now", name)
+            hurry.set()
 
-    stopped = asyncio.Event()
+    stopped, hurry = asyncio.Event(), asyncio.Event()
     _on_stop_signals(asyncio.get_running_loop(), stop)
     await stopped.wait()
-    await _stop(server, services, said[0])
+    await _stop(server, services, said[0], hurry)
     return 0
 
 
@@ -257,7 +260,7 @@ def _on_stop_signals(loop: asyncio.AbstractEventLoop, stop) -> None:  # noqa: AN
             signal.signal(sig, lambda signum, frame, name=name: loop.call_soon_threadsafe(stop, name))
 
 
-async def _stop(server, services, signame: str) -> None:  # noqa: ANN001
+async def _stop(server, services, signame: str, hurry: asyncio.Event | None = None) -> None:  # noqa: ANN001
     """A stop that lets the requests in flight finish: listening stops, the connections with
     none in flight close, and the requests in flight get up to ``DRAIN_S`` seconds (their
     connections closing as they are answered); those still running then are cut off (their
@@ -265,13 +268,17 @@ async def _stop(server, services, signame: str) -> None:  # noqa: ANN001
     close. Said in a line at the start and one at the end: a stop used to turn every request
     in flight into a 500, said nowhere."""
     log = logging.getLogger("sis")
-    log.info("stopping (%s): %d requests in flight, waiting up to %d s", signame, server.in_flight(), DRAIN_S)
+    n = server.in_flight()
+    log.info("stopping (%s): %d request%s in flight, waiting up to %d s (a second signal cuts them off)", signame,
+             n, "" if n == 1 else "s", DRAIN_S)
     server.begin_stop()
-    left = await server.drain(DRAIN_S)
+    left = await server.drain(DRAIN_S, hurry)
     if left:
         running = server.running()
         shown = ", ".join(running[:5]) + (f" and {len(running) - 5} more" if len(running) > 5 else "")
-        log.warning("stopping: %d requests still running after %d s are cut off: %s", left, DRAIN_S, shown)
+        when = "at a second signal" if hurry is not None and hurry.is_set() else f"after {DRAIN_S} s"
+        log.warning("stopping: cutting off %d request%s still running %s: %s", left, "" if left == 1 else "s",
+                    when, shown)
     await server.cut_off()                 # and every connection closed, those closing still too
     await services.close()
     log.info("stopped")

@@ -35,7 +35,7 @@ from tests.support import make_settings, start_coordinator, stop_coordinator
 
 SIS = [sys.executable, "-m", "coordinator.cli"]
 ENROL = {"platform": "x", "gpu": "g", "engineVersion": "0.1.0", "engineBuild": DEV_ENGINE_BUILD}
-WRITES = ("INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "DROP", "PRAGMA USER_VERSION =")
+WRITES = ("INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "DROP")
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -104,8 +104,10 @@ async def test_healthz_tries_a_write_of_its_own_while_a_failure_is_on_record(coo
     host.trouble = None
     r = await c.get("/healthz")
     assert r.status == 200 and r.json()["database"] == "ok" and c.services.db.write_failure is None
-    with sqlite3.connect(c.services.db.path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (0,)
+    with sqlite3.connect(c.services.db.path) as conn:                    # left as it was
+        (version,) = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    from coordinator.core.db import migrate
+    assert {version} == migrate.head_revisions(str(c.services.db.url))
     assert (await c.post("/node/v1/enrol", ENROL)).status == 201
 
 
@@ -298,8 +300,10 @@ async def test_healthz_says_a_read_only_postgresql_cannot_write(pg_database, tmp
         r = await c.get("/healthz")
         assert r.status == 503 and r.json()["database"].startswith("cannot write: cannot execute INSERT in a read-only")
         c.services.db.write_failure.last -= dbmod.WRITE_RETRY_S  # the probe's own write is due: refused too
+        since = c.services.db.write_failure.since
         r = await c.get("/healthz")
-        assert r.status == 503 and r.json()["database"].startswith("cannot write: cannot execute CREATE TABLE in a ")
+        assert r.status == 503 and r.json()["database"].startswith("cannot write: cannot execute UPDATE in a ")
+        assert c.services.db.write_failure.since == since          # the same failure, another statement
         read_only.clear()
         c.services.db.write_failure.last -= dbmod.WRITE_RETRY_S
         assert (await c.get("/healthz")).status == 200           # mended by the probe's own write

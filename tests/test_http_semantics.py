@@ -203,3 +203,23 @@ async def test_the_access_line_says_when_the_client_left_before_its_answer(serve
     r = await served.get("/earth/events")
     line = [x.getMessage() for x in caplog.records if x.name == "tornado.access"][-1]
     assert r.status == 200 and line.endswith(r.headers["X-Request-Id"]), line
+
+
+async def test_a_method_tornado_does_not_know_is_answered_with_connection_close(served):
+    """Refused by Tornado before prepare (TRACE, PROPFIND): the connection closes, said now."""
+    conn = await Conn.open(served.base_url)
+    try:
+        status, headers, _ = await conn.send("TRACE", "/healthz")
+        assert status == 405 and headers["connection"] == "close"
+        assert await conn.closed()
+    finally:
+        conn.close()
+
+
+async def test_the_review_files_log_no_credential_of_their_uri(served, caplog):
+    """Tornado's own log line for the static files' refusals wrote the URI whole, a ?key= with it."""
+    caplog.set_level(logging.INFO)
+    key = "sisk_ABCDefghijklmnopqrstuvwxyz012345"
+    assert (await served.get(f"/review/static/vendor?key={key}")).status in (403, 404)
+    text = "\n".join(x.getMessage() for x in caplog.records)
+    assert key[9:] not in text and "sisk_ABCD…" in text, text

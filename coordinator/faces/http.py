@@ -469,6 +469,10 @@ class BaseHandler(tornado.web.RequestHandler):
             status = status_code if status_code >= 500 else 500
             body = error_body("internal_error", "the service failed to answer this request; it has been logged",
                               {"requestId": self.request_id})
+        if getattr(self, "task", None) is None:
+            # Refused before ``prepare`` ran (a method Tornado does not know: TRACE, PROPFIND): Tornado
+            # closes the connection, and the answer says so.
+            self.set_header("Connection", "close")
         self.clear_header("Cache-Control")
         self.send_json(body, status)
 

@@ -163,6 +163,7 @@ class AssetHandler(tornado.web.StaticFileHandler):
         self.set_header("X-Content-Type-Options", "nosniff")
 
     set_default_headers = BaseHandler.set_default_headers    # X-Request-Id, nosniff: as every route
+    log_exception = BaseHandler.log_exception                # Tornado's wrote the URI whole, a ?key= with it
     readable_anywhere = False                                # what that reads of a handler
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:

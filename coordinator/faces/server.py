@@ -49,6 +49,7 @@ from tornado.httputil import HTTPMessageDelegate
 from tornado.ioloop import PeriodicCallback
 
 from coordinator.core.access.clientip import ClientIp
+from coordinator.core.access.credentials import redacted
 from coordinator.core.access.policy import ip_bucket
 from coordinator.faces import logflood
 
@@ -276,16 +277,19 @@ class BoundedHTTPServer(HTTPServer):
         for conn in (*self._waiting[BODY], *self._waiting[BUSY]):
             close_after_answer(conn)
 
-    async def drain(self, timeout: float) -> int:
-        """Waits until no request is in flight, or ``timeout`` seconds; how many still are."""
+    async def drain(self, timeout: float, hurry: asyncio.Event | None = None) -> int:
+        """Waits until no request is in flight, ``timeout`` seconds, or ``hurry`` set; how many
+        still are."""
         deadline = time.monotonic() + timeout
-        while self.in_flight() and time.monotonic() < deadline:
+        while self.in_flight() and time.monotonic() < deadline and not (hurry is not None and hurry.is_set()):
             await asyncio.sleep(DRAIN_POLL_S)
         return self.in_flight()
 
     def running(self) -> list[str]:
-        """The method and path of each request in flight (not its query: it may hold a key)."""
-        return [f"{getattr(conn.start_line, 'method', '?')} {str(getattr(conn.start_line, 'path', '?')).split('?')[0]}"
+        """The method and path of each request in flight (not its query, and the path's credential
+        cut as the access log cuts it: both may hold a key)."""
+        return [f"{getattr(conn.start_line, 'method', '?')} "
+                f"{redacted(str(getattr(conn.start_line, 'path', '?')).split('?')[0])}"
                 for state in (BODY, BUSY) for conn in self._waiting[state]]
 
     async def cut_off(self, grace: float = CUT_OFF_GRACE_S) -> None:

@@ -153,12 +153,11 @@ def _postgres_engine(url: str) -> AsyncEngine:
 FILE_CHECK_S = 5.0      # how often, at most, a write looks at the SQLite file's identity (one stat)
 FAILURE_SAID_S = 60.0   # how often, at most, a failing write is logged
 WRITE_RETRY_S = 15.0    # how long after the last failed write /healthz tries one of its own
-# A write that leaves nothing behind. SQLite: the header's user version set to what it is,
-# which writes a page as any commit does (Alembic keeps its version in a table of its own);
-# PostgreSQL: a temporary table, which a read-only server or transaction refuses (SQLSTATE
-# 25006), as it refuses the service's writes.
-SQLITE_PROBE = ("PRAGMA user_version", "PRAGMA user_version = {}")
-POSTGRES_PROBE = "CREATE TEMPORARY TABLE sis_write_probe (x int) ON COMMIT DROP"
+# A write that leaves nothing behind: Alembic's version row set to what it is. It writes a
+# page (SQLite) or a row version (PostgreSQL) as any write does, a read-only server or
+# transaction refuses it (SQLSTATE 25006), and the service's own role may make it, where a
+# temporary table needs the TEMP privilege a hardened database takes away.
+WRITE_PROBE = "UPDATE alembic_version SET version_num = version_num"
 
 
 @dataclass
@@ -182,6 +181,7 @@ class Database:
         # might) was answered from the figures of the one before, with the same ids.
         self.memo: dict[str, dict] = {}
         self.write_failure: WriteFailure | None = None
+        self._probe_said = False               # a probe write that failed for another reason, logged once
         self._failure_said_at = -FAILURE_SAID_S
         self.path: Path | None = None          # the SQLite file
         self._file_id: tuple[int, int] | None = None
@@ -238,7 +238,9 @@ class Database:
         if trouble is None:
             return
         now, before = time.time(), self.write_failure
-        if before is None or before.words != trouble[1]:
+        # The same failure while its kind is: PostgreSQL's words name the statement ("cannot execute
+        # INSERT in a read-only transaction"), which differs write by write and restarted the record.
+        if before is None or before.kind != trouble[0]:
             # Said at most once a minute: on a disk that is nearly full some writes still fit, and
             # failures and successes may alternate request by request.
             said = now - self._failure_said_at >= FAILURE_SAID_S
@@ -248,7 +250,7 @@ class Database:
                           label_of(self.url), trouble[1])
             self.write_failure = WriteFailure(trouble[0], trouble[1], now, now, said)
         else:
-            before.last = now
+            before.words, before.last = trouble[1], now
 
     def _wrote(self) -> None:
         if self.write_failure is not None:
@@ -264,20 +266,21 @@ class Database:
 
     async def retry_write(self) -> None:
         """When the last write failed for the host at least ``WRITE_RETRY_S`` ago, try a write
-        that changes nothing (``SQLITE_PROBE``, ``POSTGRES_PROBE``), through ``write_core`` so
+        that changes nothing (``WRITE_PROBE``), through ``write_core`` so
         that its outcome is recorded as any write's is: the failure mended, or still on record
         with a later ``last``. A failure of another kind (a locked database) leaves the record
         as it is."""
         failure = self.write_failure
         if failure is None or time.time() - failure.last < WRITE_RETRY_S:
             return
-        with contextlib.suppress(Exception):
+        try:
             async with self.write_core() as conn:
-                if self.is_sqlite:
-                    version = (await conn.exec_driver_sql(SQLITE_PROBE[0])).scalar()
-                    await conn.exec_driver_sql(SQLITE_PROBE[1].format(int(version or 0)))
-                else:
-                    await conn.exec_driver_sql(POSTGRES_PROBE)
+                await conn.exec_driver_sql(WRITE_PROBE)
+        except Exception as exc:  # noqa: BLE001 - recorded by write_core where it is the host's
+            if storage_trouble(exc) is None and not self._probe_said:
+                self._probe_said = True       # the record then stays until a request's write succeeds
+                log.warning("/healthz could not try a write of its own (%s): %s", label_of(self.url),
+                            str(getattr(exc, "orig", None) or exc).splitlines()[0][:300])
 
     # -- sessions -------------------------------------------------------------------
     @contextlib.asynccontextmanager
