@@ -342,6 +342,24 @@ async def fresh_page(browser, errors: list[str], width: int = 1400, height: int 
     return page
 
 
+class Dialogs(list):
+    """The messages of the dialogs the page opened (the sweep approval's confirmation), as asked; each
+    accepted (OK) or dismissed (Cancel) as ``accept`` says at the time."""
+
+    def __init__(self, page, accept: bool) -> None:
+        super().__init__()
+        self.accept = accept
+        page.on("dialog", self.answer)
+
+    async def answer(self, dialog) -> None:
+        self.append(dialog.message)
+        await (dialog.accept() if self.accept else dialog.dismiss())
+
+
+def accept_dialogs(page) -> Dialogs:
+    return Dialogs(page, accept=True)
+
+
 def verdict_posts(page) -> list[str]:
     """The verdicts the page sends, as they are sent."""
     sent: list[str] = []
@@ -454,7 +472,7 @@ async def test_failures_while_loading_are_said_where_they_can_be_seen(in_review)
 
 
 async def test_a_rejection_says_the_ground_is_reissued_and_a_sweep_approval_what_is_not_in_review(in_review):
-    """r + reason + Enter: the message names the reissued job and the nodes it is closed to. s: the
+    """r + reason + Enter: the message names the reissued job and the nodes it is closed to. s, confirmed: the
     sweep's jobs approved, with the others counted by state (notInReview); the list is then empty, and
     the message stays in view."""
     from playwright.async_api import async_playwright, expect
@@ -478,8 +496,10 @@ async def test_a_rejection_says_the_ground_is_reissued_and_a_sweep_approval_what
                             r"not offered to \S+", text), text
             await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']", timeout=10000)
 
+            asked = accept_dialogs(page)
             await page.keyboard.press("s")
             await page.wait_for_selector("body[data-last-sweep]", timeout=15000)
+            assert len(asked) == 1 and first["sweepId"] in asked[0]
             await expect(page.locator("#pending li")).to_have_count(0)
             n = len(pending) - 1
             await expect(status).to_contain_text(
@@ -569,7 +589,8 @@ async def test_enter_in_the_reason_field_never_rejects_by_surprise_and_a_parked_
             last = pending[-1]
             status = page.locator("#status")
             await expect(status).to_be_visible()
-            assert re.match(rf"{last['wireId']} approved · \d+ facts live", await status.inner_text())
+            text = await status.inner_text()
+            assert re.match(rf"{last['wireId']} approved · \d+ facts live", text), text
             assert await page.locator("#detail").is_hidden()
             assert errors == []
         finally:
@@ -704,7 +725,7 @@ async def test_the_keyboard_reaches_the_list_the_facts_and_the_photos(in_review)
             await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']", timeout=10000)
             assert await page.input_value("#key") == ""
 
-            await page.locator("#pending li").nth(2).focus()
+            await page.locator("#pending li button").nth(2).focus()
             await page.keyboard.press("Enter")
             await page.wait_for_selector(f"body[data-selected='{pending[2]['jobId']}']", timeout=10000)
             row = page.locator("#facts tr.fact-row").first
@@ -746,10 +767,351 @@ async def test_on_a_narrow_screen_the_map_is_drawn_and_nothing_overflows(in_revi
             box = await page.locator("#map").bounding_box()
             assert box["width"] > 300 and box["height"] > 150, box
             assert await page.evaluate("document.documentElement.scrollWidth") <= 376
-            aside = await page.locator("aside").bounding_box()
-            assert aside["x"] >= 0 and aside["x"] + aside["width"] <= 376
+            jobs = await page.locator("#jobs").bounding_box()
+            assert jobs["x"] >= 0 and jobs["x"] + jobs["width"] <= 376
             ARTIFACTS.mkdir(exist_ok=True)
             await page.screenshot(path=str(ARTIFACTS / "review-narrow.png"), full_page=True)
             assert errors == []
+        finally:
+            await browser.close()
+
+
+# ---- Accessibility (WCAG 2.2 AA): shortcuts, focus, names, states, contrast ------------------------------
+
+async def test_the_single_key_shortcuts_can_be_turned_off_and_a_sweep_is_approved_only_once_confirmed(in_review):
+    """WCAG 2.1.4: a switch turns j k a r s off (remembered across reloads); approving a whole sweep, by
+    s or by its button, asks first, and Cancel sends nothing."""
+    from playwright.async_api import async_playwright, expect
+
+    c, token, pending = in_review
+    first = pending[0]
+    errors: list[str] = []
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors)
+            sent = verdict_posts(page)
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{first['jobId']}']", timeout=15000)
+            switch = page.get_by_label("single-key shortcuts")
+            assert await switch.is_checked()
+
+            # s asks; Cancel sends nothing and says so; the button asks the same
+            asked = Dialogs(page, accept=False)
+            await page.keyboard.press("s")
+            await expect(page.locator("#status")).to_contain_text(f"sweep {first['sweepId']} not approved: cancelled")
+            assert len(asked) == 1 and first["sweepId"] in asked[0] and "dissenting replica is left" in asked[0]
+            await page.get_by_role("button", name=re.compile("^Approve whole sweep")).click()
+            await expect(page.locator("#status")).to_contain_text("not approved: cancelled")
+            await page.wait_for_timeout(300)
+            assert len(asked) == 2 and sent == []
+
+            # the shortcuts off: no letter acts, also after a reload
+            await switch.uncheck()
+            await page.locator("#d-title").focus()
+            for key in ("a", "j", "s", "r"):
+                await page.keyboard.press(key)
+            await page.wait_for_timeout(400)
+            assert sent == [] and len(asked) == 2
+            assert await page.get_attribute("body", "data-selected") == str(first["jobId"])
+            assert await page.evaluate("document.activeElement.id") == "d-title"
+            assert not await page.locator("#approve .key-hint").is_visible()
+            await page.reload()
+            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{first['jobId']}']", timeout=15000)
+            assert not await switch.is_checked()
+            await page.keyboard.press("a")
+            await page.wait_for_timeout(300)
+            assert sent == []
+
+            # on again: a approves; the sweep approved once confirmed, by its button
+            await switch.check()
+            await page.locator("#d-title").focus()
+            await page.keyboard.press("a")
+            await page.wait_for_selector(f"body[data-last-verdict='{first['jobId']}:approved']", timeout=10000)
+            assert len(sent) == 1
+            await page.reload()
+            await page.wait_for_selector("body[data-ready='1'][data-selected]", timeout=15000)
+            assert await switch.is_checked()
+            asked.accept = True
+            await page.get_by_role("button", name=re.compile("^Approve whole sweep")).click()
+            await page.wait_for_selector("body[data-last-sweep]", timeout=15000)
+            assert len(asked) == 3 and any(u.endswith(f"/sweeps/{first['sweepId']}/approve") for u in sent)
+            assert errors == []
+        finally:
+            await browser.close()
+    assert "in_review" not in set((await job_states(c)).values())
+
+
+async def test_the_arrows_move_in_the_list_only_and_no_letter_acts_from_the_map(in_review):
+    """ArrowDown on the focused map pans it (Leaflet's), never loads the next job; a letter typed there
+    does nothing; in the list the arrows move to the next or previous job, focus following."""
+    from playwright.async_api import async_playwright
+
+    c, token, pending = in_review
+    errors: list[str] = []
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors)
+            sent = verdict_posts(page)
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{pending[0]['jobId']}']", timeout=15000)
+            await page.locator("#map").focus()
+            for key in ("ArrowDown", "ArrowDown", "j", "a", "s"):
+                await page.keyboard.press(key)
+            await page.wait_for_timeout(500)
+            assert await page.get_attribute("body", "data-selected") == str(pending[0]["jobId"])
+            assert sent == [] and await page.evaluate("document.activeElement.id") == "map"
+            # outside the list (the job's title) the arrows are the page's
+            await page.locator("#d-title").focus()
+            await page.keyboard.press("ArrowDown")
+            await page.wait_for_timeout(300)
+            assert await page.get_attribute("body", "data-selected") == str(pending[0]["jobId"])
+
+            items = page.locator("#pending li button")
+            await items.nth(0).focus()
+            await page.keyboard.press("ArrowDown")
+            await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']", timeout=10000)
+            assert await page.evaluate("document.activeElement.closest('li').dataset.jobId") == str(pending[1]["jobId"])
+            await page.keyboard.press("ArrowDown")
+            await page.wait_for_selector(f"body[data-selected='{pending[2]['jobId']}']", timeout=10000)
+            await page.keyboard.press("ArrowUp")
+            await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']", timeout=10000)
+            assert await page.evaluate("document.activeElement.closest('li').dataset.jobId") == str(pending[1]["jobId"])
+            assert sent == [] and errors == []
+        finally:
+            await browser.close()
+
+
+async def test_focus_is_put_back_on_the_next_jobs_title_after_a_verdict(in_review):
+    """The Approve button disabled while its verdict is sent, the detail hidden, the list rebuilt: focus
+    does not drop to the page's body but lands on the title of the job shown next (the list's title when
+    none is left)."""
+    from playwright.async_api import async_playwright, expect
+
+    c, token, pending = in_review
+    errors: list[str] = []
+    focused = "document.activeElement.id"
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors)
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{pending[0]['jobId']}']", timeout=15000)
+            await page.locator("#approve").focus()
+            await page.keyboard.press("Enter")
+            await page.wait_for_selector(f"body[data-last-verdict='{pending[0]['jobId']}:approved']", timeout=10000)
+            await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']:not([data-sending])", timeout=10000)
+            assert await page.evaluate(focused) == "d-title"
+            await expect(page.locator("#d-title")).to_contain_text(pending[1]["wireId"])
+
+            # a rejection typed in the reason field (the field hidden while the list reloads)
+            await page.locator("#reject").click()
+            await page.keyboard.type("not this street")
+            await page.keyboard.press("Enter")
+            await page.wait_for_selector(f"body[data-last-verdict='{pending[1]['jobId']}:rejected']", timeout=10000)
+            await page.wait_for_selector(f"body[data-selected='{pending[2]['jobId']}']:not([data-sending])", timeout=10000)
+            assert await page.evaluate(focused) == "d-title"
+
+            # the last ones approved by their button: none left, focus on the list's title
+            for job in pending[2:]:
+                await page.wait_for_selector(f"body[data-selected='{job['jobId']}']:not([data-sending])", timeout=10000)
+                await page.locator("#approve").click()
+                await page.wait_for_selector(f"body[data-last-verdict='{job['jobId']}:approved']", timeout=10000)
+            await expect(page.locator("#pending li")).to_have_count(0)
+            await page.wait_for_selector("body:not([data-sending])")
+            assert await page.evaluate(focused) == "pending-title"
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+async def test_names_roles_and_states_of_the_pages_controls(in_review):
+    """Status messages are live regions and the list's heading is only its title; pending jobs are
+    buttons, the one shown aria-current; a fact row's name joins its cells with commas and says whether
+    it is selected; the map is a named region and its markers images; photos are buttons named by what
+    they do; the filters have visible labels and a refused bbox is marked invalid; an h1; a hint when
+    no key is given."""
+    from playwright.async_api import async_playwright, expect
+
+    c, token, pending = in_review
+    errors: list[str] = []
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors)
+            await page.goto(f"{c.base_url}/review/")
+            await expect(page.locator("#empty")).to_contain_text("Enter your reviewer key above")
+            assert await page.get_by_role("status").filter(has_text="Enter your reviewer key above").count() == 1
+            await page.goto("about:blank")      # a new document: a fragment alone would not load the page again
+            await page.goto(f"{c.base_url}/review/#key=sisk_not_a_key")
+            await page.wait_for_selector("body[data-ready='failed']", timeout=10000)
+            assert await page.get_by_role("status").filter(has_text="key refused: ").count() == 1
+            await page.goto("about:blank")
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{pending[0]['jobId']}']", timeout=15000)
+
+            assert await page.get_by_role("heading", level=1).inner_text() == "Sweep review"
+            assert await page.get_by_role("region", name="jobs").count() == 1
+            assert await page.locator("#loading").evaluate("e => e.closest('h2') === null")
+            await expect(page.get_by_role("heading", name=f"Pending ({len(pending)})", exact=True)).to_have_count(1)
+
+            jobs = page.locator("#pending").get_by_role("button")
+            await expect(jobs).to_have_count(len(pending))
+            assert await jobs.nth(0).get_attribute("aria-current") == "true"
+            assert await page.locator("#pending [aria-current='true']").count() == 1
+            await page.get_by_role("button", name=re.compile(rf"^{pending[1]['wireId']} · ")).click()
+            await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']", timeout=10000)
+            assert await jobs.nth(1).get_attribute("aria-current") == "true"
+            assert await jobs.nth(0).get_attribute("aria-current") is None
+
+            rows = page.locator("#facts tr.fact-row")
+            row = rows.first
+            cells = await row.locator("td").all_inner_texts()
+            assert len(cells) == 6 and re.fullmatch(r"-?[0-9.]+, -?[0-9.]+", cells[5]), cells
+            assert await row.get_attribute("aria-label") == "fact 1: " + ", ".join(cells)
+            assert set(await rows.evaluate_all("rs => rs.map(r => r.getAttribute('aria-selected'))")) == {"false"}
+            await row.click()
+            await page.wait_for_selector("body[data-fact='0']")
+            assert await row.get_attribute("aria-selected") == "true"
+            assert await page.locator("#facts tr[aria-selected='true']").count() == 1
+
+            assert await page.get_by_role("region", name="map of the swept area").count() == 1
+            facts = page.locator("#map path.fact")
+            assert await facts.count() > 0
+            assert await facts.evaluate_all("ps => ps.every(p => p.getAttribute('role') === 'img')")
+
+            photo = (await page.locator("#photos figure").first.get_attribute("data-photo"))
+            shot = page.get_by_role("button", name=f"enlarge photo {photo}", exact=True)
+            await expect(shot).to_have_count(1)
+            assert await page.locator("#photos img").evaluate_all("is => is.every(i => i.getAttribute('alt') === '')")
+            await shot.click(position={"x": 3, "y": 3})
+            await expect(page.get_by_role("button", name=f"shrink photo {photo}", exact=True)).to_have_count(1)
+
+            bbox = page.get_by_label("Area", exact=True)
+            await expect(page.get_by_label("Sweep", exact=True)).to_have_id("f-sweep")
+            await bbox.fill("1,2,3")
+            await bbox.press("Enter")
+            await expect(page.locator("#status")).to_contain_text("filter refused: ")
+            await expect(bbox).to_have_attribute("aria-invalid", "true")
+            await bbox.fill("")
+            await bbox.press("Enter")
+            await page.wait_for_selector("body:not([data-loading])")
+            await expect(bbox).not_to_have_attribute("aria-invalid", "true")
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+def luminance(rgb: str) -> float:
+    r, g, b = (int(x) / 255 for x in re.findall(r"\d+", rgb)[:3])
+    f = lambda c: c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4    # noqa: E731
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b)
+
+
+def contrast(a: str, b: str) -> float:
+    x, y = sorted((luminance(a), luminance(b)), reverse=True)
+    return (x + 0.05) / (y + 0.05)
+
+
+async def test_selection_marks_and_the_dissent_text_have_enough_contrast(in_review):
+    """WCAG 1.4.11 / 1.4.3: the job shown, the fact selected and its photos are marked by a colour of
+    3:1 or more against what is around it (not only a pale tint); "(dissent)" on the job shown is 4.5:1."""
+    from playwright.async_api import async_playwright
+
+    c, token, pending = in_review
+    errors: list[str] = []
+    white = "rgb(255, 255, 255)"
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors)
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector("body[data-ready='1'][data-selected]", timeout=15000)
+            li = page.locator("#pending li.selected")
+            tint = await li.evaluate("e => getComputedStyle(e).backgroundColor")
+            bar = await li.evaluate("e => getComputedStyle(e).boxShadow")
+            assert "inset" in bar and contrast(bar, white) >= 3 and contrast(bar, tint) >= 3, (bar, tint)
+            # "(dissent)" as the job shown would show it
+            await li.locator("button").evaluate(
+                "b => { const s = document.createElement('span'); s.className = 'dissent'; s.textContent = '(dissent)'; b.appendChild(s); }")
+            ink = await li.locator(".dissent").evaluate("e => getComputedStyle(e).color")
+            assert contrast(ink, tint) >= 4.5, (ink, tint)
+
+            await page.locator("#facts tr.fact-row").first.click()
+            await page.wait_for_selector("body[data-fact='0']")
+            row = page.locator("#facts tr.hl")
+            tint = await row.evaluate("e => getComputedStyle(e).backgroundColor")
+            bar = await row.locator("td").first.evaluate("e => getComputedStyle(e).boxShadow")
+            assert "inset" in bar and contrast(bar, white) >= 3 and contrast(bar, tint) >= 3, (bar, tint)
+            fig = page.locator("#photos figure.hl").first
+            border = await fig.evaluate("e => getComputedStyle(e).borderTopColor")
+            assert contrast(border, white) >= 3, border
+            marker = await page.locator("path.fact.hl").evaluate("e => getComputedStyle(e).stroke")
+            assert contrast(marker, "rgb(238, 241, 244)") >= 3, marker
+            # fact rows are targets of 24 px or more (WCAG 2.5.8)
+            heights = await page.locator("#facts tr.fact-row").evaluate_all("rs => rs.map(r => r.getBoundingClientRect().height)")
+            assert min(heights) >= 24, heights
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+async def test_esc_closes_a_map_tooltip_and_reduced_motion_turns_the_maps_animation_off(in_review):
+    """WCAG 1.4.13: a marker's tooltip is dismissed by Esc. A reviewer asking for reduced motion gets
+    no zoom or fade animation on the map (Leaflet's animated panes and fading tiles)."""
+    from playwright.async_api import async_playwright, expect
+
+    c, token, pending = in_review
+    errors: list[str] = []
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors)
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector("body[data-ready='1'][data-selected]", timeout=15000)
+            await page.locator("#map path.fact").first.dispatch_event("mouseover")
+            await expect(page.locator(".leaflet-tooltip")).to_have_count(1)
+            await page.keyboard.press("Escape")
+            await expect(page.locator(".leaflet-tooltip")).to_have_count(0)
+            assert await page.locator("#map.leaflet-fade-anim").count() == 1      # motion by default
+
+            ctx = await browser.new_context(viewport={"width": 1400, "height": 1000}, reduced_motion="reduce")
+            still = await ctx.new_page()
+            still.on("pageerror", lambda e: errors.append(str(e)))
+            await still.goto(f"{c.base_url}/review/#key={token}")
+            await still.wait_for_selector("body[data-ready='1'][data-selected]", timeout=15000)
+            assert await still.locator("#map.leaflet-fade-anim").count() == 0
+            assert await still.locator("#map .leaflet-proxy").count() == 0           # no zoom animation's proxy
+            assert await page.locator("#map .leaflet-proxy").count() == 1
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+async def test_a_key_pressed_again_while_the_list_reloads_leaves_the_verdicts_confirmation(in_review):
+    """a a, the second while the list is loaded again after the verdict: it sends nothing, says to wait,
+    and once the list is back the verdict's own words are shown again (the wait replaced them for good;
+    on a busy machine the parked-rejection test saw it)."""
+    from playwright.async_api import async_playwright, expect
+
+    c, token, pending = in_review
+    errors: list[str] = []
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors)
+            sent = verdict_posts(page)
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{pending[0]['jobId']}']", timeout=15000)
+            await page.route("**/review/v1/pending*", slowed(1.5))
+            await page.keyboard.press("a")
+            await page.wait_for_selector(f"body[data-last-verdict='{pending[0]['jobId']}:approved']", timeout=10000)
+            await page.keyboard.press("a")
+            await expect(page.locator("#status")).to_have_text("wait: a verdict is being sent")
+            await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']:not([data-sending])", timeout=10000)
+            await expect(page.locator("#status")).to_have_text(re.compile(rf"^{pending[0]['wireId']} approved · \d+ facts live"))
+            assert "error" not in (await page.locator("#status").get_attribute("class") or "")
+            assert len(sent) == 1 and errors == []
         finally:
             await browser.close()

@@ -13,6 +13,7 @@
   // feed none: they serve the calibration.
   const DET_KIND = { pole: "poles", sign: "signage", gate: "gates", entrance: "entrances", drainage: "drainage" };
   const SVGNS = "http://www.w3.org/2000/svg";
+  const HL = "#9a7400";       // a selected fact's marker: 3:1 and more against the blank map and pale tiles
   const $ = (id) => document.getElementById(id);
   // index: the list position of the job shown (state.job), the only job a verdict acts on; cursor: the
   // position last asked for (j/k move from it); selecting: the number of the latest job fetch, so that
@@ -21,7 +22,13 @@
                   links: null, fact: -1, markers: [], baseMap: undefined, selecting: 0, loadingJob: null,
                   listing: 0, sending: false };
 
-  const map = L.map("map", { zoomControl: true, attributionControl: true }).setView([0, 0], 2);
+  // The page's one remembered setting: the single-key shortcuts (j k a r s), on unless turned off (WCAG 2.1.4).
+  const SHORTCUTS = "sisReviewShortcuts";
+  const stored = (k) => { try { return localStorage.getItem(k); } catch (e) { return null; } };
+  // No zooming or fading animation for a reviewer who asked the system for less motion.
+  const still = window.matchMedia && window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  const map = L.map("map", { zoomControl: true, attributionControl: true, zoomAnimation: !still, fadeAnimation: !still,
+                             markerZoomAnimation: !still }).setView([0, 0], 2);
   map.attributionControl.setPrefix("Leaflet (BSD-2)");
   const areas = L.layerGroup().addTo(map);
   const detail = L.layerGroup().addTo(map);
@@ -75,7 +82,7 @@
 
   // An API call. A failure is an Error whose message says what happened in words (the API's own message,
   // an answer that is not the API's, or no answer), with .status (0: no answer).
-  function failure(message, status) { const e = new Error(message); e.status = status; return e; }
+  function failure(message, status, parameter) { const e = new Error(message); e.status = status; e.parameter = parameter; return e; }
   async function call(path, options) {
     const opts = Object.assign({ headers: {} }, options || {});
     opts.headers["Authorization"] = "Bearer " + state.key;
@@ -93,7 +100,7 @@
       const err = body && body.error;
       if (err && typeof err.message === "string") {
         const param = err.details && typeof err.details.parameter === "string" ? " (" + err.details.parameter + ")" : "";
-        throw failure(err.message + param + " [HTTP " + r.status + "]", r.status);
+        throw failure(err.message + param + " [HTTP " + r.status + "]", r.status, param ? err.details.parameter : undefined);
       }
       throw failure("HTTP " + r.status + (r.statusText ? " " + r.statusText : "") +
         " from the server, not an answer of the review API (a proxy's or server's error page)", r.status);
@@ -116,7 +123,12 @@
   function setWho(text, cls) { $("who").textContent = text; $("who").className = cls || ""; }
 
   async function signIn() {
-    if (!state.key) { setWho("not signed in"); return false; }
+    if (!state.key) {
+      setWho("not signed in");
+      const empty = $("empty");
+      empty.textContent = "Enter your reviewer key above (Use key) to see the jobs waiting for review.";
+      return false;
+    }
     setWho("checking the key…", "busy");
     try {
       const me = await call("/me");
@@ -150,7 +162,8 @@
   function markList() {
     [...$("pending").children].forEach((li, k) => {
       li.classList.toggle("selected", k === state.index);
-      li.setAttribute("aria-current", k === state.index ? "true" : "false");
+      const b = li.querySelector("button");
+      if (b) { if (k === state.index) b.setAttribute("aria-current", "true"); else b.removeAttribute("aria-current"); }
       li.classList.toggle("loading", state.loadingJob !== null && k === state.cursor && k !== state.index);
     });
   }
@@ -169,12 +182,18 @@
     } catch (e) {
       if (n !== state.listing) return null;
       setLoading("pending", null);
+      // A filter refused: the field it names is marked invalid until a list loads again.
+      if (e.status === 400) {
+        const field = { bbox: "f-bbox", sweep: "f-sweep" }[e.parameter] || (q.get("bbox") ? "f-bbox" : "f-sweep");
+        $(field).setAttribute("aria-invalid", "true");
+      }
       const filtered = q.toString() ? " " + filterWords(q) : "";
       const kept = state.pending.length ? "; the list below is the previous one" : "";
-      throw failure((e.status === 400 ? "filter refused: " : "could not load the pending list" + filtered + ": ") + e.message + kept, e.status);
+      throw failure((e.status === 400 ? "filter refused: " : "could not load the pending list" + filtered + ": ") + e.message + kept, e.status, e.parameter);
     }
     if (n !== state.listing) return null;
     setLoading("pending", null);
+    $("f-sweep").removeAttribute("aria-invalid"); $("f-bbox").removeAttribute("aria-invalid");
     const shownId = state.job ? state.job.jobId : null;
     state.pending = out.pending;
     $("count").textContent = "(" + out.count + (out.total > out.count ? " of " + out.total : "") + ")";
@@ -182,14 +201,16 @@
     list.replaceChildren();
     areas.clearLayers();
     out.pending.forEach((p, i) => {
+      // Each item is a button (Tab, Enter and Space as any button), the job shown marked aria-current.
       const li = document.createElement("li");
       li.dataset.jobId = p.jobId;
-      li.tabIndex = 0;
-      li.textContent = p.wireId + " · " + p.photos + " photos · " + p.facts + " facts · replicas " +
+      const b = document.createElement("button");
+      b.type = "button"; b.className = "job";
+      b.textContent = p.wireId + " · " + p.photos + " photos · " + p.facts + " facts · replicas " +
         p.replicas.accepted + "/" + p.replicas.quorum + " ";
-      if (!p.unanimous) { const s = document.createElement("span"); s.className = "dissent"; s.textContent = "(dissent)"; li.appendChild(s); }
-      li.addEventListener("click", () => select(i));
-      li.addEventListener("keydown", (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); ev.stopPropagation(); select(i); } });
+      if (!p.unanimous) { const s = document.createElement("span"); s.className = "dissent"; s.textContent = "(dissent)"; b.appendChild(s); }
+      b.addEventListener("click", () => select(i));
+      li.appendChild(b);
       list.appendChild(li);
       L.geoJSON(p.area, { style: { color: p.unanimous ? "#36c" : "#c60", weight: 1, fillOpacity: 0.08 } })
         .on("click", () => select(i)).addTo(areas);
@@ -200,7 +221,6 @@
     }
     // The message line is left alone: it may hold the confirmation of the verdict that emptied the list.
     const empty = $("empty");
-    empty.hidden = out.pending.length > 0;
     empty.textContent = out.pending.length ? "" : "No job waits for review" +
       (q.toString() ? " " + filterWords(q) + (q.get("sweep") ? " (or there is no such sweep)" : "") : "") + ".";
     // The job shown keeps its place if it is still listed; otherwise none is shown until one is selected.
@@ -260,10 +280,11 @@
       r.state, String(r.facts),
       r.agreement ? (Math.round(r.agreement.share * 100) + "% matched" + (r.agreement.maxValueDiff !== null && r.agreement.maxValueDiff !== undefined ? ", max Δ " + qty(r.agreement.maxValueDiff, diffUnit(job)) : "")) : (r.canonical ? "canonical" : "—"),
       r.validation.passed ? "passed" : r.validation.reasons.join("; ")]));
-    table($("facts"), ["kind", "value", "conf.", "basis", "photos"], job.facts.map((f) => [f.kind, fmt(f.value, f.unit), qty(f.confidence), f.basis, f.source.join(" ")]));
+    table($("facts"), ["kind", "value", "conf.", "basis", "photos", "where"], job.facts.map((f) => [f.kind, fmt(f.value, f.unit), qty(f.confidence), f.basis, f.source.join(" "), where(f)]));
     [...$("facts").rows].slice(1).forEach((row, i) => {
       row.className = "fact-row"; row.dataset.fact = String(i); row.tabIndex = 0;
-      row.setAttribute("aria-label", "fact " + (i + 1) + ": " + row.textContent);
+      row.setAttribute("aria-selected", "false");
+      row.setAttribute("aria-label", "fact " + (i + 1) + ": " + [...row.cells].map((c) => c.textContent).join(", "));
       row.addEventListener("click", () => selectFact(state.fact === i ? -1 : i));
       row.addEventListener("keydown", (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); ev.stopPropagation(); selectFact(state.fact === i ? -1 : i); } });
     });
@@ -285,7 +306,7 @@
     L.geoJSON(job.area, { style: { color: "#36c", weight: 2, fillOpacity: 0.05 } }).addTo(detail);
     // The markers' tooltips make them focusable (Leaflet listens for focus): they are kept out of the Tab order,
     // each named; the keyboard's way to a fact is its row in the table, which highlights its marker.
-    const offTab = (mk, name) => { const el = mk.getElement && mk.getElement(); if (el) { el.setAttribute("tabindex", "-1"); el.setAttribute("aria-label", name); } return mk; };
+    const offTab = (mk, name) => { const el = mk.getElement && mk.getElement(); if (el) { el.setAttribute("tabindex", "-1"); el.setAttribute("role", "img"); el.setAttribute("aria-label", name); } return mk; };
     job.photos.forEach((p) => offTab(L.circleMarker([p.lat, p.lon], { radius: 3, color: "#333", weight: 1, fillOpacity: 0.6 })
       .bindTooltip(escapeHtml("photo " + p.id)).addTo(detail), "photo " + p.id));
     state.markers = job.facts.map((f, i) => {
@@ -300,6 +321,9 @@
     document.body.dataset.selected = String(job.jobId);
     document.body.dataset.facts = String(job.facts.length);
   }
+
+  // Where a fact is, as text (the map's marker in words): latitude, longitude.
+  const where = (f) => (typeof f.lat === "number" && typeof f.lon === "number" ? f.lat.toFixed(5) + ", " + f.lon.toFixed(5) : "unknown");
 
   // The unit of the replicas' "max Δ" (the largest difference of a fact's primary value): the facts' unit
   // where they share one.
@@ -330,7 +354,7 @@
     fig.dataset.photo = p.id;
     const shot = document.createElement("div"); shot.className = "shot";
     shot.style.aspectRatio = p.width + " / " + p.height;
-    const img = document.createElement("img"); img.alt = p.id; img.referrerPolicy = "no-referrer";
+    const img = document.createElement("img"); img.alt = ""; img.referrerPolicy = "no-referrer";     // named by its button
     shot.appendChild(img);
     const cap = document.createElement("figcaption");
     const a = document.createElement("a"); a.href = p.url; a.target = "_blank"; a.rel = "noopener noreferrer"; a.textContent = p.id;
@@ -394,14 +418,14 @@
       cap.append(" · " + (skipReason ? "skipped: " + skipReason : "not measured"));
     }
     fig.dataset.evidence = String(drawn);
-    const enlarge = () => {
-      const large = fig.classList.toggle("large");
+    const named = (large) => {
       shot.setAttribute("aria-expanded", String(large));
+      shot.setAttribute("aria-label", (large ? "shrink photo " : "enlarge photo ") + p.id);
     };
+    const enlarge = () => named(fig.classList.toggle("large"));
     shot.tabIndex = 0;
     shot.setAttribute("role", "button");
-    shot.setAttribute("aria-expanded", "false");
-    shot.setAttribute("aria-label", "photo " + p.id + ": enlarge or shrink");
+    named(false);
     shot.addEventListener("click", (ev) => {
       const hit = ev.target.closest && ev.target.closest("g.ev");
       if (hit && hit.factIndex !== undefined) { selectFact(state.fact === hit.factIndex ? -1 : hit.factIndex); return; }
@@ -448,17 +472,18 @@
     if (!state.job || !state.links) return;
     state.fact = i;
     document.querySelectorAll("#facts tr.hl, #photos .hl, svg.evidence .hl").forEach((el) => el.classList.remove("hl"));
+    document.querySelectorAll("#facts tr.fact-row").forEach((r) => r.setAttribute("aria-selected", "false"));
     document.querySelectorAll("svg.evidence").forEach((s) => s.classList.toggle("dim", i >= 0));
     state.markers.forEach((mk, k) => {
       const on = k === i;
-      mk.setStyle({ weight: on ? 5 : 2, radius: on ? 11 : 6, color: on ? "#f0c000" : (KINDS[state.job.facts[k].kind] || "#000") });
+      mk.setStyle({ weight: on ? 5 : 2, radius: on ? 11 : 6, color: on ? HL : (KINDS[state.job.facts[k].kind] || "#000") });
       const el = mk.getElement && mk.getElement();
       if (el) el.classList.toggle("hl", on);
       if (on) mk.bringToFront();
     });
     if (i < 0) { delete document.body.dataset.fact; return; }
     const row = $("facts").querySelector('tr[data-fact="' + i + '"]');
-    if (row) row.classList.add("hl");
+    if (row) { row.classList.add("hl"); row.setAttribute("aria-selected", "true"); }
     const link = state.links.facts[i];
     link.els.forEach((el) => el.classList.add("hl"));
     link.figs.forEach((fig) => fig.classList.add("hl"));
@@ -476,21 +501,31 @@
     if (mode) r.dataset.mode = mode; else delete r.dataset.mode;
     r.classList.toggle("rejecting", mode === "reject");
     r.placeholder = mode === "reject" ? "reason for rejecting, then Enter" : "note, or reason (needed to reject)";
+    const keys = $("shortcuts").checked;
     $("mode").textContent = mode === "reject" && state.job
       ? "Enter rejects " + state.job.wireId + " with this reason; Esc cancels."
-      : "Enter here does nothing until you choose: r (or Reject) then Enter rejects with the reason; a (or Approve) approves, the text as its note.";
+      : "Enter here does nothing until you choose: " + (keys ? "r (or Reject)" : "Reject") + " then Enter rejects with the reason; " +
+        (keys ? "a (or Approve)" : "Approve") + " approves, the text as its note.";
   }
 
+  const SENDING = "wait: a verdict is being sent";
   // Why no verdict can be sent now, or null: one verdict at a time, and only on a job shown in full.
   function blocked() {
-    if (state.sending) return "wait: a verdict is being sent";
+    if (state.sending) return SENDING;
     if (state.loadingJob !== null) return "wait: the job selected is still loading; a verdict acts on the job shown";
     if (!state.job) return "no job is shown: select one in the list";
     return null;
   }
+  // A verdict done: the buttons back; its confirmation back too where a key pressed again meanwhile
+  // (a a) replaced it with the wait; focus put back where it was lost.
+  function sent(said, had) {
+    sending(false);
+    if (said && $("status").textContent === SENDING) setStatus(said);
+    refocus(had);
+  }
   function sending(on) {
     state.sending = on;
-    $("approve").disabled = on; $("reject").disabled = on;
+    $("approve").disabled = on; $("reject").disabled = on; $("approve-sweep").disabled = on;
     if (on) document.body.dataset.sending = "1"; else delete document.body.dataset.sending;
   }
 
@@ -526,6 +561,20 @@
     } catch (e) { setStatus(said + " — then " + e.message, true); }
   }
 
+  // Focus lost by a verdict (its button disabled while it is sent, the job's detail hidden, the list
+  // rebuilt) is put back: on the title of the job shown next, or on the list's title when none is.
+  // Focus the reviewer moved elsewhere meanwhile, or never had on the page, is left where it is.
+  const focusLost = () => {
+    const el = document.activeElement;
+    return !el || el === document.body || !el.isConnected || el.disabled === true ||
+      (typeof el.checkVisibility === "function" && !el.checkVisibility());
+  };
+  function refocus(had) {
+    if (!had || had === document.body || !focusLost()) return;
+    const to = $("detail").hidden ? $("pending-title") : $("d-title");
+    to.focus();
+  }
+
   async function verdict(approve) {
     const why = blocked();
     if (why) { setStatus(why, true); return; }
@@ -536,6 +585,8 @@
       setStatus("type the reason for rejecting " + job.wireId + ", then press Enter");
       return;
     }
+    const had = document.activeElement;
+    let said = null;
     sending(true);
     try {
       setStatus((approve ? "approving " : "rejecting ") + job.wireId + "…");
@@ -546,12 +597,12 @@
         setStatus("could not " + (approve ? "approve " : "reject ") + job.wireId + ": " + e.message, true);
         return;
       }
-      const said = approve ? approvedWords(job, out) : rejectedWords(job, out);
+      said = approve ? approvedWords(job, out) : rejectedWords(job, out);
       setStatus(said);
       $("reason").value = ""; setMode(null);
       document.body.dataset.lastVerdict = job.jobId + ":" + out.state;
       await afterVerdict(said, state.index);
-    } finally { sending(false); }
+    } finally { sent(said, had); }
   }
 
   function sweepWords(sweepId, out) {
@@ -564,10 +615,18 @@
     return t;
   }
 
+  // Approving a whole sweep decides many jobs at once: it is asked first, by key or by button.
   async function approveSweep() {
     const why = blocked();
     if (why) { setStatus(why, true); return; }
     const job = state.job;
+    const listed = state.pending.filter((p) => p.sweepId === job.sweepId);
+    const agreed = listed.filter((p) => p.unanimous).length;
+    const ask = "Approve every job of sweep " + job.sweepId + " whose replicas agree? Of the " + listed.length + " listed here, " +
+      agreed + " would be approved at once (with any other job of the sweep waiting in review); a job with a dissenting replica is left for a look.";
+    if (!window.confirm(ask)) { setStatus("sweep " + job.sweepId + " not approved: cancelled"); return; }
+    const had = document.activeElement;
+    let said = null;
     sending(true);
     try {
       setStatus("approving sweep " + job.sweepId + "…");
@@ -578,16 +637,35 @@
         setStatus("could not approve sweep " + job.sweepId + ": " + e.message, true);
         return;
       }
-      const said = sweepWords(job.sweepId, out);
+      said = sweepWords(job.sweepId, out);
       setStatus(said);
       document.body.dataset.lastSweep = job.sweepId + ":" + out.approved.length;
       await afterVerdict(said, 0);
-    } finally { sending(false); }
+    } finally { sent(said, had); }
+  }
+
+  // The single-key shortcuts, on unless the reviewer turned them off (remembered in localStorage).
+  const shortcutsOn = () => $("shortcuts").checked;
+  function setShortcuts(on, save) {
+    $("shortcuts").checked = on;
+    document.body.dataset.shortcuts = on ? "on" : "off";
+    if (save) try { localStorage.setItem(SHORTCUTS, on ? "on" : "off"); } catch (e) { /* storage refused: this page only */ }
+  }
+  setShortcuts(stored(SHORTCUTS) !== "off", false);
+  $("shortcuts").addEventListener("change", () => { setShortcuts($("shortcuts").checked, true); setMode($("reason").dataset.mode || null); });
+
+  // Moving in the list with the arrows (only while focus is on it): the next job shown, focus following.
+  function step(by, fromList) {
+    const i = state.cursor + by;
+    if (i < 0 || i >= state.pending.length) return;
+    select(i);
+    if (fromList) { const b = $("pending").children[i].querySelector("button"); if (b) b.focus(); }
   }
 
   document.addEventListener("keydown", (ev) => {
     const t = ev.target;
-    const typing = t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement || (t && t.isContentEditable);
+    const typing = (t instanceof HTMLInputElement && !["checkbox", "radio", "button", "submit", "reset"].includes(t.type)) ||
+      t instanceof HTMLTextAreaElement || (t && t.isContentEditable);
     if (typing) {
       if (t.id === "reason" && ev.key === "Enter") {
         ev.preventDefault();
@@ -600,14 +678,26 @@
       }
       return;
     }
-    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.key === "Escape") {
+      // Esc closes the map's tooltips (hover or focus) and clears the selected fact.
+      map.eachLayer((l) => { if (l.closeTooltip) l.closeTooltip(); });
+      selectFact(-1);
+      return;
+    }
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.shiftKey) return;
+    const inList = !!(t && t.closest && t.closest("#pending"));
+    // The arrows are the list's own (not a shortcut): taken only while focus is in it, never elsewhere
+    // (on the map they pan it, in the page they scroll).
+    if (inList && (ev.key === "ArrowDown" || ev.key === "ArrowUp")) { ev.preventDefault(); step(ev.key === "ArrowDown" ? 1 : -1, true); return; }
+    // Letters: only with the shortcuts on, and never while focus is in the map.
+    if (!shortcutsOn() || (t && t.closest && t.closest("#map"))) return;
     if (ev.key === "a") { ev.preventDefault(); verdict(true); }
     else if (ev.key === "r") { ev.preventDefault(); if (!blocked()) setMode("reject"); verdict(false); }
     else if (ev.key === "s") { ev.preventDefault(); approveSweep(); }
-    else if (ev.key === "j" || ev.key === "ArrowDown") { ev.preventDefault(); select(state.cursor + 1); }
-    else if (ev.key === "k" || ev.key === "ArrowUp") { ev.preventDefault(); select(state.cursor - 1); }
-    else if (ev.key === "Escape") { selectFact(-1); }
+    else if (ev.key === "j") { ev.preventDefault(); step(1, inList); }
+    else if (ev.key === "k") { ev.preventDefault(); step(-1, inList); }
   });
+  $("approve-sweep").addEventListener("click", () => approveSweep());
   $("approve").addEventListener("click", () => verdict(true));
   $("reject").addEventListener("click", () => { if (!blocked()) setMode("reject"); verdict(false); });
   $("filters").addEventListener("submit", (ev) => {
