@@ -223,3 +223,18 @@ async def test_the_review_files_log_no_credential_of_their_uri(served, caplog):
     assert (await served.get(f"/review/static/vendor?key={key}")).status in (403, 404)
     text = "\n".join(x.getMessage() for x in caplog.records)
     assert key[9:] not in text and "sisk_ABCD…" in text, text
+
+
+async def test_mcp_answers_the_refusals_of_a_requests_head_in_json_rpc(served):
+    """An encoded body (415), an over-long URI (414) and over-large headers (431) were answered in the
+    REST error shape on /mcp, where every other answer, 413 included, is a JSON-RPC error."""
+    ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    head = {"Content-Type": "application/json", "Accept": "application/json"}
+    cases = ((415, "/mcp", {**head, "Content-Encoding": "gzip"}),
+             (414, "/mcp?x=" + "a" * 9000, head),
+             (431, "/mcp", {**head, "X-Big": "b" * 33000}))
+    for status, path, headers in cases:
+        r = await served.post(path, ping, headers=headers)
+        doc = r.json()
+        assert r.status == status and doc["jsonrpc"] == "2.0" and doc["id"] is None, (status, r.body[:200])
+        assert doc["error"]["code"] == -32600 and doc["error"]["message"]

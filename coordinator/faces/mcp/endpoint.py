@@ -33,7 +33,7 @@ import tornado.web
 
 from coordinator import __version__
 from coordinator.core.access.credentials import origin_host
-from coordinator.core.errors import BadParameter, PayloadTooLarge
+from coordinator.core.errors import BadParameter, PayloadTooLarge, ServiceError
 from coordinator.core.pipeline import RequestFacts
 from coordinator.faces.http import MAX_JSON_BODY, BaseHandler, JsonRefused, dumps, parse_json
 from coordinator.faces.mcp import protocol
@@ -197,6 +197,12 @@ class McpHandler(BaseHandler):
         exc = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(exc, RpcError):             # refused before the message was read (``admit``)
             self.send_rpc(None, error=exc)
+            return
+        if isinstance(exc, ServiceError) and exc.status < 500:
+            # The request's head refused before its message was read (an encoded body 415, a URI 414,
+            # headers 431): a JSON-RPC error as every other answer here, the status kept.
+            self.send_rpc(None, error=RpcError(INVALID_REQUEST, exc.message, exc.details or None,
+                                               status=exc.status, headers=exc.headers))
             return
         if status_code == 405:
             self.set_header("Allow", "POST")
