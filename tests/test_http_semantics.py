@@ -238,3 +238,14 @@ async def test_mcp_answers_the_refusals_of_a_requests_head_in_json_rpc(served):
         doc = r.json()
         assert r.status == status and doc["jsonrpc"] == "2.0" and doc["id"] is None, (status, r.body[:200])
         assert doc["error"]["code"] == -32600 and doc["error"]["message"]
+
+
+@pytest.mark.parametrize("accept, gzipped", [("gzip", True), ("gzip, deflate, br", True), ("gzip;q=0.5", True),
+                                             ("*", True), ("gzip;q=0", False), ("gzip;q=0, identity", False),
+                                             ("br", False), ("*;q=0", False), ("", False)])
+async def test_gzip_is_taken_only_where_the_client_weighs_it_over_zero(served, accept, gzipped):
+    """Tornado looked for the word: gzip;q=0, a client's "never gzip", was answered gzipped."""
+    from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+    req = HTTPRequest(served.base_url + "/openapi.json", headers={"Accept-Encoding": accept}, decompress_response=False)
+    r = await AsyncHTTPClient().fetch(req, raise_error=False)
+    assert r.code == 200 and (r.headers.get("Content-Encoding") == "gzip") is gzipped, (accept, dict(r.headers))

@@ -110,6 +110,34 @@ class OpenApiHandler(BaseHandler):
                                                        **REVIEW_PATHS}), cache_control="public, max-age=300")
 
 
+def accepts_gzip(header: str) -> bool:
+    """Whether an ``Accept-Encoding`` value takes gzip: named with a weight over 0, or ``*`` so
+    (RFC 9110 section 12.5.3). Tornado looks for the word: ``gzip;q=0``, a client's "never
+    gzip", was answered gzipped."""
+    weights: dict[str, float] = {}
+    for part in header.lower().split(","):
+        coding, _, params = part.strip().partition(";")
+        q = 1.0
+        for param in params.split(";"):
+            name, _, value = param.strip().partition("=")
+            if name == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if coding:
+            weights[coding.strip()] = q
+    return weights.get("gzip", weights.get("x-gzip", weights.get("*", 0.0))) > 0
+
+
+class GZip(tornado.web.GZipContentEncoding):
+    """Tornado's gzip of answers, taken only where the client's ``Accept-Encoding`` weighs it over 0."""
+
+    def __init__(self, request: Any) -> None:
+        super().__init__(request)
+        self._gzipping = accepts_gzip(request.headers.get("Accept-Encoding", ""))
+
+
 class Application(tornado.web.Application):
     def __init__(self, services: Services, **settings: Any) -> None:
         self.services = services
@@ -126,7 +154,7 @@ class Application(tornado.web.Application):
             *node_routes(),
             *review_routes(),
         ]
-        super().__init__(routes, default_handler_class=NotFoundHandler, compress_response=True, **settings)
+        super().__init__(routes, default_handler_class=NotFoundHandler, transforms=[GZip], **settings)
 
 
     def log_request(self, handler: tornado.web.RequestHandler) -> None:
