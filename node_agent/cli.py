@@ -155,9 +155,13 @@ def _ensured() -> config_mod.Paths | None:
 
 
 def _unwritable(paths: config_mod.Paths, exc: OSError) -> int:
-    """A data folder that exists and cannot be written (read-only, another user's): one line, status 2."""
-    print(f"sis-node: the data folder {paths.data_dir} cannot be written ({exc.strerror or exc}): give "
-          f"SIS_NODE_HOME a folder this user can write", file=sys.stderr)
+    """A data folder that exists and cannot be written (read-only, another user's, a full disk):
+    one line, status 2. Another folder (SIS_NODE_HOME) is the advice for a folder refused, not for
+    a full disk, where it said to move the agent when space is what it needs."""
+    why = why_not_written(exc)
+    print(f"sis-node: the data folder {paths.data_dir} cannot be written ({why})"
+          + ("" if config_mod.out_of_space(exc) else ": give SIS_NODE_HOME a folder this user can write"),
+          file=sys.stderr)
     return EXIT_CONFIG
 
 

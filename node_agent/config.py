@@ -10,6 +10,9 @@ flags. The config file is plain TOML so a volunteer can edit it by hand.
 """
 from __future__ import annotations
 
+import difflib
+import errno
+import logging
 import os
 import sys
 import tomllib
@@ -17,8 +20,18 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .files import why_not_written
+
 APP = "sis-node"
 ENV_PREFIX = "SIS_NODE_"
+# SIS_NODE_ variables read that are not settings: the agent's own (the folder, the enrolment
+# secret, ``cli``), and the coordinator's settings named node_* (SIS_ + NODE_ENROL_SECRET, ...),
+# set on a machine that runs both (the demo): an unknown SIS_NODE_ variable is warned of, as an
+# unknown key of node.toml stops the run, and these are not unknown.
+ENV_OTHERS = frozenset({"SIS_NODE_HOME", "SIS_NODE_ENROL_SECRET", "SIS_NODE_ENROL_PER_MINUTE",
+                        "SIS_NODE_IP_PER_MINUTE", "SIS_NODE_PER_MINUTE"})
+log = logging.getLogger("sis.node.config")
+_warned_env: set[str] = set()      # each unknown variable warned of once a process
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
@@ -75,9 +88,15 @@ class Paths:
             try:
                 d.mkdir(parents=True, exist_ok=True, mode=0o700)
             except OSError as exc:
-                raise ConfigError(f"the folder {d} cannot be made ({exc.strerror or exc}); give SIS_NODE_HOME "
-                                  f"a folder this user can write") from None
+                raise ConfigError(f"the folder {d} cannot be made ({why_not_written(exc)})"
+                                  + ("" if out_of_space(exc) else "; give SIS_NODE_HOME a folder this user can write")
+                                  ) from None
         return self
+
+
+def out_of_space(exc: OSError) -> bool:
+    """Whether a write failed for want of space (a full disk, a quota): another folder is no answer."""
+    return exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 
 def paths(env: dict[str, str] | None = None, platform: str | None = None) -> Paths:
@@ -198,7 +217,8 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
             raise ValueError
         return kind(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{name}: {value!r} is not a {kind.__name__}") from None
+        what = {int: "a whole number", float: "a number"}.get(kind, f"a {kind.__name__}")
+        raise ConfigError(f"{name}: {value!r} is not {what}") from None
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -220,6 +240,8 @@ def _read_file(path: Path) -> dict[str, Any]:
         why = str(exc)
         if "escape" in why.lower() or "hex value" in why.lower() or "unescaped" in why.lower():
             why += " (a Windows path in double quotes needs \\\\ or 'single quotes')"
+        elif why.startswith("Invalid value"):     # coordinator = https://host, name = my node
+            why += ' (text needs quotes: coordinator = "https://sis.example.org")'
         raise ConfigError(f"{path}: {why}") from None
 
 
@@ -232,13 +254,34 @@ def load(p: Paths, env: dict[str, str] | None = None, **overrides: Any) -> Confi
         doc = _read_file(p.config_file)
         for key, value in doc.items():
             if key not in known:
-                raise ConfigError(f"{p.config_file}: unknown setting {key!r}")
+                raise ConfigError(f"{p.config_file}: unknown setting {key!r}{_did_you_mean(key, known)}")
             values[key] = value
+    _warn_unknown_env(env, known)
     for key in known:
         if ENV_PREFIX + key.upper() in env:
             values[key] = env[ENV_PREFIX + key.upper()]
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Config(**{k: _coerce(k, known[k], v) for k, v in values.items()}).check()
+
+
+def _did_you_mean(key: str, known: Any) -> str:
+    found = difflib.get_close_matches(str(key).lower(), list(known), n=1)
+    return f"; did you mean {found[0]!r}?" if found else ""
+
+
+def _warn_unknown_env(env: Any, known: Any) -> None:
+    """Warn, once, of a SIS_NODE_ variable that is no setting: the same typo in node.toml stops
+    the run, and in the environment it was ignored without a word."""
+    read = [ENV_PREFIX + k.upper() for k in known] + sorted(ENV_OTHERS)
+    for name in sorted(k for k in env if isinstance(k, str) and k.startswith(ENV_PREFIX)):
+        if name in read or name in _warned_env:
+            continue
+        _warned_env.add(name)
+        # Matched without the prefix every name shares, which made any name look close to one.
+        found = difflib.get_close_matches(name[len(ENV_PREFIX):], [r[len(ENV_PREFIX):] for r in read], n=1)
+        found = [ENV_PREFIX + f for f in found]
+        log.warning("the environment variable %s is not a sis-node setting and is ignored%s", name,
+                    f"; did you mean {found[0]}?" if found else " (`sis-node settings` lists them)")
 
 
 def _toml_value(v: Any) -> str:

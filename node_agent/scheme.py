@@ -29,18 +29,23 @@ import aiohttp
 
 PROBE_S = 3.0       # the longest a probe waits, on top of the failure it explains
 DEFAULT_PORTS = {"http": 80, "https": 443}
+CUT_OFF = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)   # a connection made, then cut
 
 
 def worth_probing(exc: BaseException) -> bool:
     """Whether ``exc`` may be the other scheme's answer: the connection was made (or the TLS
     handshake went wrong) and no HTTP answer came. A certificate error is TLS answering, and a
-    connection refused or a host name unknown is nothing answering."""
+    connection refused or a host name unknown is nothing answering; a connection reset while it
+    was being set up (the TLS handshake) is something answering, maybe the other scheme."""
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
         return False
     if isinstance(exc, aiohttp.ClientConnectorSSLError):
         return True
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return False
+        # A connection reset, aborted or cut during the TLS handshake is something answering: a
+        # plain-HTTP coordinator (``sis serve``) closes a connection whose head is not in by
+        # SIS_HEAD_TIMEOUT_S, and the TLS greeting it read as one, unread, makes the close a reset.
+        return isinstance(exc.os_error, CUT_OFF)
     return isinstance(exc, (TimeoutError, aiohttp.ClientError, OSError))
 
 

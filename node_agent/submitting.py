@@ -33,6 +33,9 @@ class Submitting:
         asking for no next job, and then the agent stops (``BuildRefused``)."""
         items = self.spool.pending()
         withdrawn: BuildRefused | None = None
+        # The backoff is reset only by an answer: an empty spool sends nothing, and reset each turn it
+        # kept a coordinator that went away at attempt 1 (a retry every 1-2 s, forever).
+        answered = False
         for i, item in enumerate(items):
             self.spool.attempted(item)
             try:
@@ -55,6 +58,7 @@ class Submitting:
                     self._last_unreachable = Unreachable("the node token was refused; enrolling again")
                     await self._refused("submitting a result", exc)
                     return False
+                answered = True
                 self._rejected(item, exc)       # a revoked node's too, with the operator's reason
                 if withdrawn is None:
                     try:
@@ -63,8 +67,10 @@ class Submitting:
                     except BuildRefused as stop:
                         withdrawn = stop
                 continue
+            answered = True
             self._acknowledged(item, answer)
-        self.backoff.reset()
+        if answered:
+            self.backoff.reset()
         self.status.update(spooled=len(self.spool))
         if withdrawn is not None:
             raise withdrawn
@@ -94,9 +100,10 @@ class Submitting:
         total = self.contribution.acknowledged(item.lease_id, int(s.get("photos", 0)), int(s.get("facts", 0)),
                                                float(s.get("seconds", 0.0)), bool(s.get("onGpu")))
         self.spool.acknowledged(item)
-        log.info("result of %s acknowledged (result %s, job %s%s); contribution: %d jobs",
-                 item.job_id, answer.get("resultState"), answer.get("jobState"),
-                 ", a resend" if answer.get("duplicate") else "", total["jobs"])
+        jobs = total["jobs"]
+        log.info("result of %s acknowledged%s: the coordinator holds it as %s, and the job as %s; contribution: "
+                 "%d job%s", item.job_id, " (a resend)" if answer.get("duplicate") else "",
+                 answer.get("resultState"), answer.get("jobState"), jobs, "" if jobs == 1 else "s")
 
     def _rejected(self, item: Spooled, exc: Refused) -> None:
         reasons = exc.details.get("reasons") or []

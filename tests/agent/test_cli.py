@@ -156,7 +156,7 @@ def test_a_data_folder_that_cannot_be_made_is_one_line_and_status_2(tmp_path, mo
 
 
 @pytest.mark.parametrize("setting", [("file", "coordinator = \n", "node.toml"),
-                                     ("env", "abc", "cpu_busy_percent: 'abc' is not a float")])
+                                     ("env", "abc", "cpu_busy_percent: 'abc' is not a number")])
 def test_resume_with_a_setting_it_cannot_read_lifts_the_pause_and_names_the_setting(tmp_path, monkeypatch, capsys,
                                                                                      setting):
     """It printed "resumed", then a ConfigError traceback."""

@@ -44,7 +44,7 @@ def test_flags_beat_environment_beat_file_beat_defaults(tmp_path):
     ("gpu_memory_fracton = 0.5\n", "unknown setting 'gpu_memory_fracton'"),
     ("gpu_memory_fraction = 3.0\n", "gpu_memory_fraction: 3.0 is outside 0.05-1.0"),
     ('gpus = "first"\n', "gpus: 'first' is neither 'all' nor a list of GPU indices"),
-    ('cpu_threads = "many"\n', "cpu_threads: 'many' is not a int"),
+    ('cpu_threads = "many"\n', "cpu_threads: 'many' is not a whole number"),
     ("photo_concurrency = 64\n", "photo_concurrency: 64 is outside 1-16"),
     ('coordinator = "ftp://x"\n', "is not an http(s) URL"),
     ("coordinator = \n", "node.toml"),
