@@ -6,6 +6,7 @@ rejects, the database changes. Screenshots are kept under test-artifacts/ (git-i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
 import re
@@ -377,6 +378,26 @@ async def in_review(review_page, photos) -> AsyncIterator[tuple[Coordinator, str
     pending = (await c.get("/review/v1/pending", headers={"X-Api-Key": token})).json()["pending"]
     assert len(pending) >= 3
     yield c, token, pending
+
+
+@contextlib.asynccontextmanager
+async def review_opened(in_review, width: int = 1400, height: int = 1000):
+    """The page opened on ``in_review``'s jobs, the first one shown: the page, the verdicts it posts,
+    and the console errors it logs."""
+    from playwright.async_api import async_playwright
+
+    c, token, pending = in_review
+    errors: list[str] = []
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        try:
+            page = await fresh_page(browser, errors, width, height)
+            sent = verdict_posts(page)
+            await page.goto(f"{c.base_url}/review/#key={token}")
+            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{pending[0]['jobId']}']", timeout=15000)
+            yield page, sent, errors
+        finally:
+            await browser.close()
 
 
 async def test_failures_while_loading_are_said_where_they_can_be_seen(in_review):
@@ -781,149 +802,121 @@ async def test_on_a_narrow_screen_the_map_is_drawn_and_nothing_overflows(in_revi
 async def test_the_single_key_shortcuts_can_be_turned_off_and_a_sweep_is_approved_only_once_confirmed(in_review):
     """WCAG 2.1.4: a switch turns j k a r s off (remembered across reloads); approving a whole sweep, by
     s or by its button, asks first, and Cancel sends nothing."""
-    from playwright.async_api import async_playwright, expect
+    from playwright.async_api import expect
 
     c, token, pending = in_review
     first = pending[0]
-    errors: list[str] = []
-    async with async_playwright() as pw:
-        browser = await launch(pw)
-        try:
-            page = await fresh_page(browser, errors)
-            sent = verdict_posts(page)
-            await page.goto(f"{c.base_url}/review/#key={token}")
-            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{first['jobId']}']", timeout=15000)
-            switch = page.get_by_label("single-key shortcuts")
-            assert await switch.is_checked()
+    async with review_opened(in_review) as (page, sent, errors):
+        switch = page.get_by_label("single-key shortcuts")
+        assert await switch.is_checked()
 
-            # s asks; Cancel sends nothing and says so; the button asks the same
-            asked = Dialogs(page, accept=False)
-            await page.keyboard.press("s")
-            await expect(page.locator("#status")).to_contain_text(f"sweep {first['sweepId']} not approved: cancelled")
-            assert len(asked) == 1 and first["sweepId"] in asked[0] and "dissenting replica is left" in asked[0]
-            await page.get_by_role("button", name=re.compile("^Approve whole sweep")).click()
-            await expect(page.locator("#status")).to_contain_text("not approved: cancelled")
-            await page.wait_for_timeout(300)
-            assert len(asked) == 2 and sent == []
+        # s asks; Cancel sends nothing and says so; the button asks the same
+        asked = Dialogs(page, accept=False)
+        await page.keyboard.press("s")
+        await expect(page.locator("#status")).to_contain_text(f"sweep {first['sweepId']} not approved: cancelled")
+        assert len(asked) == 1 and first["sweepId"] in asked[0] and "dissenting replica is left" in asked[0]
+        await page.get_by_role("button", name=re.compile("^Approve whole sweep")).click()
+        await expect(page.locator("#status")).to_contain_text("not approved: cancelled")
+        await page.wait_for_timeout(300)
+        assert len(asked) == 2 and sent == []
 
-            # the shortcuts off: no letter acts, also after a reload
-            await switch.uncheck()
-            await page.locator("#d-title").focus()
-            for key in ("a", "j", "s", "r"):
-                await page.keyboard.press(key)
-            await page.wait_for_timeout(400)
-            assert sent == [] and len(asked) == 2
-            assert await page.get_attribute("body", "data-selected") == str(first["jobId"])
-            assert await page.evaluate("document.activeElement.id") == "d-title"
-            assert not await page.locator("#approve .key-hint").is_visible()
-            await page.reload()
-            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{first['jobId']}']", timeout=15000)
-            assert not await switch.is_checked()
-            await page.keyboard.press("a")
-            await page.wait_for_timeout(300)
-            assert sent == []
+        # the shortcuts off: no letter acts, also after a reload
+        await switch.uncheck()
+        await page.locator("#d-title").focus()
+        for key in ("a", "j", "s", "r"):
+            await page.keyboard.press(key)
+        await page.wait_for_timeout(400)
+        assert sent == [] and len(asked) == 2
+        assert await page.get_attribute("body", "data-selected") == str(first["jobId"])
+        assert await page.evaluate("document.activeElement.id") == "d-title"
+        assert not await page.locator("#approve .key-hint").is_visible()
+        await page.reload()
+        await page.wait_for_selector(f"body[data-ready='1'][data-selected='{first['jobId']}']", timeout=15000)
+        assert not await switch.is_checked()
+        await page.keyboard.press("a")
+        await page.wait_for_timeout(300)
+        assert sent == []
 
-            # on again: a approves; the sweep approved once confirmed, by its button
-            await switch.check()
-            await page.locator("#d-title").focus()
-            await page.keyboard.press("a")
-            await page.wait_for_selector(f"body[data-last-verdict='{first['jobId']}:approved']", timeout=10000)
-            assert len(sent) == 1
-            await page.reload()
-            await page.wait_for_selector("body[data-ready='1'][data-selected]", timeout=15000)
-            assert await switch.is_checked()
-            asked.accept = True
-            await page.get_by_role("button", name=re.compile("^Approve whole sweep")).click()
-            await page.wait_for_selector("body[data-last-sweep]", timeout=15000)
-            assert len(asked) == 3 and any(u.endswith(f"/sweeps/{first['sweepId']}/approve") for u in sent)
-            assert errors == []
-        finally:
-            await browser.close()
+        # on again: a approves; the sweep approved once confirmed, by its button
+        await switch.check()
+        await page.locator("#d-title").focus()
+        await page.keyboard.press("a")
+        await page.wait_for_selector(f"body[data-last-verdict='{first['jobId']}:approved']", timeout=10000)
+        assert len(sent) == 1
+        await page.reload()
+        await page.wait_for_selector("body[data-ready='1'][data-selected]", timeout=15000)
+        assert await switch.is_checked()
+        asked.accept = True
+        await page.get_by_role("button", name=re.compile("^Approve whole sweep")).click()
+        await page.wait_for_selector("body[data-last-sweep]", timeout=15000)
+        assert len(asked) == 3 and any(u.endswith(f"/sweeps/{first['sweepId']}/approve") for u in sent)
+        assert errors == []
     assert "in_review" not in set((await job_states(c)).values())
 
 
 async def test_the_arrows_move_in_the_list_only_and_no_letter_acts_from_the_map(in_review):
     """ArrowDown on the focused map pans it (Leaflet's), never loads the next job; a letter typed there
     does nothing; in the list the arrows move to the next or previous job, focus following."""
-    from playwright.async_api import async_playwright
-
     c, token, pending = in_review
-    errors: list[str] = []
-    async with async_playwright() as pw:
-        browser = await launch(pw)
-        try:
-            page = await fresh_page(browser, errors)
-            sent = verdict_posts(page)
-            await page.goto(f"{c.base_url}/review/#key={token}")
-            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{pending[0]['jobId']}']", timeout=15000)
-            await page.locator("#map").focus()
-            for key in ("ArrowDown", "ArrowDown", "j", "a", "s"):
-                await page.keyboard.press(key)
-            await page.wait_for_timeout(500)
-            assert await page.get_attribute("body", "data-selected") == str(pending[0]["jobId"])
-            assert sent == [] and await page.evaluate("document.activeElement.id") == "map"
-            # outside the list (the job's title) the arrows are the page's
-            await page.locator("#d-title").focus()
-            await page.keyboard.press("ArrowDown")
-            await page.wait_for_timeout(300)
-            assert await page.get_attribute("body", "data-selected") == str(pending[0]["jobId"])
+    async with review_opened(in_review) as (page, sent, errors):
+        await page.locator("#map").focus()
+        for key in ("ArrowDown", "ArrowDown", "j", "a", "s"):
+            await page.keyboard.press(key)
+        await page.wait_for_timeout(500)
+        assert await page.get_attribute("body", "data-selected") == str(pending[0]["jobId"])
+        assert sent == [] and await page.evaluate("document.activeElement.id") == "map"
+        # outside the list (the job's title) the arrows are the page's
+        await page.locator("#d-title").focus()
+        await page.keyboard.press("ArrowDown")
+        await page.wait_for_timeout(300)
+        assert await page.get_attribute("body", "data-selected") == str(pending[0]["jobId"])
 
-            items = page.locator("#pending li button")
-            await items.nth(0).focus()
-            await page.keyboard.press("ArrowDown")
-            await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']", timeout=10000)
-            assert await page.evaluate("document.activeElement.closest('li').dataset.jobId") == str(pending[1]["jobId"])
-            await page.keyboard.press("ArrowDown")
-            await page.wait_for_selector(f"body[data-selected='{pending[2]['jobId']}']", timeout=10000)
-            await page.keyboard.press("ArrowUp")
-            await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']", timeout=10000)
-            assert await page.evaluate("document.activeElement.closest('li').dataset.jobId") == str(pending[1]["jobId"])
-            assert sent == [] and errors == []
-        finally:
-            await browser.close()
+        items = page.locator("#pending li button")
+        await items.nth(0).focus()
+        await page.keyboard.press("ArrowDown")
+        await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']", timeout=10000)
+        assert await page.evaluate("document.activeElement.closest('li').dataset.jobId") == str(pending[1]["jobId"])
+        await page.keyboard.press("ArrowDown")
+        await page.wait_for_selector(f"body[data-selected='{pending[2]['jobId']}']", timeout=10000)
+        await page.keyboard.press("ArrowUp")
+        await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']", timeout=10000)
+        assert await page.evaluate("document.activeElement.closest('li').dataset.jobId") == str(pending[1]["jobId"])
+        assert sent == [] and errors == []
 
 
 async def test_focus_is_put_back_on_the_next_jobs_title_after_a_verdict(in_review):
     """The Approve button disabled while its verdict is sent, the detail hidden, the list rebuilt: focus
     does not drop to the page's body but lands on the title of the job shown next (the list's title when
     none is left)."""
-    from playwright.async_api import async_playwright, expect
+    from playwright.async_api import expect
 
     c, token, pending = in_review
-    errors: list[str] = []
     focused = "document.activeElement.id"
-    async with async_playwright() as pw:
-        browser = await launch(pw)
-        try:
-            page = await fresh_page(browser, errors)
-            await page.goto(f"{c.base_url}/review/#key={token}")
-            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{pending[0]['jobId']}']", timeout=15000)
-            await page.locator("#approve").focus()
-            await page.keyboard.press("Enter")
-            await page.wait_for_selector(f"body[data-last-verdict='{pending[0]['jobId']}:approved']", timeout=10000)
-            await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']:not([data-sending])", timeout=10000)
-            assert await page.evaluate(focused) == "d-title"
-            await expect(page.locator("#d-title")).to_contain_text(pending[1]["wireId"])
+    async with review_opened(in_review) as (page, sent, errors):
+        await page.locator("#approve").focus()
+        await page.keyboard.press("Enter")
+        await page.wait_for_selector(f"body[data-last-verdict='{pending[0]['jobId']}:approved']", timeout=10000)
+        await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']:not([data-sending])", timeout=10000)
+        assert await page.evaluate(focused) == "d-title"
+        await expect(page.locator("#d-title")).to_contain_text(pending[1]["wireId"])
 
-            # a rejection typed in the reason field (the field hidden while the list reloads)
-            await page.locator("#reject").click()
-            await page.keyboard.type("not this street")
-            await page.keyboard.press("Enter")
-            await page.wait_for_selector(f"body[data-last-verdict='{pending[1]['jobId']}:rejected']", timeout=10000)
-            await page.wait_for_selector(f"body[data-selected='{pending[2]['jobId']}']:not([data-sending])", timeout=10000)
-            assert await page.evaluate(focused) == "d-title"
+        # a rejection typed in the reason field (the field hidden while the list reloads)
+        await page.locator("#reject").click()
+        await page.keyboard.type("not this street")
+        await page.keyboard.press("Enter")
+        await page.wait_for_selector(f"body[data-last-verdict='{pending[1]['jobId']}:rejected']", timeout=10000)
+        await page.wait_for_selector(f"body[data-selected='{pending[2]['jobId']}']:not([data-sending])", timeout=10000)
+        assert await page.evaluate(focused) == "d-title"
 
-            # the last ones approved by their button: none left, focus on the list's title
-            for job in pending[2:]:
-                await page.wait_for_selector(f"body[data-selected='{job['jobId']}']:not([data-sending])", timeout=10000)
-                await page.locator("#approve").click()
-                await page.wait_for_selector(f"body[data-last-verdict='{job['jobId']}:approved']", timeout=10000)
-            await expect(page.locator("#pending li")).to_have_count(0)
-            await page.wait_for_selector("body:not([data-sending])")
-            assert await page.evaluate(focused) == "pending-title"
-            assert errors == []
-        finally:
-            await browser.close()
+        # the last ones approved by their button: none left, focus on the list's title
+        for job in pending[2:]:
+            await page.wait_for_selector(f"body[data-selected='{job['jobId']}']:not([data-sending])", timeout=10000)
+            await page.locator("#approve").click()
+            await page.wait_for_selector(f"body[data-last-verdict='{job['jobId']}:approved']", timeout=10000)
+        await expect(page.locator("#pending li")).to_have_count(0)
+        await page.wait_for_selector("body:not([data-sending])")
+        assert await page.evaluate(focused) == "pending-title"
+        assert errors == []
 
 
 async def test_names_roles_and_states_of_the_pages_controls(in_review):
@@ -1093,25 +1086,16 @@ async def test_a_key_pressed_again_while_the_list_reloads_leaves_the_verdicts_co
     """a a, the second while the list is loaded again after the verdict: it sends nothing, says to wait,
     and once the list is back the verdict's own words are shown again (the wait replaced them for good;
     on a busy machine the parked-rejection test saw it)."""
-    from playwright.async_api import async_playwright, expect
+    from playwright.async_api import expect
 
     c, token, pending = in_review
-    errors: list[str] = []
-    async with async_playwright() as pw:
-        browser = await launch(pw)
-        try:
-            page = await fresh_page(browser, errors)
-            sent = verdict_posts(page)
-            await page.goto(f"{c.base_url}/review/#key={token}")
-            await page.wait_for_selector(f"body[data-ready='1'][data-selected='{pending[0]['jobId']}']", timeout=15000)
-            await page.route("**/review/v1/pending*", slowed(1.5))
-            await page.keyboard.press("a")
-            await page.wait_for_selector(f"body[data-last-verdict='{pending[0]['jobId']}:approved']", timeout=10000)
-            await page.keyboard.press("a")
-            await expect(page.locator("#status")).to_have_text("wait: a verdict is being sent")
-            await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']:not([data-sending])", timeout=10000)
-            await expect(page.locator("#status")).to_have_text(re.compile(rf"^{pending[0]['wireId']} approved · \d+ facts live"))
-            assert "error" not in (await page.locator("#status").get_attribute("class") or "")
-            assert len(sent) == 1 and errors == []
-        finally:
-            await browser.close()
+    async with review_opened(in_review) as (page, sent, errors):
+        await page.route("**/review/v1/pending*", slowed(1.5))
+        await page.keyboard.press("a")
+        await page.wait_for_selector(f"body[data-last-verdict='{pending[0]['jobId']}:approved']", timeout=10000)
+        await page.keyboard.press("a")
+        await expect(page.locator("#status")).to_have_text("wait: a verdict is being sent")
+        await page.wait_for_selector(f"body[data-selected='{pending[1]['jobId']}']:not([data-sending])", timeout=10000)
+        await expect(page.locator("#status")).to_have_text(re.compile(rf"^{pending[0]['wireId']} approved · \d+ facts live"))
+        assert "error" not in (await page.locator("#status").get_attribute("class") or "")
+        assert len(sent) == 1 and errors == []
