@@ -240,24 +240,20 @@ async def _serve(settings, sockets: list, worker: tuple[int, int] | None = None)
 
 
 DRAIN_S = 15            # how long a stop waits for the requests in flight; below STOP_GRACE_S, with room
-STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")      # Windows has no SIGHUP
+# The coordinator runs on POSIX systems only (faces/server.py reads its descriptor limit through
+# ``resource``), where the event loop takes signal handlers and SIGHUP exists.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _on_stop_signals(loop: asyncio.AbstractEventLoop, stop) -> None:  # noqa: ANN001
-    """``stop(name)`` on each of ``STOP_SIGNALS`` this platform has. SIGHUP (the terminal or
-    the ssh session closed) stops as SIGTERM does: by default it killed the process on the
-    spot, its requests with it. Where SIGHUP was ignored when ``sis serve`` started
-    (``nohup sis serve``) it stays ignored: that was asked for."""
-    for name in STOP_SIGNALS:
-        sig = getattr(signal, name, None)
-        if sig is None:
+    """``stop(name)`` on each of ``STOP_SIGNALS``. SIGHUP (the terminal or the ssh session
+    closed) stops as SIGTERM does: by default it killed the process on the spot, its requests
+    with it. Where SIGHUP was ignored when ``sis serve`` started (``nohup sis serve``) it stays
+    ignored: that was asked for."""
+    for sig in STOP_SIGNALS:
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
             continue
-        if name == "SIGHUP" and signal.getsignal(sig) == signal.SIG_IGN:
-            continue
-        try:
-            loop.add_signal_handler(sig, stop, name)
-        except NotImplementedError:        # Windows' event loops: a plain handler, handing over to the loop
-            signal.signal(sig, lambda signum, frame, name=name: loop.call_soon_threadsafe(stop, name))
+        loop.add_signal_handler(sig, stop, sig.name)
 
 
 async def _stop(server, services, signame: str, hurry: asyncio.Event | None = None) -> None:  # noqa: ANN001
@@ -401,9 +397,8 @@ def _serve_workers(settings, sockets: list, n: int) -> int:  # noqa: ANN001
     stop_deadline = float("inf")            # when the workers still there after SIGTERM are killed
     supervisor = os.getpid()
 
-    hangup = getattr(signal, "SIGHUP", None)
-    own_signals = [sig for sig in (signal.SIGINT, signal.SIGTERM, hangup) if sig is not None
-                   and not (sig == hangup and signal.getsignal(sig) == signal.SIG_IGN)]     # nohup: left ignored
+    own_signals = [sig for sig in STOP_SIGNALS                # nohup: SIGHUP left ignored
+                   if not (sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN)]
     stop_signal: list[str] = []             # the first stop's cause, said by the loop below (not in the handler)
 
     def spawn(i: int) -> None:
